@@ -1,0 +1,83 @@
+# strata_module(NAME <name> [DEPS <module>...] [LIBS <target>...])
+#
+# Builds src/<name>/**.cpp into the static library strata_<name>. Files named *_avx2.cpp are
+# compiled with AVX2/FMA/F16C enabled (callers must dispatch to them at run time). DEPS are other
+# Strata modules; LIBS are third-party targets. At configure time every #include "<module>/..." in
+# the module's sources is checked against the transitive closure of DEPS, so a module cannot reach
+# into one it does not declare (see docs/architecture.md).
+set(STRATA_ALL_MODULE_NAMES core io tokenizer kernels model kv sched sampling engine net server bench
+    plan dist apps)
+
+function(strata_module)
+  cmake_parse_arguments(M "" "NAME" "DEPS;LIBS" ${ARGN})
+  set(dir ${CMAKE_CURRENT_SOURCE_DIR})
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${dir}/*.cpp)
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${dir}/*.h)
+  add_library(strata_${M_NAME} STATIC ${sources} ${headers})
+  target_include_directories(strata_${M_NAME} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  foreach(dep IN LISTS M_DEPS)
+    target_link_libraries(strata_${M_NAME} PUBLIC strata_${dep})
+  endforeach()
+  if(M_LIBS)
+    target_link_libraries(strata_${M_NAME} PUBLIC ${M_LIBS})
+  endif()
+  foreach(src IN LISTS sources)
+    if(src MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+    endif()
+  endforeach()
+
+  # Transitive closure of allowed modules.
+  set(allowed ${M_NAME})
+  foreach(dep IN LISTS M_DEPS)
+    get_property(dep_closure GLOBAL PROPERTY STRATA_CLOSURE_${dep})
+    if(NOT DEFINED dep_closure AND NOT dep STREQUAL "")
+      get_property(known GLOBAL PROPERTY STRATA_CLOSURE_${dep} SET)
+      if(NOT known)
+        message(FATAL_ERROR "module ${M_NAME}: dependency '${dep}' is not defined before it")
+      endif()
+    endif()
+    list(APPEND allowed ${dep} ${dep_closure})
+  endforeach()
+  list(REMOVE_DUPLICATES allowed)
+  set_property(GLOBAL PROPERTY STRATA_CLOSURE_${M_NAME} ${allowed})
+  strata_check_includes(${M_NAME} "${allowed}" ${sources} ${headers})
+endfunction()
+
+# Fails configuration when a file includes a Strata module outside `allowed`.
+function(strata_check_includes owner allowed)
+  foreach(file IN LISTS ARGN)
+    file(STRINGS ${file} lines REGEX "^#include \"[a-z_]+/")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^#include \"([a-z_]+)/.*" "\\1" inc ${line})
+      list(FIND STRATA_ALL_MODULE_NAMES ${inc} is_module)
+      list(FIND allowed ${inc} ok)
+      if(is_module GREATER -1 AND ok EQUAL -1)
+        message(FATAL_ERROR "${file}: module '${owner}' may not include '${inc}/' "
+                            "(allowed: ${allowed}); see docs/architecture.md")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+# strata_test(NAME <exe> SOURCES <files...> DEPS <modules...> [LABELS <labels...>] [TIMEOUT s])
+# One GoogleTest executable; each test case becomes a CTest test carrying LABELS (default: unit).
+function(strata_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;DEPS;LABELS;LIBS" ${ARGN})
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  foreach(dep IN LISTS T_DEPS)
+    target_link_libraries(${T_NAME} PRIVATE strata_${dep})
+  endforeach()
+  target_link_libraries(${T_NAME} PRIVATE GTest::gtest GTest::gtest_main ${T_LIBS})
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(${T_NAME} PRIVATE STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+                                               STRATA_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
+                       PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+endfunction()

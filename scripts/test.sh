@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds and runs every test (README command 2; .ci/run calls exactly this).
+#  1. Release build, all tests except those labelled `slow`.
+#  2. ASan+UBSan build of the same tests labelled `unit`, so memory errors fail CI.
+# Slow suites run on demand: ctest --test-dir build -L slow --output-on-failure
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== Release build"
+scripts/build.sh build
+echo "== Tests (Release, all but slow)"
+ctest --test-dir build -LE slow --output-on-failure -j "$jobs" --timeout 900
+
+echo "== Sanitizer build (ASan + UBSan)"
+scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_SANITIZE=ON
+echo "== Unit tests under sanitizers"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan -L unit --output-on-failure -j "$jobs" --timeout 900
+echo "== All tests passed"

@@ -1,0 +1,55 @@
+// An owning, 64-byte aligned, zero-initialised byte buffer for tensors and workspaces.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace strata {
+
+class AlignedBuffer {
+ public:
+  static constexpr size_t kAlignment = 64;
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t bytes) { resize(bytes); }
+  ~AlignedBuffer() { std::free(data_); }
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+
+  // Reallocates (contents are not kept) and zero-fills.
+  void resize(size_t bytes) {
+    std::free(data_);
+    data_ = nullptr;
+    size_ = bytes;
+    if (bytes == 0) return;
+    size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
+    if (data_ == nullptr) std::abort();
+    std::memset(data_, 0, rounded);
+  }
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
+  template <typename T>
+  T* as() {
+    return reinterpret_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* as() const {
+    return reinterpret_cast<const T*>(data_);
+  }
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,225 @@
+#include "core/dtype.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace strata {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kF8E4M3: return "f8_e4m3";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kI8: return "i8";
+    case DType::kU8: return "u8";
+    case DType::kI16: return "i16";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kF64: return "f64";
+    case DType::kBool: return "bool";
+  }
+  return "?";
+}
+
+bool parse_dtype(std::string_view name, DType* out) {
+  std::string n(name);
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (n == "f32" || n == "float32" || n == "float" || n == "fp32") *out = DType::kF32;
+  else if (n == "f16" || n == "float16" || n == "half" || n == "fp16") *out = DType::kF16;
+  else if (n == "bf16" || n == "bfloat16") *out = DType::kBF16;
+  else if (n == "f8_e4m3" || n == "f8_e4m3fn" || n == "fp8" || n == "fp8_e4m3" || n == "e4m3")
+    *out = DType::kF8E4M3;
+  else if (n == "q8_0") *out = DType::kQ8_0;
+  else if (n == "i8" || n == "int8") *out = DType::kI8;
+  else if (n == "u8" || n == "uint8") *out = DType::kU8;
+  else if (n == "i16" || n == "int16") *out = DType::kI16;
+  else if (n == "i32" || n == "int32") *out = DType::kI32;
+  else if (n == "i64" || n == "int64") *out = DType::kI64;
+  else if (n == "f64" || n == "float64" || n == "double") *out = DType::kF64;
+  else if (n == "bool") *out = DType::kBool;
+  else return false;
+  return true;
+}
+
+int64_t dtype_block_elems(DType t) { return t == DType::kQ8_0 ? kQ8_0BlockSize : 1; }
+
+int64_t dtype_block_bytes(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+    case DType::kF8E4M3: return 1;
+    case DType::kQ8_0: return sizeof(BlockQ8_0);
+    case DType::kI8: return 1;
+    case DType::kU8: return 1;
+    case DType::kI16: return 2;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kF64: return 8;
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+bool dtype_is_float(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF8E4M3 ||
+         t == DType::kQ8_0 || t == DType::kF64;
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      mant &= 0x3ffu;
+      bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | (mant << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  return bits_to_f32(bits);
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x = f32_to_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (abs < 0x38800000u) {  // result is subnormal or zero
+    // value = abs as float; half subnormal unit = 2^-24.
+    float v = bits_to_f32(abs);
+    // Round to nearest even in units of 2^-24 (nearbyint uses the default even rounding).
+    float q = std::nearbyint(v * 16777216.0f);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(q));
+  }
+  // Normal: re-bias exponent, round mantissa from 23 to 10 bits, nearest even.
+  uint32_t m = abs + ((15u - 127u) << 23);
+  m += 0xfffu + ((m >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (m >> 13));
+}
+
+float fp8_e4m3_to_f32(uint8_t v) {
+  uint32_t sign = v >> 7;
+  uint32_t exp = (v >> 3) & 0xfu;
+  uint32_t mant = v & 0x7u;
+  float out;
+  if (exp == 0xf && mant == 0x7) {
+    out = NAN;
+  } else if (exp == 0) {
+    out = std::ldexp(static_cast<float>(mant), -9);  // mant/8 * 2^-6
+  } else {
+    out = std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, static_cast<int>(exp) - 7);
+  }
+  return sign ? -out : out;
+}
+
+uint8_t f32_to_fp8_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  float a = std::fabs(f);
+  if (a >= kFp8E4M3Max) return sign | 0x7e;  // saturate to 448
+  if (a < std::ldexp(1.0f, -6)) {
+    // Subnormal range: units of 2^-9, nearest even.
+    float q = std::nearbyint(a * 512.0f);
+    return sign | static_cast<uint8_t>(q);  // q == 8 is exactly the smallest normal (0x08)
+  }
+  int e;
+  float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  // a = (1 + frac) * 2^(e-1); frac in 3 bits.
+  float frac = m * 2.0f - 1.0f;
+  float q = std::nearbyint(frac * 8.0f);
+  int exp = e - 1 + 7;
+  if (q >= 8.0f) {
+    q = 0;
+    ++exp;
+  }
+  if (exp > 15 || (exp == 15 && q > 6)) return sign | 0x7e;
+  return sign | static_cast<uint8_t>((exp << 3) | static_cast<int>(q));
+}
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kF16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::kF8E4M3: {
+      auto* s = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp8_e4m3_to_f32(s[i]);
+      return;
+    }
+    case DType::kQ8_0: {
+      STRATA_CHECK(n % kQ8_0BlockSize == 0) << "Q8_0 row of " << n << " elements";
+      auto* b = static_cast<const BlockQ8_0*>(src);
+      for (int64_t i = 0; i < n / kQ8_0BlockSize; ++i) {
+        float d = f16_to_f32(b[i].d);
+        for (int j = 0; j < kQ8_0BlockSize; ++j) dst[i * kQ8_0BlockSize + j] = d * b[i].qs[j];
+      }
+      return;
+    }
+    default: STRATA_CHECK(false) << "dequantize_row: unsupported dtype " << dtype_name(t);
+  }
+}
+
+void quantize_row(DType t, const float* src, void* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::kF8E4M3: {
+      auto* d = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_fp8_e4m3(src[i]);
+      return;
+    }
+    case DType::kQ8_0: {
+      STRATA_CHECK(n % kQ8_0BlockSize == 0) << "Q8_0 row of " << n << " elements";
+      auto* b = static_cast<BlockQ8_0*>(dst);
+      for (int64_t i = 0; i < n / kQ8_0BlockSize; ++i) {
+        const float* x = src + i * kQ8_0BlockSize;
+        float amax = 0;
+        for (int j = 0; j < kQ8_0BlockSize; ++j) amax = std::max(amax, std::fabs(x[j]));
+        float d = amax / 127.0f;
+        float id = d != 0 ? 1.0f / d : 0.0f;
+        b[i].d = f32_to_f16(d);
+        for (int j = 0; j < kQ8_0BlockSize; ++j)
+          b[i].qs[j] = static_cast<int8_t>(std::lround(x[j] * id));
+      }
+      return;
+    }
+    default: STRATA_CHECK(false) << "quantize_row: unsupported dtype " << dtype_name(t);
+  }
+}
+
+}  // namespace strata
