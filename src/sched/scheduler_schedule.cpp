@@ -95,6 +95,11 @@ void Scheduler::schedule_running(SchedulerOutput* plan, int64_t* budget, Prefill
     }
     if (n == 0) continue;
     const int64_t total = r->num_computed_tokens_ + n;
+    if (kv_.num_blocks_to_allocate(seq(*r), total) == 0) {  // the common case: no new block
+      add_entry(plan, r, n, {}, /*new_table=*/false);
+      *budget -= n;
+      continue;
+    }
     bool self_preempted = false;
     while (kv_.num_blocks_to_allocate(seq(*r), total) > kv_.num_allocatable_blocks()) {
       Request* victim = running_.back();
