@@ -87,6 +87,7 @@ void Scheduler::preempt(Request* victim, SchedulerOutput* plan) {
 void Scheduler::schedule_running(SchedulerOutput* plan, int64_t* budget, PrefillSlots* slots) {
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* r = running_[i];
+    r->num_scheduled_tokens_ = 0;  // a plan never given to update() is simply replaced
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens_;
     const int64_t n = chunk_size(remaining, *budget);
     if (n < remaining && remaining > 1) {  // still prefilling after this step: keeps its slot

@@ -238,6 +238,31 @@ TEST(SchedulerRequestsTest, CountersForMetrics) {
   EXPECT_EQ(st.kv.referenced + st.kv.cached_free + st.kv.free, 16);
 }
 
+TEST(SchedulerRequestsTest, APlanNotAppliedIsReplacedByTheNextOne) {
+  Driver d({.max_num_batched_tokens = 4, .max_model_len = 64}, {.block_size = 4}, 17);
+  ASSERT_TRUE(d.add("A", prompt(6), 2).ok());
+  SchedulerOutput dropped = d.sched->schedule();
+  ASSERT_EQ(dropped.scheduled.size(), 1u);
+  SchedulerOutput plan = d.sched->schedule();  // the first plan was never run
+  ASSERT_EQ(plan.scheduled.size(), 1u);
+  EXPECT_EQ(plan.scheduled[0].num_computed_tokens, 0);
+  d.sched->check_invariants();
+  d.sched->update(plan, std::vector<int32_t>{kNoToken});
+  d.sched->check_invariants();
+  EXPECT_EQ(d.sched->find_request("A")->num_computed_tokens(), 4);
+}
+
+TEST(SchedulerRequestsDeathTest, UpdateRejectsAStalePlanOrAMissingToken) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Driver d({.max_model_len = 64}, {.block_size = 4}, 17);
+  ASSERT_TRUE(d.add("A", prompt(3), 2).ok());
+  SchedulerOutput old_plan = d.sched->schedule();
+  SchedulerOutput plan = d.sched->schedule();
+  EXPECT_DEATH(d.sched->update(old_plan, std::vector<int32_t>{1}), "latest plan");
+  EXPECT_DEATH(d.sched->update(plan, std::vector<int32_t>{kNoToken}), "no token was sampled");
+  EXPECT_DEATH(d.sched->update(plan, std::vector<int32_t>{}), "one sampled token");
+}
+
 TEST(SchedulerRequestsTest, CreateValidatesItsInputs) {
   kv::CacheConfig cache;
   EXPECT_EQ(Scheduler::create({}, cache, 100).status().code(), StatusCode::kInvalidArgument);
