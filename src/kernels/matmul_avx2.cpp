@@ -1,0 +1,321 @@
+// AVX2/FMA matmul over packed weight panels (kernels/packed_weight.h).
+//
+// Two paths with the same arithmetic: every output element is one chain of FMAs over k in order,
+// starting from zero, using the exact f32 value of each weight. So a row's result is bit-identical
+// whichever path computed it (batch invariance).
+//  - small m (decode): stream the panels once, converting weights in registers; several panels at
+//    a time so enough independent FMA chains hide the latency.
+//  - larger m (prefill): per thread, convert a [kKc x 16] block of a panel to f32 in L1, then a
+//    6x16 register-blocked micro-kernel runs over the rows; rows are blocked by kMc so the x
+//    block stays in L2 across panels.
+#include <algorithm>
+#include <cstring>
+
+#include "core/aligned_buffer.h"
+#include "kernels/kernel_impl.h"
+#include "kernels/simd_avx2.h"
+
+namespace strata::kernels::avx2 {
+namespace {
+
+constexpr int64_t kKc = 256;
+constexpr int64_t kMc = 144;
+constexpr int64_t kMaxGemvRows = 4;
+
+float* thread_scratch(int64_t floats) {
+  thread_local AlignedBuffer buf;
+  if (buf.size() < static_cast<size_t>(floats) * 4) buf.resize(static_cast<size_t>(floats) * 4);
+  return buf.as<float>();
+}
+
+template <DType D>
+inline void load_w16(const std::byte* pan, int64_t k, __m256& lo, __m256& hi) {
+  if constexpr (D == DType::kF32) {
+    const float* p = reinterpret_cast<const float*>(pan) + k * kPanelRows;
+    lo = _mm256_load_ps(p);
+    hi = _mm256_load_ps(p + 8);
+  } else if constexpr (D == DType::kBF16) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(pan) + k * kPanelRows;
+    lo = load_bf16x8(p);
+    hi = load_bf16x8(p + 8);
+  } else {
+    static_assert(D == DType::kF16);
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(pan) + k * kPanelRows;
+    lo = load_f16x8(p);
+    hi = load_f16x8(p + 8);
+  }
+}
+
+// Stores a 16-wide accumulator pair to y[0..cols).
+inline void store16(float* y, __m256 lo, __m256 hi, int64_t cols) {
+  if (cols == kPanelRows) {
+    _mm256_storeu_ps(y, lo);
+    _mm256_storeu_ps(y + 8, hi);
+    return;
+  }
+  alignas(32) float tmp[kPanelRows];
+  _mm256_store_ps(tmp, lo);
+  _mm256_store_ps(tmp + 8, hi);
+  std::memcpy(y, tmp, cols * sizeof(float));
+}
+
+// ---- small m: stream NP panels at a time -------------------------------------------------------
+
+template <DType D, int MR, int NP>
+void gemv_panels(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
+                 int64_t ldy) {
+  const int64_t K = w.k();
+  __m256 acc[MR][NP][2];
+  for (int i = 0; i < MR; ++i)
+    for (int q = 0; q < NP; ++q) acc[i][q][0] = acc[i][q][1] = _mm256_setzero_ps();
+  const std::byte* pans[NP];
+  for (int q = 0; q < NP; ++q) pans[q] = w.panel(p + q);
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 xb[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) xb[i] = _mm256_broadcast_ss(x + i * ldx + k);
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) {
+      __m256 lo, hi;
+      load_w16<D>(pans[q], k, lo, hi);
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        acc[i][q][0] = _mm256_fmadd_ps(xb[i], lo, acc[i][q][0]);
+        acc[i][q][1] = _mm256_fmadd_ps(xb[i], hi, acc[i][q][1]);
+      }
+    }
+  }
+  for (int q = 0; q < NP; ++q) {
+    int64_t cols = std::min<int64_t>(kPanelRows, w.n() - (p + q) * kPanelRows);
+    for (int i = 0; i < MR; ++i)
+      store16(y + i * ldy + (p + q) * kPanelRows, acc[i][q][0], acc[i][q][1], cols);
+  }
+}
+
+template <int MR, int NP>
+void gemv_panels_q8(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
+                    int64_t ldy) {
+  const int64_t K = w.k();
+  __m256 acc[MR][NP][2];
+  for (int i = 0; i < MR; ++i)
+    for (int q = 0; q < NP; ++q) acc[i][q][0] = acc[i][q][1] = _mm256_setzero_ps();
+  for (int64_t kb = 0; kb < K / 32; ++kb) {
+    const std::byte* blk[NP];
+    __m256 s_lo[NP], s_hi[NP];
+    for (int q = 0; q < NP; ++q) {
+      blk[q] = w.panel(p + q) + kb * kQ8PanelBlockBytes;
+      s_lo[q] = load_f16x8(blk[q]);
+      s_hi[q] = load_f16x8(blk[q] + 16);
+    }
+    for (int c = 0; c < 32; ++c) {
+      const int64_t k = kb * 32 + c;
+      __m256 xb[MR];
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) xb[i] = _mm256_broadcast_ss(x + i * ldx + k);
+#pragma GCC unroll 4
+      for (int q = 0; q < NP; ++q) {
+        __m128i qv = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(blk[q] + kPanelRows * 2 + c * kPanelRows));
+        __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qv)), s_lo[q]);
+        __m256 hi =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qv, 8))), s_hi[q]);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) {
+          acc[i][q][0] = _mm256_fmadd_ps(xb[i], lo, acc[i][q][0]);
+          acc[i][q][1] = _mm256_fmadd_ps(xb[i], hi, acc[i][q][1]);
+        }
+      }
+    }
+  }
+  for (int q = 0; q < NP; ++q) {
+    int64_t cols = std::min<int64_t>(kPanelRows, w.n() - (p + q) * kPanelRows);
+    for (int i = 0; i < MR; ++i)
+      store16(y + i * ldy + (p + q) * kPanelRows, acc[i][q][0], acc[i][q][1], cols);
+  }
+}
+
+template <int MR, int NP>
+void gemv_dispatch(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
+                   int64_t ldy) {
+  switch (w.dtype()) {
+    case DType::kF32:
+      gemv_panels<DType::kF32, MR, NP>(x, ldx, w, p, y, ldy);
+      return;
+    case DType::kBF16:
+      gemv_panels<DType::kBF16, MR, NP>(x, ldx, w, p, y, ldy);
+      return;
+    case DType::kF16:
+      gemv_panels<DType::kF16, MR, NP>(x, ldx, w, p, y, ldy);
+      return;
+    default:
+      return;
+  }
+}
+
+// Panels per group for MR rows: keep 8 independent accumulator pairs in flight.
+template <int MR>
+constexpr int panels_per_group() {
+  return MR == 1 ? 4 : MR == 2 ? 2 : 1;
+}
+
+template <int MR>
+void gemv(const float* x, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+          ThreadPool& pool) {
+  if (w.dtype() == DType::kQ8_0) {
+    // Q8_0 needs registers for the block scales: at most two panels at a time.
+    constexpr int NP = MR == 1 ? 2 : 1;
+    pool.parallel_for(w.num_panels(), NP, [&](int64_t p0, int64_t p1) {
+      int64_t p = p0;
+      for (; p + NP <= p1; p += NP) gemv_panels_q8<MR, NP>(x, ldx, w, p, y, ldy);
+      for (; p < p1; ++p) gemv_panels_q8<MR, 1>(x, ldx, w, p, y, ldy);
+    });
+    return;
+  }
+  constexpr int NP = panels_per_group<MR>();
+  pool.parallel_for(w.num_panels(), NP, [&](int64_t p0, int64_t p1) {
+    int64_t p = p0;
+    for (; p + NP <= p1; p += NP) gemv_dispatch<MR, NP>(x, ldx, w, p, y, ldy);
+    for (; p < p1; ++p) gemv_dispatch<MR, 1>(x, ldx, w, p, y, ldy);
+  });
+}
+
+// ---- larger m: convert a panel block to f32, then a 6x16 micro-kernel ------------------------
+
+void panel_block_to_f32(const PackedWeight& w, int64_t p, int64_t k0, int64_t k1, float* dst) {
+  const std::byte* pan = w.panel(p);
+  const int64_t n = (k1 - k0) * kPanelRows;
+  switch (w.dtype()) {
+    case DType::kF32:
+      std::memcpy(dst, reinterpret_cast<const float*>(pan) + k0 * kPanelRows, n * 4);
+      return;
+    case DType::kBF16: {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(pan) + k0 * kPanelRows;
+      for (int64_t i = 0; i < n; i += 8) _mm256_store_ps(dst + i, load_bf16x8(s + i));
+      return;
+    }
+    case DType::kF16: {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(pan) + k0 * kPanelRows;
+      for (int64_t i = 0; i < n; i += 8) _mm256_store_ps(dst + i, load_f16x8(s + i));
+      return;
+    }
+    case DType::kQ8_0: {
+      for (int64_t k = k0; k < k1; ++k) {
+        const std::byte* blk = pan + (k / 32) * kQ8PanelBlockBytes;
+        __m128i qv = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(blk + kPanelRows * 2 + (k % 32) * kPanelRows));
+        __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qv)), load_f16x8(blk));
+        __m256 hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qv, 8))),
+                                  load_f16x8(blk + 16));
+        _mm256_store_ps(dst + (k - k0) * kPanelRows, lo);
+        _mm256_store_ps(dst + (k - k0) * kPanelRows + 8, hi);
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// c[MR][16] (row stride ldc) = (first ? 0 : c) + x[MR][kc] * wb[kc][16].
+template <int MR>
+inline void ukernel(const float* x, int64_t ldx, const float* wb, int64_t kc, float* c, int64_t ldc,
+                    bool first) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    if (first) {
+      acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    } else {
+      acc[i][0] = _mm256_loadu_ps(c + i * ldc);
+      acc[i][1] = _mm256_loadu_ps(c + i * ldc + 8);
+    }
+  }
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 w0 = _mm256_load_ps(wb + k * kPanelRows);
+    __m256 w1 = _mm256_load_ps(wb + k * kPanelRows + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      __m256 b = _mm256_broadcast_ss(x + i * ldx + k);
+      acc[i][0] = _mm256_fmadd_ps(b, w0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(b, w1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    _mm256_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
+  }
+}
+
+void ukernel_rows(int64_t rows, const float* x, int64_t ldx, const float* wb, int64_t kc, float* c,
+                  int64_t ldc, bool first) {
+  int64_t i = 0;
+  for (; i + 6 <= rows; i += 6) ukernel<6>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+  switch (rows - i) {
+    case 1:
+      ukernel<1>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    case 2:
+      ukernel<2>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    case 3:
+      ukernel<3>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    case 4:
+      ukernel<4>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    case 5:
+      ukernel<5>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    default:
+      break;
+  }
+}
+
+void gemm(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+          ThreadPool& pool) {
+  const int64_t K = w.k(), N = w.n();
+  pool.parallel_for(w.num_panels(), 1, [&](int64_t p0, int64_t p1) {
+    float* wb = thread_scratch(kKc * kPanelRows + kMc * kPanelRows);
+    float* edge = wb + kKc * kPanelRows;  // [kMc][16] for a last panel narrower than 16
+    for (int64_t m0 = 0; m0 < m; m0 += kMc) {
+      const int64_t mb = std::min(kMc, m - m0);
+      for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+        const int64_t k1 = std::min(K, k0 + kKc);
+        for (int64_t p = p0; p < p1; ++p) {
+          panel_block_to_f32(w, p, k0, k1, wb);
+          const bool full = (p + 1) * kPanelRows <= N;
+          float* c = full ? y + m0 * ldy + p * kPanelRows : edge;
+          ukernel_rows(mb, x + m0 * ldx + k0, ldx, wb, k1 - k0, c, full ? ldy : kPanelRows,
+                       k0 == 0);
+          if (!full && k1 == K) {
+            const int64_t cols = N - p * kPanelRows;
+            for (int64_t i = 0; i < mb; ++i)
+              std::memcpy(y + (m0 + i) * ldy + p * kPanelRows, edge + i * kPanelRows, cols * 4);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void matmul(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+            ThreadPool& pool) {
+  if (m <= 0) return;
+  if (m > kMaxGemvRows) return gemm(x, m, ldx, w, y, ldy, pool);
+  switch (m) {
+    case 1:
+      return gemv<1>(x, ldx, w, y, ldy, pool);
+    case 2:
+      return gemv<2>(x, ldx, w, y, ldy, pool);
+    case 3:
+      return gemv<3>(x, ldx, w, y, ldy, pool);
+    default:
+      return gemv<4>(x, ldx, w, y, ldy, pool);
+  }
+}
+
+}  // namespace strata::kernels::avx2
