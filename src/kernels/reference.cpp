@@ -12,12 +12,15 @@ namespace {
 
 void matmul(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
             ThreadPool&) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t n = 0; n < w.n(); ++n) {
+  std::vector<float> row(w.k());
+  for (int64_t n = 0; n < w.n(); ++n) {
+    for (int64_t k = 0; k < w.k(); ++k) row[k] = w.at(n, k);
+    for (int64_t i = 0; i < m; ++i) {
       double acc = 0;
-      for (int64_t k = 0; k < w.k(); ++k) acc += static_cast<double>(x[i * ldx + k]) * w.at(n, k);
+      for (int64_t k = 0; k < w.k(); ++k) acc += static_cast<double>(x[i * ldx + k]) * row[k];
       y[i * ldy + n] = static_cast<float>(acc);
     }
+  }
 }
 
 void rms_norm(const float* x, int64_t ldx, const float* weight, float eps, int64_t m, int64_t n,

@@ -1,0 +1,23 @@
+#include "kv/kv_storage.h"
+
+#include "core/strings.h"
+
+namespace strata {
+
+Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec) {
+  if (spec.dtype != DType::kF32 && spec.dtype != DType::kF16 && spec.dtype != DType::kBF16 &&
+      spec.dtype != DType::kF8E4M3)
+    return invalid_argument(std::string("KV cache dtype ") + dtype_name(spec.dtype) +
+                            " is not supported (f32, f16, bf16, fp8)");
+  if (spec.num_layers <= 0 || spec.num_blocks <= 0 || spec.block_size <= 0 ||
+      spec.num_kv_heads <= 0 || spec.head_dim <= 0)
+    return invalid_argument("KV cache spec has a non-positive size");
+  KvStorage s;
+  s.spec_ = spec;
+  s.half_bytes_ = spec.num_blocks * spec.block_bytes_per_layer() / 2;
+  s.layers_.resize(spec.num_layers);
+  for (auto& l : s.layers_) l.resize(static_cast<size_t>(2 * s.half_bytes_));
+  return s;
+}
+
+}  // namespace strata
