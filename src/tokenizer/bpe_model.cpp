@@ -1,51 +1,42 @@
 #include "tokenizer/bpe_model.h"
 
-#include <atomic>
 #include <cstdio>
 #include <queue>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/word_cache.h"
 
 namespace strata::tok {
 
 namespace {
 
-constexpr size_t kSmallWord = 64;        // symbols: quadratic merge below, heap merge above
-constexpr size_t kCacheSlots = 1 << 13;  // per-thread direct-mapped word cache
-constexpr size_t kMaxCachedWord = 64;    // bytes
-
-uint64_t hash_bytes(std::string_view s, uint64_t seed) {
-  uint64_t h = 0xcbf29ce484222325ull ^ (seed * 0x9E3779B97F4A7C15ull);
-  for (char c : s) {
-    h ^= static_cast<uint8_t>(c);
-    h *= 0x100000001b3ull;
-  }
-  return h ^ (h >> 29);
-}
-
-struct CacheSlot {
-  uint64_t owner = 0;
-  uint64_t hash = 0;
-  std::string word;
-  std::vector<int32_t> ids;
-};
-
-CacheSlot* thread_cache() {
-  thread_local std::unique_ptr<CacheSlot[]> slots(new CacheSlot[kCacheSlots]);
-  return slots.get();
-}
-
-std::atomic<uint64_t> g_next_instance{1};
+constexpr size_t kSmallWord = 64;  // symbols: quadratic merge below, heap merge above
 
 }  // namespace
+
+bool follows_metaspace(std::string_view s, size_t p) {
+  return p >= kSpmSpace.size() && s.compare(p - kSpmSpace.size(), kSpmSpace.size(), kSpmSpace) == 0;
+}
+
+bool pieces_split_at_metaspace(const Vocab& vocab) {
+  if (!vocab.find(kSpmSpace)) return false;
+  for (int32_t id = 0; id < vocab.size(); ++id) {
+    std::string_view piece = vocab.piece(id);
+    for (size_t p = piece.find(kSpmSpace, 1); p != std::string_view::npos;
+         p = piece.find(kSpmSpace, p + 1)) {
+      if (!follows_metaspace(piece, p)) return false;
+    }
+  }
+  return true;
+}
 
 Result<std::unique_ptr<BpeModel>> BpeModel::create(
     Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeConfig config) {
   std::unique_ptr<BpeModel> m(new BpeModel());
   m->vocab_ = std::move(vocab);
   m->config_ = std::move(config);
-  m->instance_id_ = g_next_instance.fetch_add(1);
+  m->instance_id_ = new_cache_owner();
   if (!m->config_.unk_token.empty()) {
     auto unk = m->vocab_.find(m->config_.unk_token);
     if (!unk) {
@@ -64,6 +55,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::create(
     auto single = m->vocab_.find(utf8_encode(byte_to_char(static_cast<uint8_t>(b))));
     m->byte_to_id_[b] = single ? *single : -1;
   }
+  m->split_at_metaspace_ = !m->config_.byte_level && pieces_split_at_metaspace(m->vocab_);
   if (m->config_.byte_level) {
     std::string raw;
     m->raw_vocab_.reserve(m->vocab_.num_pieces());
@@ -72,10 +64,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::create(
       if (!p.empty() && byte_level_to_bytes(p, &raw)) m->raw_vocab_.set(id, raw);
     }
   }
-  size_t cap = 16;
-  while (cap < merges.size() * 2 + 16) cap <<= 1;
-  m->pairs_.assign(cap, PairEntry{kEmptyKey, 0, 0});
-  m->pair_mask_ = cap - 1;
+  m->pairs_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     auto ia = m->vocab_.find(a), ib = m->vocab_.find(b), im = m->vocab_.find(a + b);
@@ -88,7 +77,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::create(
                               "')");
     }
     // A repeated pair keeps its last rank, as a map built from the merge list would.
-    m->insert_pair(*ia, *ib, static_cast<uint32_t>(rank), *im);
+    m->pairs_.insert(*ia, *ib, static_cast<uint32_t>(rank), *im);
   }
   m->num_merges_ = merges.size();
   return m;
@@ -99,29 +88,6 @@ std::string BpeModel::describe() const {
   if (config_.byte_fallback) s += ", byte fallback";
   if (config_.ignore_merges) s += ", ignore_merges";
   return s + ")";
-}
-
-void BpeModel::insert_pair(int32_t left, int32_t right, uint32_t rank, int32_t merged) {
-  uint64_t key =
-      (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
-  uint64_t i = (key * 0x9E3779B97F4A7C15ull >> 20) & pair_mask_;
-  while (pairs_[i].key != kEmptyKey && pairs_[i].key != key) i = (i + 1) & pair_mask_;
-  pairs_[i] = PairEntry{key, rank, merged};
-}
-
-uint32_t BpeModel::lookup(int32_t left, int32_t right, int32_t* merged) const {
-  uint64_t key =
-      (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
-  uint64_t i = (key * 0x9E3779B97F4A7C15ull >> 20) & pair_mask_;
-  for (;;) {
-    const PairEntry& e = pairs_[i];
-    if (e.key == key) {
-      *merged = e.id;
-      return e.rank;
-    }
-    if (e.key == kEmptyKey) return kNoRank;
-    i = (i + 1) & pair_mask_;
-  }
 }
 
 void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>* syms) const {
@@ -259,22 +225,21 @@ void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>* ids)
 
 void BpeModel::encode(std::string_view word, std::vector<int32_t>* ids) const {
   if (word.empty()) return;
-  if (word.size() > kMaxCachedWord) {
-    encode_uncached(word, ids);
+  auto compute = [this](std::string_view w, std::vector<int32_t>* out) { encode_uncached(w, out); };
+  if (!split_at_metaspace_) {
+    encode_cached(instance_id_, word, ids, compute);
     return;
   }
-  uint64_t h = hash_bytes(word, instance_id_);
-  CacheSlot& slot = thread_cache()[h & (kCacheSlots - 1)];
-  if (slot.owner == instance_id_ && slot.hash == h && slot.word == word) {
-    ids->insert(ids->end(), slot.ids.begin(), slot.ids.end());
-    return;
+  // No piece spans "x▁", so each run starting at a "▁" after other text merges on its own.
+  size_t start = 0;
+  for (size_t p = word.find(kSpmSpace, 1); p != std::string_view::npos;
+       p = word.find(kSpmSpace, p + 1)) {
+    if (!follows_metaspace(word, p)) {
+      encode_cached(instance_id_, word.substr(start, p - start), ids, compute);
+      start = p;
+    }
   }
-  size_t before = ids->size();
-  encode_uncached(word, ids);
-  slot.owner = instance_id_;
-  slot.hash = h;
-  slot.word.assign(word);
-  slot.ids.assign(ids->begin() + before, ids->end());
+  encode_cached(instance_id_, word.substr(start), ids, compute);
 }
 
 }  // namespace strata::tok

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "tokenizer/model.h"
+#include "tokenizer/pair_table.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::tok {
@@ -43,18 +44,13 @@ class BpeModel final : public Model {
   size_t num_merges() const { return num_merges_; }
 
  private:
-  struct PairEntry {
-    uint64_t key;  // (left << 32) | right; kEmptyKey when free
-    uint32_t rank;
-    int32_t id;
-  };
-  static constexpr uint64_t kEmptyKey = ~0ull;
-  static constexpr uint32_t kNoRank = ~0u;
+  static constexpr uint32_t kNoRank = PairTable::kNone;
 
   BpeModel() = default;
   // Rank and result of merging (left, right); rank kNoRank when they do not merge.
-  uint32_t lookup(int32_t left, int32_t right, int32_t* merged) const;
-  void insert_pair(int32_t left, int32_t right, uint32_t rank, int32_t merged);
+  uint32_t lookup(int32_t left, int32_t right, int32_t* merged) const {
+    return pairs_.find(left, right, merged);
+  }
   // Initial symbols of `word` (characters, bytes, fallback bytes, unk).
   void initial_symbols(std::string_view word, std::vector<int32_t>* syms) const;
   void merge_small(std::vector<int32_t>* syms) const;
@@ -68,10 +64,17 @@ class BpeModel final : public Model {
   int32_t byte_fallback_id_[256];  // id of "<0xXX>" (-1 if absent)
   bool all_byte_fallback_ = false;
   Vocab raw_vocab_;  // byte-level: tokens keyed by their raw bytes (for ignore_merges)
-  std::vector<PairEntry> pairs_;
-  uint64_t pair_mask_ = 0;
+  PairTable pairs_;
   size_t num_merges_ = 0;
-  uint64_t instance_id_ = 0;  // keys the per-thread word cache
+  uint64_t instance_id_ = 0;         // keys the per-thread word cache
+  bool split_at_metaspace_ = false;  // see pieces_split_at_metaspace
 };
+
+// True when `s[p]` starts right after a "▁".
+bool follows_metaspace(std::string_view s, size_t p);
+// True when "▁" is a piece and no piece has "▁" right after another character: then BPE over
+// SentencePiece-style text can run on each "▁"-initial run separately (and be cached) with the
+// same result as over the whole text, since no merge can cross into a run.
+bool pieces_split_at_metaspace(const Vocab& vocab);
 
 }  // namespace strata::tok

@@ -4,9 +4,10 @@
 #include <cstdio>
 #include <limits>
 #include <map>
-#include <queue>
 
+#include "tokenizer/bpe_model.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/word_cache.h"
 
 namespace strata::tok {
 
@@ -63,59 +64,120 @@ Result<std::unique_ptr<SpmBpeModel>> SpmBpeModel::create(std::vector<SpPiece> pi
                                                          bool byte_fallback) {
   std::unique_ptr<SpmBpeModel> m(new SpmBpeModel());
   STRATA_RETURN_IF_ERROR(m->table_.init(std::move(pieces), unk_id, byte_fallback));
+  for (int32_t id = 0; id < m->table_.size(); ++id) {
+    if (m->table_.at(id).type == SpPiece::Type::kUnused) m->has_unused_ = true;
+  }
+  Vocab mergeable;
+  for (int32_t id = 0; id < m->table_.size(); ++id) {
+    if (m->table_.find_mergeable(m->table_.at(id).piece)) mergeable.set(id, m->table_.at(id).piece);
+  }
+  m->split_at_metaspace_ = pieces_split_at_metaspace(mergeable);
+  m->cache_owner_ = new_cache_owner();
+  // Every way of writing a mergeable piece as two mergeable pieces.
+  m->pairs_.reserve(static_cast<size_t>(mergeable.size()) * 4);
+  for (int32_t id = 0; id < mergeable.size(); ++id) {
+    std::string_view p = mergeable.piece(id);
+    if (p.empty()) continue;
+    for (size_t k = utf8_len(static_cast<uint8_t>(p[0])); k < p.size();
+         k += utf8_len(static_cast<uint8_t>(p[k]))) {
+      auto l = mergeable.find(p.substr(0, k)), r = mergeable.find(p.substr(k));
+      if (l && r) m->pairs_.insert(*l, *r, 0, id);
+    }
+  }
+  for (int c = 0; c < 128; ++c) {
+    auto id = mergeable.find(std::string(1, static_cast<char>(c)));
+    m->ascii_ids_[c] = id ? *id : -1;
+  }
   return m;
 }
 
 void SpmBpeModel::encode(std::string_view text, std::vector<int32_t>* ids) const {
   if (text.empty()) return;
+  auto compute = [this](std::string_view w, std::vector<int32_t>* out) { encode_chunk(w, out); };
+  if (!split_at_metaspace_) {
+    encode_cached(cache_owner_, text, ids, compute);
+    return;
+  }
+  size_t start = 0;
+  for (size_t p = text.find(kSpmSpace, 1); p != std::string_view::npos;
+       p = text.find(kSpmSpace, p + 1)) {
+    if (!follows_metaspace(text, p)) {
+      encode_cached(cache_owner_, text.substr(start, p - start), ids, compute);
+      start = p;
+    }
+  }
+  encode_cached(cache_owner_, text.substr(start), ids, compute);
+}
+
+void SpmBpeModel::encode_chunk(std::string_view text, std::vector<int32_t>* ids) const {
+  if (text.empty()) return;
   struct Sym {
     uint32_t begin, len;
     int32_t prev, next;
-    bool frozen;
+    int32_t id;  // mergeable piece of the symbol's text, or -1
   };
   struct Pair {
     float score;
-    int32_t left, right;
+    int32_t left, right, merged;
     uint32_t len;
   };
   auto worse = [](const Pair& a, const Pair& b) {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   };
-  std::vector<Sym> syms;
-  syms.reserve(text.size());
+  thread_local std::vector<Sym> syms;
+  syms.clear();
   size_t pos = 0;
   while (pos < text.size()) {
     // (User-defined pieces never get here: they are matched as added tokens before the model.)
-    size_t len = std::min<size_t>(utf8_len(static_cast<uint8_t>(text[pos])), text.size() - pos);
-    bool frozen = false;
+    auto lead = static_cast<uint8_t>(text[pos]);
+    size_t len = std::min<size_t>(utf8_len(lead), text.size() - pos);
+    int32_t id = -1;
+    if (lead < 0x80) {
+      id = ascii_ids_[lead];
+    } else if (auto f = table_.find_mergeable(text.substr(pos, len))) {
+      id = *f;
+    }
     auto n = static_cast<int32_t>(syms.size());
-    syms.push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(len), n - 1, n + 1, frozen});
+    syms.push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(len), n - 1, n + 1, id});
     pos += len;
   }
   syms.back().next = -1;
 
-  std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> agenda(worse);
+  // Max-heap under `worse`: the best-scoring, leftmost pair on top.
+  thread_local std::vector<Pair> agenda;
+  agenda.clear();
   // Unused pieces may be merged through but are split back at the end.
-  std::map<std::pair<uint32_t, uint32_t>, std::pair<uint32_t, uint32_t>> rev_merge;
+  std::vector<std::pair<std::pair<uint32_t, uint32_t>, uint32_t>> rev_merge;  // (begin,len)->left
   auto maybe_add = [&](int32_t left, int32_t right) {
-    if (left < 0 || right < 0 || syms[left].frozen || syms[right].frozen) return;
-    uint32_t len = syms[left].len + syms[right].len;
-    auto id = table_.find_mergeable(text.substr(syms[left].begin, len));
-    if (!id) return;
-    agenda.push({table_.at(*id).score, left, right, len});
-    if (table_.at(*id).type == SpPiece::Type::kUnused) {
-      rev_merge[{syms[left].begin, len}] = {syms[left].len, syms[right].len};
+    if (left < 0 || right < 0) return;
+    const Sym& l = syms[left];
+    const Sym& r = syms[right];
+    uint32_t len = l.len + r.len;
+    int32_t merged = -1;
+    if (l.id >= 0 && r.id >= 0) {
+      if (pairs_.find(l.id, r.id, &merged) == PairTable::kNone) return;
+    } else {
+      auto id = table_.find_mergeable(text.substr(l.begin, len));
+      if (!id) return;
+      merged = *id;
+    }
+    agenda.push_back({table_.at(merged).score, left, right, merged, len});
+    std::push_heap(agenda.begin(), agenda.end(), worse);
+    if (has_unused_ && table_.at(merged).type == SpPiece::Type::kUnused) {
+      rev_merge.push_back({{l.begin, len}, l.len});
     }
   };
   for (size_t i = 1; i < syms.size(); ++i)
     maybe_add(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
   while (!agenda.empty()) {
-    Pair top = agenda.top();
-    agenda.pop();
+    std::pop_heap(agenda.begin(), agenda.end(), worse);
+    Pair top = agenda.back();
+    agenda.pop_back();
     Sym& l = syms[top.left];
     Sym& r = syms[top.right];
     if (l.len == 0 || r.len == 0 || l.len + r.len != top.len || l.next != top.right) continue;
     l.len += r.len;
+    l.id = top.merged;
     l.next = r.next;
     if (r.next >= 0) syms[r.next].prev = top.left;
     r.len = 0;
@@ -124,15 +186,21 @@ void SpmBpeModel::encode(std::string_view text, std::vector<int32_t>* ids) const
   }
   bool prev_unk = false;
   // Resegments unused pieces into the two parts they were merged from.
-  auto emit = [&](auto& self, uint32_t begin, uint32_t len) -> void {
+  auto emit = [&](auto& self, uint32_t begin, uint32_t len, int32_t known) -> void {
     std::string_view piece = text.substr(begin, len);
-    auto id = table_.vocab().find(piece);
+    std::optional<int32_t> id;
+    if (known >= 0) {
+      id = known;
+    } else {
+      id = table_.vocab().find(piece);
+    }
     if (id && table_.at(*id).type == SpPiece::Type::kUnused) {
-      auto it = rev_merge.find({begin, len});
-      if (it != rev_merge.end()) {
-        self(self, begin, it->second.first);
-        self(self, begin + it->second.first, it->second.second);
-        return;
+      for (const auto& [key, left_len] : rev_merge) {
+        if (key.first == begin && key.second == len) {
+          self(self, begin, left_len, -1);
+          self(self, begin + left_len, len - left_len, -1);
+          return;
+        }
       }
     }
     if (id && table_.at(*id).type != SpPiece::Type::kUnknown) {
@@ -142,7 +210,7 @@ void SpmBpeModel::encode(std::string_view text, std::vector<int32_t>* ids) const
       table_.emit_unknown(piece, ids, &prev_unk);
     }
   };
-  for (int32_t i = 0; i >= 0; i = syms[i].next) emit(emit, syms[i].begin, syms[i].len);
+  for (int32_t i = 0; i >= 0; i = syms[i].next) emit(emit, syms[i].begin, syms[i].len, syms[i].id);
 }
 
 // ---- Unigram ----

@@ -17,6 +17,7 @@
 
 #include "core/status.h"
 #include "tokenizer/model.h"
+#include "tokenizer/pair_table.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::tok {
@@ -75,7 +76,13 @@ class SpmBpeModel final : public Model {
   std::string describe() const override { return "SentencePiece BPE"; }
 
  private:
+  void encode_chunk(std::string_view text, std::vector<int32_t>* ids) const;
   SpPieceTable table_;
+  PairTable pairs_;         // (left id, right id) -> id of the concatenated piece
+  int32_t ascii_ids_[128];  // mergeable piece of each ASCII character, or -1
+  bool has_unused_ = false;
+  bool split_at_metaspace_ = false;  // see pieces_split_at_metaspace (bpe_model.h)
+  uint64_t cache_owner_ = 0;
 };
 
 class UnigramModel final : public Model {

@@ -54,8 +54,9 @@ std::shared_ptr<const Tokenizer> load_llama3(bool add_bos) {
     options.added_tokens.push_back(t);
   }
   if (add_bos) options.prefix_ids = {128000};
-  auto parts = tok::load_bpe_files(shared_data_path("tokenizers/llama3/llama3.2_encoder.json"),
-                                   shared_data_path("tokenizers/llama3/llama3.2_vocab.bpe"), options);
+  auto parts =
+      tok::load_bpe_files(shared_data_path("tokenizers/llama3/llama3.2_encoder.json"),
+                          shared_data_path("tokenizers/llama3/llama3.2_vocab.bpe"), options);
   EXPECT_TRUE(parts.ok()) << parts.status().to_string();
   if (!parts.ok()) return nullptr;
   auto t = Tokenizer::from_parts(std::move(parts).value());
@@ -232,8 +233,8 @@ TEST(GoldenMixtral, TokenizerJsonLoadsAndRoundTrips) {
   EXPECT_EQ(t->eos_token_id(), 2);
   EXPECT_TRUE(t->info().add_bos);
   Json inputs = load_json("tokenizer-tests/swift-transformers-multilingual/inputs.json");
-  std::vector<std::string> texts = {"Hello world", "  two leading spaces", "trailing  ",
-                                    "line\nbreaks\r\n\ttabs", "", "x"};
+  std::vector<std::string> texts = {
+      "Hello world", "  two leading spaces", "trailing  ", "line\nbreaks\r\n\ttabs", "", "x"};
   for (const auto& in : inputs["inputs"]) texts.push_back(in["text"]);
   for (const auto& text : texts) {
     auto ids = encode(*t, text, true);
