@@ -62,15 +62,19 @@ int run_tokenize(const Args& args) {
     std::cerr << "strata tokenize: " << ids.status().message() << "\n";
     return 1;
   }
-  std::string line = "[";
-  for (size_t i = 0; i < ids->size(); ++i) line += (i ? ", " : "") + std::to_string((*ids)[i]);
-  std::cout << line << "]\n";
+  std::string id_line(1, '[');
+  for (size_t i = 0; i < ids->size(); ++i) {
+    if (i) id_line += ", ";
+    id_line += std::to_string((*ids)[i]);
+  }
+  std::cout << id_line << "]\n";
   if (args.get_bool("pieces")) {
-    line = "[";
+    std::string piece_line(1, '[');
     for (size_t i = 0; i < ids->size(); ++i) {
-      line += (i ? ", " : "") + json_string((*tok)->id_to_piece((*ids)[i]));
+      if (i) piece_line += ", ";
+      piece_line += json_string((*tok)->id_to_piece((*ids)[i]));
     }
-    std::cout << line << "]\n";
+    std::cout << piece_line << "]\n";
   }
   return 0;
 }
