@@ -8,7 +8,9 @@
 namespace strata::apps {
 namespace {
 
-void add_options(OptionSet& options) { bench::add_serve_bench_options(options); }
+void add_options(OptionSet& options) {
+  bench::add_serve_bench_options(options);
+}
 
 int run(const Args& args) {
   auto config = bench::parse_serve_bench_config(args);

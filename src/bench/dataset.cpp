@@ -15,24 +15,27 @@ constexpr int kMaxFitRounds = 10;
 
 // Common English words; prompts built from them read as text and tokenize predictably.
 constexpr const char* kWords[] = {
-    "time",    "year",   "people", "way",     "day",     "man",    "thing",  "woman",  "life",
-    "child",   "world",  "school", "state",   "family",  "student", "group", "country", "problem",
-    "hand",    "part",   "place",  "case",    "week",    "company", "system", "program", "question",
-    "work",    "number", "night",  "point",   "home",    "water",  "room",   "mother", "area",
-    "money",   "story",  "fact",   "month",   "lot",     "right",  "study",  "book",   "eye",
-    "job",     "word",   "business", "issue", "side",    "kind",   "head",   "house",  "service",
-    "friend",  "father", "power",  "hour",    "game",    "line",   "end",    "member", "law",
-    "car",     "city",   "name",   "team",    "minute",  "idea",   "kid",    "body",   "back",
-    "parent",  "face",   "others", "level",   "office",  "door",   "health", "person", "art",
-    "history", "party",  "result", "change",  "morning", "reason", "research", "girl", "guy",
-    "moment",  "air",    "teacher", "force",  "education", "good", "new",    "first",  "last",
-    "long",    "great",  "little", "own",     "other",   "old",    "big",    "high",   "small",
-    "large",   "young",  "early",  "important", "public", "bad",   "same",   "able",   "make",
-    "know",    "take",   "see",    "come",    "think",   "look",   "want",   "give",   "use",
-    "find",    "tell",   "ask",    "seem",    "feel",    "try",    "leave",  "call",   "keep",
-    "begin",   "help",   "talk",   "turn",    "start",   "show",   "hear",   "play",   "run",
-    "move",    "like",   "live",   "believe", "hold",    "bring",  "happen", "write",  "sit",
-    "stand",   "lose",   "pay",    "meet",    "include", "learn",  "lead",   "read",   "grow",
+    "time",    "year",    "people",   "way",     "day",     "man",     "thing",     "woman",
+    "life",    "child",   "world",    "school",  "state",   "family",  "student",   "group",
+    "country", "problem", "hand",     "part",    "place",   "case",    "week",      "company",
+    "system",  "program", "question", "work",    "number",  "night",   "point",     "home",
+    "water",   "room",    "mother",   "area",    "money",   "story",   "fact",      "month",
+    "lot",     "right",   "study",    "book",    "eye",     "job",     "word",      "business",
+    "issue",   "side",    "kind",     "head",    "house",   "service", "friend",    "father",
+    "power",   "hour",    "game",     "line",    "end",     "member",  "law",       "car",
+    "city",    "name",    "team",     "minute",  "idea",    "kid",     "body",      "back",
+    "parent",  "face",    "others",   "level",   "office",  "door",    "health",    "person",
+    "art",     "history", "party",    "result",  "change",  "morning", "reason",    "research",
+    "girl",    "guy",     "moment",   "air",     "teacher", "force",   "education", "good",
+    "new",     "first",   "last",     "long",    "great",   "little",  "own",       "other",
+    "old",     "big",     "high",     "small",   "large",   "young",   "early",     "important",
+    "public",  "bad",     "same",     "able",    "make",    "know",    "take",      "see",
+    "come",    "think",   "look",     "want",    "give",    "use",     "find",      "tell",
+    "ask",     "seem",    "feel",     "try",     "leave",   "call",    "keep",      "begin",
+    "help",    "talk",    "turn",     "start",   "show",    "hear",    "play",      "run",
+    "move",    "like",    "live",     "believe", "hold",    "bring",   "happen",    "write",
+    "sit",     "stand",   "lose",     "pay",     "meet",    "include", "learn",     "lead",
+    "read",    "grow",
 };
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
@@ -68,7 +71,8 @@ Result<std::vector<FitCandidate>> exact_pieces(PromptTokenizer& tok,
   for (size_t i = 0; i < targets.size(); ++i) {
     c[i].target = targets[i];
     if (!allowed.empty()) {
-      for (int64_t k = 0; k < targets[i]; ++k) c[i].ids.push_back(allowed[rng->below(allowed.size())]);
+      for (int64_t k = 0; k < targets[i]; ++k)
+        c[i].ids.push_back(allowed[rng->below(allowed.size())]);
     } else {
       c[i].text = random_words(targets[i], rng);
     }
@@ -158,30 +162,35 @@ Result<Dataset> sample_random(PromptTokenizer& tok, const RandomDatasetOptions& 
                             std::to_string(o.range_ratio));
   }
   if (o.input_len < 0 || o.output_len < 0 || o.prefix_len < 0) {
-    return invalid_argument("--random-input-len, --random-output-len and --random-prefix-len "
-                            "must not be negative");
+    return invalid_argument(
+        "--random-input-len, --random-output-len and --random-prefix-len "
+        "must not be negative");
   }
   int num_special = tok.num_special_tokens_to_add();
   int64_t real_input = std::max<int64_t>(0, o.input_len - num_special);
   int64_t in_lo = static_cast<int64_t>(std::floor(real_input * (1 - o.range_ratio)));
   int64_t in_hi = static_cast<int64_t>(std::ceil(real_input * (1 + o.range_ratio)));
-  int64_t out_lo = std::max<int64_t>(1, static_cast<int64_t>(std::floor(o.output_len * (1 - o.range_ratio))));
-  int64_t out_hi = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.output_len * (1 + o.range_ratio))));
+  int64_t out_lo =
+      std::max<int64_t>(1, static_cast<int64_t>(std::floor(o.output_len * (1 - o.range_ratio))));
+  int64_t out_hi =
+      std::max<int64_t>(1, static_cast<int64_t>(std::ceil(o.output_len * (1 + o.range_ratio))));
   if (o.prefix_len + in_lo < 1) {
-    return invalid_argument(
-        "--random-input-len is too small: with " + std::to_string(num_special) +
-        " special token(s) added by the server and --random-range-ratio " +
-        std::to_string(o.range_ratio) +
-        " a prompt could have no tokens at all; increase --random-input-len or "
-        "--random-prefix-len");
+    return invalid_argument("--random-input-len is too small: with " + std::to_string(num_special) +
+                            " special token(s) added by the server and --random-range-ratio " +
+                            std::to_string(o.range_ratio) +
+                            " a prompt could have no tokens at all; increase --random-input-len or "
+                            "--random-prefix-len");
   }
   Rng rng(o.seed);
   std::vector<int64_t> in_lens, out_lens, offsets;
   int64_t vocab = tok.vocab_size();
   for (int64_t i = 0; i < o.num_prompts; ++i) {
-    in_lens.push_back(in_lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(in_hi - in_lo + 1))));
-    out_lens.push_back(out_lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(out_hi - out_lo + 1))));
-    offsets.push_back(vocab > 0 ? static_cast<int64_t>(rng.below(static_cast<uint64_t>(vocab))) : 0);
+    in_lens.push_back(in_lo +
+                      static_cast<int64_t>(rng.below(static_cast<uint64_t>(in_hi - in_lo + 1))));
+    out_lens.push_back(out_lo +
+                       static_cast<int64_t>(rng.below(static_cast<uint64_t>(out_hi - out_lo + 1))));
+    offsets.push_back(vocab > 0 ? static_cast<int64_t>(rng.below(static_cast<uint64_t>(vocab)))
+                                : 0);
   }
   Dataset ds;
   int64_t mismatch = 0;
@@ -190,7 +199,8 @@ Result<Dataset> sample_random(PromptTokenizer& tok, const RandomDatasetOptions& 
   TokenIds prefix_ids;
   std::string prefix_text;
   if (o.prefix_len > 0) {
-    STRATA_ASSIGN_OR_RETURN(auto pieces, exact_pieces(tok, {o.prefix_len}, allowed, &rng, &mismatch));
+    STRATA_ASSIGN_OR_RETURN(auto pieces,
+                            exact_pieces(tok, {o.prefix_len}, allowed, &rng, &mismatch));
     prefix_ids = pieces[0].ids;
     prefix_text = pieces[0].text;
   }
@@ -202,7 +212,8 @@ Result<Dataset> sample_random(PromptTokenizer& tok, const RandomDatasetOptions& 
       // vLLM's sequence: consecutive allowed ids from a per-request offset.
       cand.ids = prefix_ids;
       for (int64_t k = 0; k < in_lens[static_cast<size_t>(i)]; ++k) {
-        cand.ids.push_back(allowed[static_cast<size_t>(offsets[static_cast<size_t>(i)] + i + k) % allowed.size()]);
+        cand.ids.push_back(
+            allowed[static_cast<size_t>(offsets[static_cast<size_t>(i)] + i + k) % allowed.size()]);
       }
       if (cand.ids.empty()) cand.text = "";
     } else {
@@ -223,8 +234,9 @@ Result<Dataset> sample_random(PromptTokenizer& tok, const RandomDatasetOptions& 
 Result<Dataset> sample_sharegpt(PromptTokenizer& tok, const ShareGptOptions& o) {
   if (o.num_prompts <= 0) return invalid_argument("--num-prompts must be at least 1");
   if (o.path.empty()) {
-    return invalid_argument("--dataset-name sharegpt needs --dataset-path FILE (a ShareGPT JSON "
-                            "file, e.g. ShareGPT_V3_unfiltered_cleaned_split.json)");
+    return invalid_argument(
+        "--dataset-name sharegpt needs --dataset-path FILE (a ShareGPT JSON "
+        "file, e.g. ShareGPT_V3_unfiltered_cleaned_split.json)");
   }
   auto text = read_file(o.path);
   if (!text.ok()) return text.status().with_context("--dataset-path");
@@ -264,8 +276,8 @@ Result<Dataset> sample_sharegpt(PromptTokenizer& tok, const ShareGptOptions& o) 
   Dataset ds;
   int64_t without_reply = 0;
   const size_t kBatch = 64;
-  for (size_t start = 0; start < entries.size() &&
-                         static_cast<int64_t>(ds.requests.size()) < o.num_prompts;
+  for (size_t start = 0;
+       start < entries.size() && static_cast<int64_t>(ds.requests.size()) < o.num_prompts;
        start += kBatch) {
     size_t end = std::min(entries.size(), start + kBatch);
     std::vector<std::string> texts;
@@ -327,8 +339,9 @@ Result<Dataset> sample_sharegpt(PromptTokenizer& tok, const ShareGptOptions& o) 
 Result<Dataset> sample_prefix_repetition(PromptTokenizer& tok, const PrefixRepetitionOptions& o) {
   if (o.num_prefixes <= 0) return invalid_argument("--prefix-repetition-num-prefixes must be >= 1");
   if (o.prefix_len < 0 || o.suffix_len < 0 || o.prefix_len + o.suffix_len < 1) {
-    return invalid_argument("--prefix-repetition-prefix-len and --prefix-repetition-suffix-len "
-                            "must be non-negative with at least one token in all");
+    return invalid_argument(
+        "--prefix-repetition-prefix-len and --prefix-repetition-suffix-len "
+        "must be non-negative with at least one token in all");
   }
   if (o.output_len < 1) return invalid_argument("--prefix-repetition-output-len must be >= 1");
   int64_t per_prefix = o.num_prompts / o.num_prefixes;
@@ -343,12 +356,19 @@ Result<Dataset> sample_prefix_repetition(PromptTokenizer& tok, const PrefixRepet
   int64_t mismatch = 0;
   std::vector<FitCandidate> prefixes, suffixes;
   if (o.prefix_len > 0) {
-    STRATA_ASSIGN_OR_RETURN(prefixes, exact_pieces(tok, std::vector<int64_t>(static_cast<size_t>(o.num_prefixes), o.prefix_len), allowed, &rng, &mismatch));
+    STRATA_ASSIGN_OR_RETURN(
+        prefixes,
+        exact_pieces(tok, std::vector<int64_t>(static_cast<size_t>(o.num_prefixes), o.prefix_len),
+                     allowed, &rng, &mismatch));
   } else {
     prefixes.resize(static_cast<size_t>(o.num_prefixes));
   }
   if (o.suffix_len > 0) {
-    STRATA_ASSIGN_OR_RETURN(suffixes, exact_pieces(tok, std::vector<int64_t>(static_cast<size_t>(o.num_prefixes * per_prefix), o.suffix_len), allowed, &rng, &mismatch));
+    STRATA_ASSIGN_OR_RETURN(
+        suffixes, exact_pieces(tok,
+                               std::vector<int64_t>(
+                                   static_cast<size_t>(o.num_prefixes * per_prefix), o.suffix_len),
+                               allowed, &rng, &mismatch));
   } else {
     suffixes.resize(static_cast<size_t>(o.num_prefixes * per_prefix));
   }
@@ -364,7 +384,8 @@ Result<Dataset> sample_prefix_repetition(PromptTokenizer& tok, const PrefixRepet
   STRATA_ASSIGN_OR_RETURN(auto texts, tok.decode(combined));
   Dataset ds;
   for (size_t i = 0; i < combined.size(); ++i) {
-    ds.requests.push_back({std::move(texts[i]), static_cast<int64_t>(combined[i].size()), o.output_len});
+    ds.requests.push_back(
+        {std::move(texts[i]), static_cast<int64_t>(combined[i].size()), o.output_len});
   }
   shuffle_items(&ds.requests, &rng);
   if (mismatch != 0) ds.notes.push_back(mismatch_note(mismatch));

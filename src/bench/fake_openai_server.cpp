@@ -10,7 +10,9 @@ namespace strata::bench {
 namespace {
 constexpr int32_t kBosId = 256;
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 net::HttpResponse json_response(int status, const Json& j) {
   return net::HttpResponse::json(status, dump(j));
@@ -44,6 +46,7 @@ struct FakeOpenAiServer::Stream {
   bool error_at_end = false;
   bool usage = false;
   bool stopped = false;
+  std::string middle;  // the SSE bytes of a chunk that is neither first nor last
 };
 
 FakeOpenAiServer::FakeOpenAiServer(net::EventLoop* loop, FakeServerOptions options)
@@ -55,7 +58,9 @@ FakeOpenAiServer::FakeOpenAiServer(net::EventLoop* loop, FakeServerOptions optio
       [this](net::HttpRequest r, net::ResponseWriter w) { handle(std::move(r), std::move(w)); });
 }
 
-FakeOpenAiServer::~FakeOpenAiServer() { *alive_ = false; }
+FakeOpenAiServer::~FakeOpenAiServer() {
+  *alive_ = false;
+}
 
 Status FakeOpenAiServer::listen(const std::string& host, int port) {
   net::HttpServerOptions so = server_->options();
@@ -138,8 +143,8 @@ void FakeOpenAiServer::generate(const net::HttpRequest& request, net::ResponseWr
     return;
   }
   if (every(o_.fail_every)) {
-    writer.send(net::default_error_response(500, "injected failure for request " +
-                                                     std::to_string(k)));
+    writer.send(
+        net::default_error_response(500, "injected failure for request " + std::to_string(k)));
     return;
   }
   auto s = std::make_shared<Stream>();
@@ -147,8 +152,8 @@ void FakeOpenAiServer::generate(const net::HttpRequest& request, net::ResponseWr
   s->chat = chat;
   s->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(k);
   s->prompt_tokens = count_prompt_tokens(body, chat);
-  const char* max_key = chat && body.contains("max_completion_tokens") ? "max_completion_tokens"
-                                                                         : "max_tokens";
+  const char* max_key =
+      chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   s->total = body.contains(max_key) && body[max_key].is_number_integer()
                  ? std::max<int64_t>(1, body[max_key].get<int64_t>())
                  : o_.default_max_tokens;
@@ -165,16 +170,15 @@ void FakeOpenAiServer::generate(const net::HttpRequest& request, net::ResponseWr
                               {"message", {{"role", "assistant"}, {"content", text}}},
                               {"finish_reason", "length"}}
                        : Json{{"index", 0}, {"text", text}, {"finish_reason", "length"}};
-    writer.send(json_response(
-        200, Json{{"id", s->id},
-                  {"object", chat ? "chat.completion" : "text_completion"},
-                  {"created", 0},
-                  {"model", o_.model},
-                  {"choices", Json::array({choice})},
-                  {"usage",
-                   {{"prompt_tokens", s->prompt_tokens},
-                    {"completion_tokens", s->total},
-                    {"total_tokens", s->prompt_tokens + s->total}}}}));
+    writer.send(json_response(200, Json{{"id", s->id},
+                                        {"object", chat ? "chat.completion" : "text_completion"},
+                                        {"created", 0},
+                                        {"model", o_.model},
+                                        {"choices", Json::array({choice})},
+                                        {"usage",
+                                         {{"prompt_tokens", s->prompt_tokens},
+                                          {"completion_tokens", s->total},
+                                          {"total_tokens", s->prompt_tokens + s->total}}}}));
     return;
   }
   std::weak_ptr<Stream> weak = s;
@@ -196,23 +200,34 @@ void FakeOpenAiServer::step(const std::shared_ptr<Stream>& s) {
     return;
   }
   s->sent++;
+  bool first = s->sent == 1;
   bool last = s->sent == s->total;
-  Json choice;
-  if (s->chat) {
-    Json delta = {{"content", o_.token_text}};
-    if (s->sent == 1) delta["role"] = "assistant";
-    choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr},
-              {"finish_reason", last ? Json("length") : Json(nullptr)}};
+  if (first || last || s->middle.empty()) {
+    Json choice;
+    if (s->chat) {
+      Json delta = {{"content", o_.token_text}};
+      if (first) delta["role"] = "assistant";
+      choice = {{"index", 0},
+                {"delta", delta},
+                {"logprobs", nullptr},
+                {"finish_reason", last ? Json("length") : Json(nullptr)}};
+    } else {
+      choice = {{"index", 0},
+                {"text", o_.token_text},
+                {"logprobs", nullptr},
+                {"finish_reason", last ? Json("length") : Json(nullptr)}};
+    }
+    Json chunk = {{"id", s->id},
+                  {"object", s->chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", 0},
+                  {"model", o_.model},
+                  {"choices", Json::array({choice})}};
+    std::string event = net::sse_format(dump(chunk));
+    if (!first && !last) s->middle = event;
+    s->writer.write(std::move(event));
   } else {
-    choice = {{"index", 0}, {"text", o_.token_text}, {"logprobs", nullptr},
-              {"finish_reason", last ? Json("length") : Json(nullptr)}};
+    s->writer.write(s->middle);  // every middle chunk is the same bytes
   }
-  Json chunk = {{"id", s->id},
-                {"object", s->chat ? "chat.completion.chunk" : "text_completion"},
-                {"created", 0},
-                {"model", o_.model},
-                {"choices", Json::array({choice})}};
-  s->writer.write(net::sse_format(dump(chunk)));
   chunks_sent_++;
   if (!last) {
     std::weak_ptr<bool> alive = alive_;
@@ -222,20 +237,20 @@ void FakeOpenAiServer::step(const std::shared_ptr<Stream>& s) {
     return;
   }
   if (s->error_at_end) {
-    s->writer.write(net::sse_format(dump(
-        Json{{"error", {{"message", "injected error event"}, {"type", "InternalServerError"},
-                        {"code", 500}}}})));
+    s->writer.write(net::sse_format(dump(Json{
+        {"error",
+         {{"message", "injected error event"}, {"type", "InternalServerError"}, {"code", 500}}}})));
   } else if (s->usage) {
-    s->writer.write(net::sse_format(
-        dump(Json{{"id", s->id},
-                  {"object", s->chat ? "chat.completion.chunk" : "text_completion"},
-                  {"created", 0},
-                  {"model", o_.model},
-                  {"choices", Json::array()},
-                  {"usage",
-                   {{"prompt_tokens", s->prompt_tokens},
-                    {"completion_tokens", s->total},
-                    {"total_tokens", s->prompt_tokens + s->total}}}})));
+    s->writer.write(
+        net::sse_format(dump(Json{{"id", s->id},
+                                  {"object", s->chat ? "chat.completion.chunk" : "text_completion"},
+                                  {"created", 0},
+                                  {"model", o_.model},
+                                  {"choices", Json::array()},
+                                  {"usage",
+                                   {{"prompt_tokens", s->prompt_tokens},
+                                    {"completion_tokens", s->total},
+                                    {"total_tokens", s->prompt_tokens + s->total}}}})));
   }
   s->writer.write(net::sse_format("[DONE]"));
   s->writer.end_stream();

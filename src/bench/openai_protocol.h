@@ -37,12 +37,12 @@ Result<std::vector<std::string>> build_payloads(Backend backend, const PayloadOp
 
 // What one SSE data payload carried.
 struct StreamChunk {
-  bool done = false;         // "[DONE]"
-  bool has_choices = false;  // a token chunk (its text may be empty)
-  std::string text;          // completion text, or chat delta content (+ reasoning)
+  bool done = false;               // "[DONE]"
+  bool has_choices = false;        // a token chunk (its text may be empty)
+  std::string text;                // completion text, or chat delta content (+ reasoning)
   int64_t prompt_tokens = -1;      // from usage, -1 when absent
   int64_t completion_tokens = -1;  // from usage, -1 when absent
-  std::string error;         // an error event, or a payload that is not valid JSON
+  std::string error;               // an error event, or a payload that is not valid JSON
 };
 StreamChunk parse_stream_chunk(std::string_view data, Backend backend);
 

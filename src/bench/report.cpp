@@ -117,13 +117,15 @@ std::string format_failures(const std::vector<RequestOutput>& outputs) {
   return s;
 }
 
-std::string format_result_block(const BenchmarkMetrics& m, const std::vector<RequestOutput>& outputs,
-                                const BlockOptions& o) {
+std::string format_result_block(const BenchmarkMetrics& m,
+                                const std::vector<RequestOutput>& outputs, const BlockOptions& o) {
   std::string s = center(" Serving Benchmark Result ", 50, '=') + "\n";
   s += row("Successful requests:", std::to_string(m.completed));
   s += row("Failed requests:", std::to_string(m.failed));
-  if (o.max_concurrency) s += row("Maximum request concurrency:", std::to_string(*o.max_concurrency));
-  if (!std::isinf(o.request_rate)) s += row("Request rate configured (RPS):", fixed2(o.request_rate));
+  if (o.max_concurrency)
+    s += row("Maximum request concurrency:", std::to_string(*o.max_concurrency));
+  if (!std::isinf(o.request_rate))
+    s += row("Request rate configured (RPS):", fixed2(o.request_rate));
   s += row("Benchmark duration (s):", fixed2(o.duration_s));
   s += row("Total input tokens:", std::to_string(m.total_input));
   s += row("Total generated tokens:", std::to_string(m.total_output));
@@ -169,11 +171,13 @@ std::string build_result_json(const ResultMeta& meta, const BenchmarkMetrics& m,
   j["tokenizer_id"] = meta.tokenizer_id;
   j["num_prompts"] = meta.num_prompts;
   for (const auto& [k, v] : meta.metadata) j[k] = v;
-  if (std::isinf(meta.request_rate)) j["request_rate"] = "inf";
-  else j["request_rate"] = meta.request_rate;
+  if (std::isinf(meta.request_rate))
+    j["request_rate"] = "inf";
+  else
+    j["request_rate"] = meta.request_rate;
   j["burstiness"] = meta.burstiness;
-  j["max_concurrency"] = meta.max_concurrency ? OrderedJson(*meta.max_concurrency)
-                                              : OrderedJson(nullptr);
+  j["max_concurrency"] =
+      meta.max_concurrency ? OrderedJson(*meta.max_concurrency) : OrderedJson(nullptr);
   j["dataset_name"] = meta.dataset_name;
   if (meta.random_input_len) j["random_input_len"] = *meta.random_input_len;
   if (meta.random_output_len) j["random_output_len"] = *meta.random_output_len;
@@ -322,7 +326,9 @@ std::string format_sweep_table(const std::vector<SweepRow>& rows) {
 
 std::string sweep_json(const std::vector<SweepRow>& rows) {
   OrderedJson arr = OrderedJson::array();
-  auto opt = [](const std::optional<int64_t>& v) { return v ? OrderedJson(*v) : OrderedJson(nullptr); };
+  auto opt = [](const std::optional<int64_t>& v) {
+    return v ? OrderedJson(*v) : OrderedJson(nullptr);
+  };
   for (const auto& r : rows) {
     OrderedJson j;
     j["max_concurrency"] = opt(r.max_concurrency);

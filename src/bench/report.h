@@ -34,8 +34,8 @@ struct BlockOptions {
 std::string format_failures(const std::vector<RequestOutput>& outputs);
 
 // The "============ Serving Benchmark Result ============" block, ending with a line of '='.
-std::string format_result_block(const BenchmarkMetrics& m, const std::vector<RequestOutput>& outputs,
-                                const BlockOptions& o);
+std::string format_result_block(const BenchmarkMetrics& m,
+                                const std::vector<RequestOutput>& outputs, const BlockOptions& o);
 
 // "p99", "p99.9" (vLLM's key spelling).
 std::string percentile_key(double p);

@@ -164,8 +164,9 @@ class Runner {
     } else if (!st.stream_error.empty()) {
       out.error = st.stream_error;
     } else if (!st.got_token) {
-      out.error = "the response stream ended without any token chunk (no \"choices\"), so TTFT "
-                  "cannot be measured; the request counts as failed";
+      out.error =
+          "the response stream ended without any token chunk (no \"choices\"), so TTFT "
+          "cannot be measured; the request counts as failed";
     }
     out.success = out.error.empty();
     if (st.got_token) out.latency = st.last_token - out.start_time;

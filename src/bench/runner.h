@@ -22,7 +22,7 @@ namespace strata::bench {
 struct RunnerOptions {
   net::Url api_url;  // the endpoint, e.g. http://127.0.0.1:8000/v1/completions
   Backend backend = Backend::kCompletions;
-  std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
+  std::vector<std::pair<std::string, std::string>> headers;       // extra request headers
   double request_rate = std::numeric_limits<double>::infinity();  // requests/s; inf: all at once
   double burstiness = 1.0;
   int64_t max_concurrency = 0;  // 0 = unlimited

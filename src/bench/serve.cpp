@@ -49,10 +49,11 @@ Result<std::pair<std::string, std::string>> first_model(const std::string& base_
   for (const auto& [k, v] : c.headers) r.headers.add(k, v);
   auto resp = net::http_fetch(r);
   std::string hint = ". Check that the server is running and the URL is right, or pass --model.";
-  if (!resp.ok()) return unavailable("cannot list models at " + url + ": " + resp.status().message() + hint);
+  if (!resp.ok())
+    return unavailable("cannot list models at " + url + ": " + resp.status().message() + hint);
   if (resp->status != 200) {
-    return unavailable("listing models at " + url + " answered HTTP " + std::to_string(resp->status) +
-                       ": " + resp->body.substr(0, 300) + hint);
+    return unavailable("listing models at " + url + " answered HTTP " +
+                       std::to_string(resp->status) + ": " + resp->body.substr(0, 300) + hint);
   }
   auto j = parse_json(resp->body, url);
   if (!j.ok()) return j.status();
@@ -63,7 +64,8 @@ Result<std::pair<std::string, std::string>> first_model(const std::string& base_
   }
   const Json& m = (*j)["data"][0];
   std::string id = m["id"].get<std::string>();
-  std::string root = m.contains("root") && m["root"].is_string() ? m["root"].get<std::string>() : id;
+  std::string root =
+      m.contains("root") && m["root"].is_string() ? m["root"].get<std::string>() : id;
   return std::make_pair(id, root);
 }
 
@@ -113,7 +115,8 @@ Status count_missing_output_tokens(Context& ctx, std::vector<RequestOutput>* out
   }
   if (idx.empty()) return ok_status();
   auto ids = ctx.tokenizer->encode(texts);
-  if (!ids.ok()) return ids.status().with_context("counting output tokens (no usage in the stream)");
+  if (!ids.ok())
+    return ids.status().with_context("counting output tokens (no usage in the stream)");
   for (size_t k = 0; k < idx.size(); ++k) {
     (*outputs)[idx[k]].output_tokens = static_cast<int64_t>((*ids)[k].size());
   }
@@ -122,7 +125,8 @@ Status count_missing_output_tokens(Context& ctx, std::vector<RequestOutput>* out
 
 std::string point_suffix(const Context& ctx, std::optional<int64_t> conc, int64_t in, int64_t out) {
   std::string s = "-c" + (conc ? std::to_string(*conc) : std::string("inf"));
-  if (ctx.c.dataset_name == "random") s += "-in" + std::to_string(in) + "-out" + std::to_string(out);
+  if (ctx.c.dataset_name == "random")
+    s += "-in" + std::to_string(in) + "-out" + std::to_string(out);
   return s;
 }
 
@@ -133,7 +137,8 @@ Status write_text(const std::string& path, const std::string& text, bool append)
   if (ec) return unavailable("cannot create directory " + parent.string() + ": " + ec.message());
   std::ofstream f(path, append ? std::ios::app : std::ios::trunc);
   if (!f) return unavailable("cannot write " + path);
-  if (append && std::filesystem::exists(path) && std::filesystem::file_size(path, ec) > 0) f << "\n";
+  if (append && std::filesystem::exists(path) && std::filesystem::file_size(path, ec) > 0)
+    f << "\n";
   f << text;
   f.close();
   if (!f) return unavailable("failed writing " + path);
@@ -158,8 +163,9 @@ struct PointResult {
   bool any_success = false;
 };
 
-Result<PointResult> run_point(Context& ctx, const Dataset& ds, const std::vector<std::string>& payloads,
-                              std::optional<int64_t> conc, int64_t input_len, int64_t output_len) {
+Result<PointResult> run_point(Context& ctx, const Dataset& ds,
+                              const std::vector<std::string>& payloads, std::optional<int64_t> conc,
+                              int64_t input_len, int64_t output_len) {
   const auto& c = ctx.c;
   FILE* out = ctx.out;
   std::vector<int64_t> prompt_lens;
@@ -177,8 +183,10 @@ Result<PointResult> run_point(Context& ctx, const Dataset& ds, const std::vector
       if (r->outputs[0].success) break;
       last_error = r->outputs[0].error;
       if (now_seconds() >= deadline) {
-        return unavailable("Initial test run failed - check the benchmark arguments and that the "
-                           "server is up. Error: " + last_error);
+        return unavailable(
+            "Initial test run failed - check the benchmark arguments and that the "
+            "server is up. Error: " +
+            last_error);
       }
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
@@ -211,8 +219,9 @@ Result<PointResult> run_point(Context& ctx, const Dataset& ds, const std::vector
 
   BenchmarkMetrics m = compute_metrics(run->outputs, run->duration_s, c.percentiles, c.goodput);
   if (m.completed == 0) {
-    say(out, "WARNING: All requests failed. This is likely due to a misconfiguration of the "
-             "benchmark arguments or an unreachable server.");
+    say(out,
+        "WARNING: All requests failed. This is likely due to a misconfiguration of the "
+        "benchmark arguments or an unreachable server.");
   }
   fputs(format_failures(run->outputs).c_str(), out);
   BlockOptions bo;
@@ -242,7 +251,8 @@ Result<PointResult> run_point(Context& ctx, const Dataset& ds, const std::vector
       meta.random_output_len = output_len;
     }
     meta.metadata = c.metadata;
-    std::string name = c.result_filename.empty() ? default_result_filename(meta) : c.result_filename;
+    std::string name =
+        c.result_filename.empty() ? default_result_filename(meta) : c.result_filename;
     bool length_sweep = c.input_lens.size() > 1 || c.output_lens.size() > 1;
     if (ctx.sweep && (!c.result_filename.empty() || length_sweep)) {
       // Each sweep point gets its own file.
@@ -258,9 +268,10 @@ Result<PointResult> run_point(Context& ctx, const Dataset& ds, const std::vector
     say(out, "Saved the result to " + path);
   }
   PointResult pr;
-  pr.row = make_sweep_row(m, run->outputs, run->duration_s, conc,
-                          c.dataset_name == "random" ? std::optional<int64_t>(input_len) : std::nullopt,
-                          c.dataset_name == "random" ? std::optional<int64_t>(output_len) : std::nullopt);
+  pr.row = make_sweep_row(
+      m, run->outputs, run->duration_s, conc,
+      c.dataset_name == "random" ? std::optional<int64_t>(input_len) : std::nullopt,
+      c.dataset_name == "random" ? std::optional<int64_t>(output_len) : std::nullopt);
   pr.any_success = m.completed > 0;
   return pr;
 }
@@ -274,8 +285,9 @@ int run_serve_bench(const ServeBenchConfig& c, FILE* out) {
   };
   auto api = net::parse_url(net::join_url(c.base_url, c.endpoint));
   if (!api.ok()) return fail(api.status());
-  Context ctx{c, out, *api, c.model, c.served_model_name.empty() ? c.model : c.served_model_name,
-              nullptr, "", false};
+  Context ctx{
+      c,       out, *api, c.model, c.served_model_name.empty() ? c.model : c.served_model_name,
+      nullptr, "",  false};
   if (ctx.model_id.empty()) {
     say(out, "Model not specified, fetching first model from server...");
     auto m = first_model(c.base_url, c);
@@ -285,16 +297,19 @@ int run_serve_bench(const ServeBenchConfig& c, FILE* out) {
     say(out, "First model name: " + m->first + ", first model id: " + m->second);
   }
   if (!c.temperature_set) {
-    say(out, "WARNING: no --temperature given: the server's default sampling applies. Pass "
-             "--temperature 0 for greedy decoding.");
+    say(out,
+        "WARNING: no --temperature given: the server's default sampling applies. Pass "
+        "--temperature 0 for greedy decoding.");
   }
   auto tok = make_prompt_tokenizer(c, ctx.model_name);
   if (!tok.ok()) return fail(tok.status());
   ctx.tokenizer = std::move(tok).value();
   ctx.tokenizer_id = c.tokenizer_path.empty() ? ctx.model_id : c.tokenizer_path;
 
-  std::vector<int64_t> in_lens = c.dataset_name == "random" ? c.input_lens : std::vector<int64_t>{0};
-  std::vector<int64_t> out_lens = c.dataset_name == "random" ? c.output_lens : std::vector<int64_t>{0};
+  std::vector<int64_t> in_lens =
+      c.dataset_name == "random" ? c.input_lens : std::vector<int64_t>{0};
+  std::vector<int64_t> out_lens =
+      c.dataset_name == "random" ? c.output_lens : std::vector<int64_t>{0};
   size_t points = in_lens.size() * out_lens.size() * c.concurrencies.size();
   ctx.sweep = points > 1;
   std::vector<SweepRow> rows;
@@ -332,10 +347,11 @@ int run_serve_bench(const ServeBenchConfig& c, FILE* out) {
     say(out, "\n" + center(" Sweep Summary ", 50, '='));
     fputs(format_sweep_table(rows).c_str(), out);
     if (c.save_result || c.append_result) {
-      std::string base = c.result_filename.empty()
-                             ? (c.label.empty() ? c.backend_name : c.label) + "-sweep-" +
-                                   ctx.model_id.substr(ctx.model_id.rfind('/') + 1) + "-" + now_date()
-                             : c.result_filename.substr(0, c.result_filename.rfind(".json")) + "-sweep";
+      std::string base =
+          c.result_filename.empty()
+              ? (c.label.empty() ? c.backend_name : c.label) + "-sweep-" +
+                    ctx.model_id.substr(ctx.model_id.rfind('/') + 1) + "-" + now_date()
+              : c.result_filename.substr(0, c.result_filename.rfind(".json")) + "-sweep";
       std::string stem = c.result_dir.empty() ? base : path_join(c.result_dir, base);
       Status a = write_text(stem + ".json", sweep_json(rows), false);
       if (!a.ok()) return fail(a);

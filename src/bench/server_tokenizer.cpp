@@ -15,9 +15,8 @@ class ServerTokenizer : public PromptTokenizer {
   Result<std::vector<TokenIds>> encode(const std::vector<std::string>& texts) override {
     std::vector<std::string> bodies;
     for (const auto& t : texts) {
-      bodies.push_back(
-          Json{{"model", o_.model}, {"prompt", t}, {"add_special_tokens", false}}.dump(
-              -1, ' ', false, Json::error_handler_t::replace));
+      bodies.push_back(Json{{"model", o_.model}, {"prompt", t}, {"add_special_tokens", false}}.dump(
+          -1, ' ', false, Json::error_handler_t::replace));
     }
     STRATA_ASSIGN_OR_RETURN(auto replies, post_all("/tokenize", std::move(bodies)));
     std::vector<TokenIds> out;

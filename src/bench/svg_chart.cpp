@@ -18,11 +18,20 @@ std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -45,8 +54,10 @@ std::pair<double, double> nice_axis(double max_value) {
 
 std::string num(double v) {
   char buf[32];
-  if (v >= 100 || v == std::floor(v)) snprintf(buf, sizeof(buf), "%.0f", v);
-  else snprintf(buf, sizeof(buf), "%.2g", v);
+  if (v >= 100 || v == std::floor(v))
+    snprintf(buf, sizeof(buf), "%.0f", v);
+  else
+    snprintf(buf, sizeof(buf), "%.2g", v);
   return buf;
 }
 
@@ -90,7 +101,8 @@ void panel(std::ostringstream& o, double x0, double y0, double w, double h,
     << esc(y_label) << "</text>\n";
   for (const auto& l : lines) {
     std::string pts;
-    for (const auto& [x, y] : l.points) pts += std::to_string(px(x)) + "," + std::to_string(py(y)) + " ";
+    for (const auto& [x, y] : l.points)
+      pts += std::to_string(px(x)) + "," + std::to_string(py(y)) + " ";
     o << "<polyline fill=\"none\" stroke=\"" << l.color << "\" stroke-width=\"2\""
       << (l.dashed ? " stroke-dasharray=\"6,4\"" : "") << " points=\"" << pts << "\"/>\n";
     for (const auto& [x, y] : l.points) {
@@ -107,8 +119,10 @@ std::string render_sweep_svg(const std::vector<SweepRow>& rows, const std::strin
   std::set<int64_t> concs;
   bool unlimited = false;
   for (const auto& r : rows) {
-    if (r.max_concurrency) concs.insert(*r.max_concurrency);
-    else unlimited = true;
+    if (r.max_concurrency)
+      concs.insert(*r.max_concurrency);
+    else
+      unlimited = true;
   }
   std::vector<std::string> x_labels;
   std::map<int64_t, size_t> x_index;
@@ -163,8 +177,7 @@ std::string render_sweep_svg(const std::vector<SweepRow>& rows, const std::strin
   for (const auto& l : lat) {
     o << "<line x1=\"90\" y1=\"" << y - 4 << "\" x2=\"120\" y2=\"" << y - 4 << "\" stroke=\""
       << l.color << "\" stroke-width=\"2\"" << (l.dashed ? " stroke-dasharray=\"6,4\"" : "")
-      << "/>\n<text x=\"128\" y=\"" << y << "\" font-size=\"12\">" << esc(l.label)
-      << "</text>\n";
+      << "/>\n<text x=\"128\" y=\"" << y << "\" font-size=\"12\">" << esc(l.label) << "</text>\n";
     y += 20;
   }
   o << "</svg>\n";

@@ -73,7 +73,9 @@ TEST(Arrivals, GammaMoments) {
 }
 
 TEST(Protocol, CompletionsPayload) {
-  PayloadOptions o{.model = "m", .ignore_eos = true, .logprobs = 2,
+  PayloadOptions o{.model = "m",
+                   .ignore_eos = true,
+                   .logprobs = 2,
                    .extra_body_json = R"({"temperature": 0, "top_k": 5})"};
   auto p = build_payloads(Backend::kCompletions, o, {{"hello", 3, 7}});
   ASSERT_TRUE(p.ok());

@@ -43,8 +43,12 @@ TEST_P(RandomDataset, PromptsHaveExactTokenCounts) {
 
 TEST_P(RandomDataset, RangeRatioAndPrefix) {
   ToyTokenizer tok(GetParam());
-  RandomDatasetOptions o{.num_prompts = 40, .input_len = 41, .output_len = 20, .range_ratio = 0.5,
-                         .prefix_len = 12, .seed = 3};
+  RandomDatasetOptions o{.num_prompts = 40,
+                         .input_len = 41,
+                         .output_len = 20,
+                         .range_ratio = 0.5,
+                         .prefix_len = 12,
+                         .seed = 3};
   auto ds = sample_random(tok, o);
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
   std::set<int64_t> in_lens, out_lens;
@@ -95,8 +99,10 @@ TEST(FitToTokenCounts, ConvergesThroughMergesAndReportsMismatch) {
 TEST(ShareGpt, RealFileWithoutReplies) {
   STRATA_REQUIRE_SHARED("datasets/ShareGPT_V3_filtered_500.json");
   ToyTokenizer tok(true);
-  ShareGptOptions o{.path = strata::testing::shared_data_path("datasets/ShareGPT_V3_filtered_500.json"),
-                    .num_prompts = 50, .seed = 0};
+  ShareGptOptions o{
+      .path = strata::testing::shared_data_path("datasets/ShareGPT_V3_filtered_500.json"),
+      .num_prompts = 50,
+      .seed = 0};
   auto ds = sample_sharegpt(tok, o);
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
   ASSERT_EQ(ds->requests.size(), 50u);
@@ -136,7 +142,8 @@ TEST(ShareGpt, RepliesSizeTheOutputAndBadFilesAreRejected) {
     {"id": "c"},
     {"id": "d", "conversations": [{"from": "human", "value": "hi"},
                                   {"from": "gpt", "value": "hello there friend"}]}
-  ])").ok());
+  ])")
+                  .ok());
   ToyTokenizer tok(true);
   auto ds = sample_sharegpt(tok, {.path = path, .num_prompts = 1, .no_oversample = true});
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
@@ -160,8 +167,12 @@ class PrefixRepetition : public ::testing::TestWithParam<bool> {};
 
 TEST_P(PrefixRepetition, GroupsShareExactPrefixes) {
   ToyTokenizer tok(GetParam());
-  PrefixRepetitionOptions o{.num_prompts = 22, .prefix_len = 16, .suffix_len = 8,
-                            .num_prefixes = 4, .output_len = 5, .seed = 2};
+  PrefixRepetitionOptions o{.num_prompts = 22,
+                            .prefix_len = 16,
+                            .suffix_len = 8,
+                            .num_prefixes = 4,
+                            .output_len = 5,
+                            .seed = 2};
   auto ds = sample_prefix_repetition(tok, o);
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
   ASSERT_EQ(ds->requests.size(), 20u);  // 4 prefixes x (22 / 4) prompts

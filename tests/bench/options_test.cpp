@@ -39,12 +39,36 @@ TEST(ServeOptions, DefaultsMatchVllm) {
 }
 
 TEST(ServeOptions, ParsesListsRatesGoodputAndSampling) {
-  auto c = parse({"--base-url", "http://h:9000/", "--backend", "openai-chat", "--max-concurrency",
-                  "1,4,16", "--random-input-len", "128,512", "--request-rate", "12.5",
-                  "--burstiness", "0.5", "--goodput", "ttft:500", "tpot:50", "--goodput=e2el:900",
-                  "--temperature", "0", "--top-k", "5", "--extra-body", "{\"seed\": 3}",
-                  "--metric-percentiles", "50,90,99", "--header", "X-A=1", "--api-key", "k",
-                  "--metadata", "tp=1"});
+  auto c = parse({"--base-url",
+                  "http://h:9000/",
+                  "--backend",
+                  "openai-chat",
+                  "--max-concurrency",
+                  "1,4,16",
+                  "--random-input-len",
+                  "128,512",
+                  "--request-rate",
+                  "12.5",
+                  "--burstiness",
+                  "0.5",
+                  "--goodput",
+                  "ttft:500",
+                  "tpot:50",
+                  "--goodput=e2el:900",
+                  "--temperature",
+                  "0",
+                  "--top-k",
+                  "5",
+                  "--extra-body",
+                  "{\"seed\": 3}",
+                  "--metric-percentiles",
+                  "50,90,99",
+                  "--header",
+                  "X-A=1",
+                  "--api-key",
+                  "k",
+                  "--metadata",
+                  "tp=1"});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->base_url, "http://h:9000");
   EXPECT_EQ(c->endpoint, "/v1/chat/completions");

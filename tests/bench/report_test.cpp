@@ -135,10 +135,17 @@ TEST(Report, FailuresAreListed) {
 TEST(Report, ResultJsonUsesVllmFieldNames) {
   auto outputs = example();
   auto m = compute_metrics(outputs, 2.0, {99}, {{"ttft", 250}});
-  ResultMeta meta{.date = "20250101-120000", .backend = "openai", .model_id = "org/model-x",
-                  .tokenizer_id = "org/model-x", .num_prompts = 4, .request_rate = 10,
-                  .burstiness = 1.0, .max_concurrency = 4, .dataset_name = "random",
-                  .random_input_len = 32, .random_output_len = 8,
+  ResultMeta meta{.date = "20250101-120000",
+                  .backend = "openai",
+                  .model_id = "org/model-x",
+                  .tokenizer_id = "org/model-x",
+                  .num_prompts = 4,
+                  .request_rate = 10,
+                  .burstiness = 1.0,
+                  .max_concurrency = 4,
+                  .dataset_name = "random",
+                  .random_input_len = 32,
+                  .random_output_len = 8,
                   .metadata = {{"version", "0.1"}}};
   Json j = Json::parse(build_result_json(meta, m, outputs, block_options(), false));
   EXPECT_EQ(j["backend"], "openai");
@@ -182,9 +189,13 @@ TEST(Report, ResultJsonUsesVllmFieldNames) {
 }
 
 TEST(Report, DefaultFileNameFollowsVllm) {
-  ResultMeta meta{.date = "20250101-120000", .backend = "openai", .model_id = "org/model-x",
-                  .request_rate = std::numeric_limits<double>::infinity(), .max_concurrency = 8};
-  EXPECT_EQ(default_result_filename(meta), "openai-infqps-concurrency8-model-x-20250101-120000.json");
+  ResultMeta meta{.date = "20250101-120000",
+                  .backend = "openai",
+                  .model_id = "org/model-x",
+                  .request_rate = std::numeric_limits<double>::infinity(),
+                  .max_concurrency = 8};
+  EXPECT_EQ(default_result_filename(meta),
+            "openai-infqps-concurrency8-model-x-20250101-120000.json");
   meta.label = "run";
   meta.request_rate = 2;
   meta.max_concurrency.reset();

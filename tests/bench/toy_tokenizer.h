@@ -39,10 +39,14 @@ class ToyTokenizer : public PromptTokenizer {
     for (const auto& v : ids) {
       std::string s;
       for (int32_t id : v) {
-        if (id < 26) s += static_cast<char>('a' + id);
-        else if (id == 26) s += ' ';
-        else if (id == 27) s += "th";
-        else if (id != 28) return invalid_argument("toy: id out of range");
+        if (id < 26)
+          s += static_cast<char>('a' + id);
+        else if (id == 26)
+          s += ' ';
+        else if (id == 27)
+          s += "th";
+        else if (id != 28)
+          return invalid_argument("toy: id out of range");
       }
       out.push_back(s);
     }
