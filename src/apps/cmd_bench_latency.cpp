@@ -89,7 +89,8 @@ int run(const Args& args) {
   }
   std::vector<PagedKvLayer> layers;
   for (int64_t l = 0; l < ks.num_layers; ++l)
-    layers.push_back({kv_dtype, block, ks.num_kv_heads, ks.head_dim, storage->k(l), storage->v(l)});
+    layers.push_back({kv_dtype, block, ks.num_kv_heads, ks.head_dim, storage->k(l), storage->v(l),
+                      1.0f, 1.0f, storage->k_scales(l), storage->v_scales(l)});
   std::vector<int32_t> tables(batch * blocks_per_seq);
   for (int64_t i = 0; i < batch * blocks_per_seq; ++i) tables[i] = static_cast<int32_t>(i + 1);
 
