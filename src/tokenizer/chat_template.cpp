@@ -71,7 +71,8 @@ Result<Source> pick_template(const Json& field, const std::string& name, const s
     return src;
   }
   if (!field.is_array()) {
-    return invalid_argument(where + ": \"chat_template\" must be a string or a list of "
+    return invalid_argument(where +
+                            ": \"chat_template\" must be a string or a list of "
                             "{\"name\", \"template\"} objects");
   }
   std::vector<std::string> names;
@@ -79,7 +80,8 @@ Result<Source> pick_template(const Json& field, const std::string& name, const s
   for (const auto& entry : field) {
     if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() ||
         !entry.contains("template") || !entry["template"].is_string()) {
-      return invalid_argument(where + ": every entry of \"chat_template\" needs string fields "
+      return invalid_argument(where +
+                              ": every entry of \"chat_template\" needs string fields "
                               "\"name\" and \"template\"");
     }
     std::string n = entry["name"].get<std::string>();
@@ -92,7 +94,8 @@ Result<Source> pick_template(const Json& field, const std::string& name, const s
   }
   if (!found) {
     return not_found(where + " has no chat template named '" + (name.empty() ? "default" : name) +
-                     "'; available: " + join(names, ", ") + " (choose one with --chat-template-name)");
+                     "'; available: " + join(names, ", ") +
+                     " (choose one with --chat-template-name)");
   }
   return src;
 }
@@ -116,8 +119,8 @@ Result<ChatTemplate> load_from_gguf(const std::string& path, const std::string& 
       std::string id_key = std::string("tokenizer.ggml.") + key + "_token_id";
       STRATA_ASSIGN_OR_RETURN(auto id, gguf->get_int(id_key));
       if (!id || *id < 0 || static_cast<size_t>(*id) >= tokens.size()) continue;
-      std::string var = std::string(key) == "unknown"  ? "unk_token"
-                        : std::string(key) == "padding" ? "pad_token"
+      std::string var = std::string(key) == "unknown"     ? "unk_token"
+                        : std::string(key) == "padding"   ? "pad_token"
                         : std::string(key) == "seperator" ? "sep_token"
                                                           : std::string(key) + "_token";
       set_token(&st, var, std::string(tokens[static_cast<size_t>(*id)]));
@@ -125,7 +128,7 @@ Result<ChatTemplate> load_from_gguf(const std::string& path, const std::string& 
   }
   if (!override_text.empty()) return ChatTemplate::parse(override_text, std::move(st));
   std::string key = name.empty() || name == "default" ? "tokenizer.chat_template"
-                                                       : "tokenizer.chat_template." + name;
+                                                      : "tokenizer.chat_template." + name;
   STRATA_ASSIGN_OR_RETURN(auto text, gguf->get_string(key));
   if (!text) {
     return not_found("'" + path + "' has no chat template (GGUF key " + key +
@@ -143,7 +146,8 @@ Result<ChatTemplate> load_from_gguf(const std::string& path, const std::string& 
 
 }  // namespace
 
-Result<ChatTemplate> load_chat_template(const std::string& path, const std::string& override_template,
+Result<ChatTemplate> load_chat_template(const std::string& path,
+                                        const std::string& override_template,
                                         const std::string& template_name) {
   std::string override_text;
   if (!override_template.empty()) {
@@ -195,9 +199,10 @@ Result<ChatTemplate> load_chat_template(const std::string& path, const std::stri
     }
     STRATA_ASSIGN_OR_RETURN(src, pick_template(j["chat_template"], template_name, where));
   } else {
-    return not_found("'" + path + "' has no chat template (no chat_template in " +
-                     (file_exists(config_path) ? "'" + config_path + "'" : "tokenizer_config.json") +
-                     "); pass one with --chat-template FILE");
+    return not_found(
+        "'" + path + "' has no chat template (no chat_template in " +
+        (file_exists(config_path) ? "'" + config_path + "'" : "tokenizer_config.json") +
+        "); pass one with --chat-template FILE");
   }
   auto result = ChatTemplate::parse(src.text, std::move(st), src.tool_use);
   if (!result.ok()) return result.status().with_context(where);
@@ -230,10 +235,12 @@ Result<Value> optional_json(const nlohmann::ordered_json* j) {
 
 // transformers' continue_final_message: cut the render right after the final message's text.
 Result<std::string> continue_final(const OrderedJson& messages, std::string rendered) {
-  if (messages.empty()) return invalid_argument("continue_final_message needs at least one message");
+  if (messages.empty())
+    return invalid_argument("continue_final_message needs at least one message");
   const OrderedJson& last = messages.back();
   std::string final_text;
-  const OrderedJson* content = last.is_object() && last.contains("content") ? &last["content"] : nullptr;
+  const OrderedJson* content =
+      last.is_object() && last.contains("content") ? &last["content"] : nullptr;
   if (content != nullptr && content->is_string()) {
     final_text = content->get<std::string>();
   } else if (content != nullptr && content->is_array()) {
@@ -245,10 +252,12 @@ Result<std::string> continue_final(const OrderedJson& messages, std::string rend
       }
     }
     if (!found) {
-      return invalid_argument("continue_final_message is set but the final message has no text to continue");
+      return invalid_argument(
+          "continue_final_message is set but the final message has no text to continue");
     }
   } else {
-    return invalid_argument("continue_final_message is set but the final message has no text content");
+    return invalid_argument(
+        "continue_final_message is set but the final message has no text content");
   }
   std::string stripped(jinja::unicode::strip(final_text, true, true, nullptr));
   std::string lstripped(jinja::unicode::strip(final_text, true, false, nullptr));
@@ -274,9 +283,10 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInputs& in) const {
     return invalid_argument("chat template: messages must be a JSON array of message objects");
   }
   if (in.add_generation_prompt && in.continue_final_message) {
-    return invalid_argument("continue_final_message and add_generation_prompt cannot both be set: "
-                            "continue_final_message extends the last message instead of starting a "
-                            "new assistant turn");
+    return invalid_argument(
+        "continue_final_message and add_generation_prompt cannot both be set: "
+        "continue_final_message extends the last message instead of starting a "
+        "new assistant turn");
   }
   if (in.tools != nullptr && !in.tools->is_null() && !in.tools->is_array()) {
     return invalid_argument("chat template: tools must be a JSON array");
@@ -292,10 +302,12 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInputs& in) const {
   vars.emplace_back("tools", std::move(tools));
   vars.emplace_back("documents", std::move(documents));
   vars.emplace_back("add_generation_prompt", Value::boolean(in.add_generation_prompt));
-  for (const auto& [name, text] : special_tokens_.tokens) vars.emplace_back(name, Value::string(text));
+  for (const auto& [name, text] : special_tokens_.tokens)
+    vars.emplace_back(name, Value::string(text));
   if (!special_tokens_.additional_special_tokens.empty()) {
     jinja::List list;
-    for (const auto& t : special_tokens_.additional_special_tokens) list.push_back(Value::string(t));
+    for (const auto& t : special_tokens_.additional_special_tokens)
+      list.push_back(Value::string(t));
     vars.emplace_back("additional_special_tokens", Value::list(std::move(list)));
   }
   if (in.extra_kwargs != nullptr && in.extra_kwargs->is_object()) {

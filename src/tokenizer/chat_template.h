@@ -26,9 +26,9 @@ class Template;
 // JSON inputs are nlohmann::ordered_json so that objects keep the client's key order: tojson in
 // a template reproduces it, as Python dicts do (plain nlohmann::json would sort the keys).
 struct ChatTemplateInputs {
-  const nlohmann::ordered_json* messages = nullptr;  // required: array of message objects
-  const nlohmann::ordered_json* tools = nullptr;     // optional: array of tool schemas
-  const nlohmann::ordered_json* documents = nullptr; // optional: array of documents (RAG)
+  const nlohmann::ordered_json* messages = nullptr;   // required: array of message objects
+  const nlohmann::ordered_json* tools = nullptr;      // optional: array of tool schemas
+  const nlohmann::ordered_json* documents = nullptr;  // optional: array of documents (RAG)
   bool add_generation_prompt = false;
   // Leave the final (assistant) message open so the model continues it, like transformers'
   // continue_final_message. Incompatible with add_generation_prompt.

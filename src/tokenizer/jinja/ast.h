@@ -58,7 +58,7 @@ struct Target {
   enum class Kind : uint8_t { kName, kTuple, kNamespaceAttr };
   Kind kind = Kind::kName;
   std::string name;
-  std::string attr;  // kNamespaceAttr
+  std::string attr;           // kNamespaceAttr
   std::vector<Target> items;  // kTuple
 };
 
@@ -75,7 +75,7 @@ enum class StmtKind : uint8_t {
   kWith,         // with_targets, with_values, body
   kBreak,
   kContinue,
-  kScope,        // body rendered inline ({% generation %}, {% block %})
+  kScope,  // body rendered inline ({% generation %}, {% block %})
 };
 
 struct Stmt;

@@ -28,18 +28,54 @@ int64_t int_value(const Value& v, const char* test) {
   throw_runtime(std::string("test '") + test + "' needs an integer, not " + v.type_name());
 }
 
-bool t_defined(Interp&, const Value& v, CallArgs& a) { no_args("defined", a); return !v.is_undefined(); }
-bool t_undefined(Interp&, const Value& v, CallArgs& a) { no_args("undefined", a); return v.is_undefined(); }
-bool t_none(Interp&, const Value& v, CallArgs& a) { no_args("none", a); return v.is_none(); }
-bool t_boolean(Interp&, const Value& v, CallArgs& a) { no_args("boolean", a); return v.is_bool(); }
-bool t_true(Interp&, const Value& v, CallArgs& a) { no_args("true", a); return v.is_bool() && v.as_bool(); }
-bool t_false(Interp&, const Value& v, CallArgs& a) { no_args("false", a); return v.is_bool() && !v.as_bool(); }
-bool t_integer(Interp&, const Value& v, CallArgs& a) { no_args("integer", a); return v.is_int(); }
-bool t_float(Interp&, const Value& v, CallArgs& a) { no_args("float", a); return v.is_float(); }
-bool t_number(Interp&, const Value& v, CallArgs& a) { no_args("number", a); return v.is_number(); }
-bool t_string(Interp&, const Value& v, CallArgs& a) { no_args("string", a); return v.is_string(); }
-bool t_mapping(Interp&, const Value& v, CallArgs& a) { no_args("mapping", a); return v.is_dict(); }
-bool t_escaped(Interp&, const Value&, CallArgs& a) { no_args("escaped", a); return false; }
+bool t_defined(Interp&, const Value& v, CallArgs& a) {
+  no_args("defined", a);
+  return !v.is_undefined();
+}
+bool t_undefined(Interp&, const Value& v, CallArgs& a) {
+  no_args("undefined", a);
+  return v.is_undefined();
+}
+bool t_none(Interp&, const Value& v, CallArgs& a) {
+  no_args("none", a);
+  return v.is_none();
+}
+bool t_boolean(Interp&, const Value& v, CallArgs& a) {
+  no_args("boolean", a);
+  return v.is_bool();
+}
+bool t_true(Interp&, const Value& v, CallArgs& a) {
+  no_args("true", a);
+  return v.is_bool() && v.as_bool();
+}
+bool t_false(Interp&, const Value& v, CallArgs& a) {
+  no_args("false", a);
+  return v.is_bool() && !v.as_bool();
+}
+bool t_integer(Interp&, const Value& v, CallArgs& a) {
+  no_args("integer", a);
+  return v.is_int();
+}
+bool t_float(Interp&, const Value& v, CallArgs& a) {
+  no_args("float", a);
+  return v.is_float();
+}
+bool t_number(Interp&, const Value& v, CallArgs& a) {
+  no_args("number", a);
+  return v.is_number();
+}
+bool t_string(Interp&, const Value& v, CallArgs& a) {
+  no_args("string", a);
+  return v.is_string();
+}
+bool t_mapping(Interp&, const Value& v, CallArgs& a) {
+  no_args("mapping", a);
+  return v.is_dict();
+}
+bool t_escaped(Interp&, const Value&, CallArgs& a) {
+  no_args("escaped", a);
+  return false;
+}
 
 // Python: anything with __iter__ (Undefined included).
 bool t_iterable(Interp&, const Value& v, CallArgs& a) {
@@ -114,13 +150,27 @@ bool t_upper(Interp&, const Value& v, CallArgs& a) {
   return any;
 }
 
-bool t_in(Interp&, const Value& v, CallArgs& a) { return contains(only_arg("in", a), v); }
-bool t_eq(Interp&, const Value& v, CallArgs& a) { return values_equal(v, only_arg("eq", a)); }
-bool t_ne(Interp&, const Value& v, CallArgs& a) { return !values_equal(v, only_arg("ne", a)); }
-bool t_gt(Interp&, const Value& v, CallArgs& a) { return compare_values(v, only_arg("gt", a), ">") > 0; }
-bool t_ge(Interp&, const Value& v, CallArgs& a) { return compare_values(v, only_arg("ge", a), ">=") >= 0; }
-bool t_lt(Interp&, const Value& v, CallArgs& a) { return compare_values(v, only_arg("lt", a), "<") < 0; }
-bool t_le(Interp&, const Value& v, CallArgs& a) { return compare_values(v, only_arg("le", a), "<=") <= 0; }
+bool t_in(Interp&, const Value& v, CallArgs& a) {
+  return contains(only_arg("in", a), v);
+}
+bool t_eq(Interp&, const Value& v, CallArgs& a) {
+  return values_equal(v, only_arg("eq", a));
+}
+bool t_ne(Interp&, const Value& v, CallArgs& a) {
+  return !values_equal(v, only_arg("ne", a));
+}
+bool t_gt(Interp&, const Value& v, CallArgs& a) {
+  return compare_values(v, only_arg("gt", a), ">") > 0;
+}
+bool t_ge(Interp&, const Value& v, CallArgs& a) {
+  return compare_values(v, only_arg("ge", a), ">=") >= 0;
+}
+bool t_lt(Interp&, const Value& v, CallArgs& a) {
+  return compare_values(v, only_arg("lt", a), "<") < 0;
+}
+bool t_le(Interp&, const Value& v, CallArgs& a) {
+  return compare_values(v, only_arg("le", a), "<=") <= 0;
+}
 
 bool t_filter(Interp&, const Value& v, CallArgs& a) {
   no_args("filter", a);
@@ -136,19 +186,45 @@ bool t_test(Interp&, const Value& v, CallArgs& a) {
 
 TestFn find_test(std::string_view name) {
   static const std::unordered_map<std::string_view, TestFn> table = {
-      {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},
-      {"boolean", t_boolean},   {"true", t_true},           {"false", t_false},
-      {"integer", t_integer},   {"float", t_float},         {"number", t_number},
-      {"string", t_string},     {"mapping", t_mapping},     {"iterable", t_iterable},
-      {"sequence", t_sequence}, {"callable", t_callable},   {"sameas", t_sameas},
-      {"escaped", t_escaped},   {"odd", t_odd},             {"even", t_even},
-      {"divisibleby", t_divisibleby}, {"lower", t_lower},   {"upper", t_upper},
-      {"in", t_in},             {"eq", t_eq},               {"equalto", t_eq},
-      {"==", t_eq},             {"ne", t_ne},               {"!=", t_ne},
-      {"gt", t_gt},             {"greaterthan", t_gt},      {">", t_gt},
-      {"ge", t_ge},             {">=", t_ge},               {"lt", t_lt},
-      {"lessthan", t_lt},       {"<", t_lt},                {"le", t_le},
-      {"<=", t_le},             {"filter", t_filter},       {"test", t_test},
+      {"defined", t_defined},
+      {"undefined", t_undefined},
+      {"none", t_none},
+      {"boolean", t_boolean},
+      {"true", t_true},
+      {"false", t_false},
+      {"integer", t_integer},
+      {"float", t_float},
+      {"number", t_number},
+      {"string", t_string},
+      {"mapping", t_mapping},
+      {"iterable", t_iterable},
+      {"sequence", t_sequence},
+      {"callable", t_callable},
+      {"sameas", t_sameas},
+      {"escaped", t_escaped},
+      {"odd", t_odd},
+      {"even", t_even},
+      {"divisibleby", t_divisibleby},
+      {"lower", t_lower},
+      {"upper", t_upper},
+      {"in", t_in},
+      {"eq", t_eq},
+      {"equalto", t_eq},
+      {"==", t_eq},
+      {"ne", t_ne},
+      {"!=", t_ne},
+      {"gt", t_gt},
+      {"greaterthan", t_gt},
+      {">", t_gt},
+      {"ge", t_ge},
+      {">=", t_ge},
+      {"lt", t_lt},
+      {"lessthan", t_lt},
+      {"<", t_lt},
+      {"le", t_le},
+      {"<=", t_le},
+      {"filter", t_filter},
+      {"test", t_test},
   };
   auto it = table.find(name);
   return it == table.end() ? nullptr : it->second;

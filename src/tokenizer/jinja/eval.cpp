@@ -105,7 +105,8 @@ Value Interp::eval_call(const Expr& e, const ScopePtr& scope) {
         CallArgs args = eval_args(e, 1, scope);
         return call_method(*this, obj, callee_expr.name, args);
       }
-      if (kind == MethodKind::kUnsafe) throw_runtime(unsafe_attribute_message(obj, callee_expr.name));
+      if (kind == MethodKind::kUnsafe)
+        throw_runtime(unsafe_attribute_message(obj, callee_expr.name));
     }
     Value callee = get_attribute(obj, callee_expr.name);
     CallArgs args = eval_args(e, 1, scope);

@@ -17,7 +17,9 @@ void add_sequence_filters(std::unordered_map<std::string_view, FilterFn>* table)
 namespace {
 
 // Jinja's soft_str: str(value), with Undefined as "".
-std::string text_of(const Value& v) { return to_str(v); }
+std::string text_of(const Value& v) {
+  return to_str(v);
+}
 
 Value call_str_method(Interp& interp, const std::string& s, const char* name, CallArgs& args) {
   return call_method(interp, Value::string(s), name, args);
@@ -69,8 +71,8 @@ Value f_title(Interp&, const Value& input, CallArgs& args) {
   bool at_word_start = true;
   for (size_t pos = 0; pos < s.size();) {
     uint32_t cp = unicode::decode(s, &pos);
-    bool separator = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' ||
-                     unicode::is_space(cp);
+    bool separator =
+        cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || unicode::is_space(cp);
     if (separator) {
       unicode::append_utf8(&out, cp);
       at_word_start = true;
@@ -267,7 +269,9 @@ bool parse_int_text(const std::string& text, int base, int64_t* out) {
       prev_digit = false;
       continue;
     }
-    int d = (c >= '0' && c <= '9') ? c - '0' : ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ? (c | 0x20) - 'a' + 10 : 99;
+    int d = (c >= '0' && c <= '9')                     ? c - '0'
+            : ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ? (c | 0x20) - 'a' + 10
+                                                       : 99;
     if (d >= base) return false;
     if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, d, &v)) return false;
     prev_digit = true;
@@ -288,7 +292,8 @@ bool parse_float_text(const std::string& text, double* out) {
   double d = std::strtod(cleaned.c_str(), &end);
   if (end != cleaned.c_str() + cleaned.size()) return false;
   // strtod accepts hex floats; Python's float() does not.
-  if (cleaned.find('x') != std::string::npos || cleaned.find('X') != std::string::npos) return false;
+  if (cleaned.find('x') != std::string::npos || cleaned.find('X') != std::string::npos)
+    return false;
   *out = d;
   return true;
 }
@@ -307,7 +312,8 @@ Value f_int(Interp&, const Value& input, CallArgs& args) {
   }
   if (input.is_string()) {
     int64_t v;
-    if (parse_int_text(input.str(), base, &v)) return Value::integer(v);
+    bool base_ok = base == 0 || (base >= 2 && base <= 36);
+    if (base_ok && parse_int_text(input.str(), base, &v)) return Value::integer(v);
     double d;
     if (parse_float_text(input.str(), &d) && std::isfinite(d) && std::fabs(d) < 9.2e18) {
       return Value::integer(static_cast<int64_t>(d));
@@ -346,7 +352,8 @@ Value f_round(Interp&, const Value& input, CallArgs& args) {
   }
   if (input.is_undefined()) fail_undefined(input);
   if (!input.is_number()) throw_runtime("round(): a number is required, not " + input.type_name());
-  if (method == "common" && (input.is_int() || input.is_bool())) return Value::integer(input.as_int());
+  if (method == "common" && (input.is_int() || input.is_bool()))
+    return Value::integer(input.as_int());
   double x = input.as_double();
   if (!std::isfinite(x)) return Value::number(x);
   if (method != "common") {
@@ -378,14 +385,18 @@ Value f_attr(Interp& interp, const Value& input, CallArgs& args) {
 FilterFn find_filter(std::string_view name) {
   static const auto* table = [] {
     auto* t = new std::unordered_map<std::string_view, FilterFn>{
-        {"default", f_default},   {"d", f_default},         {"string", f_string},
-        {"lower", f_lower},       {"upper", f_upper},       {"trim", f_trim},
-        {"capitalize", f_capitalize}, {"title", f_title},   {"replace", f_replace},
-        {"center", f_center},     {"escape", f_escape},     {"e", f_escape},
-        {"forceescape", f_escape}, {"safe", f_safe},        {"format", f_format},
-        {"indent", f_indent},     {"truncate", f_truncate}, {"wordcount", f_wordcount},
-        {"tojson", f_tojson},     {"int", f_int},           {"float", f_float},
-        {"abs", f_abs},           {"round", f_round},       {"attr", f_attr},
+        {"default", f_default},       {"d", f_default},
+        {"string", f_string},         {"lower", f_lower},
+        {"upper", f_upper},           {"trim", f_trim},
+        {"capitalize", f_capitalize}, {"title", f_title},
+        {"replace", f_replace},       {"center", f_center},
+        {"escape", f_escape},         {"e", f_escape},
+        {"forceescape", f_escape},    {"safe", f_safe},
+        {"format", f_format},         {"indent", f_indent},
+        {"truncate", f_truncate},     {"wordcount", f_wordcount},
+        {"tojson", f_tojson},         {"int", f_int},
+        {"float", f_float},           {"abs", f_abs},
+        {"round", f_round},           {"attr", f_attr},
     };
     add_sequence_filters(t);
     return t;

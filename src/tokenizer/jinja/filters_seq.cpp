@@ -19,9 +19,11 @@ Value get_path(Interp& interp, const Value& item, const Value& attribute) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    cur = interp.get_item(cur, digits ? Value::integer(std::stoll(part.substr(0, 18))) : Value::string(part));
+    cur = interp.get_item(
+        cur, digits ? Value::integer(std::stoll(part.substr(0, 18))) : Value::string(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
   }
@@ -97,7 +99,8 @@ Value f_dictsort(Interp& interp, const Value& input, CallArgs& args) {
   bool case_sensitive = a.get_truthy(0, false);
   std::string by = a.get_string(1, "key");
   bool reverse = a.get_truthy(2, false);
-  if (by != "key" && by != "value") throw_runtime("You can only sort by either \"key\" or \"value\"");
+  if (by != "key" && by != "value")
+    throw_runtime("You can only sort by either \"key\" or \"value\"");
   if (!input.is_dict()) throw_runtime("dictsort: a mapping is required, not " + input.type_name());
   List out;
   for (const auto& [k, v] : input.dict().entries()) out.push_back(Value::tuple({k, v}));
@@ -118,7 +121,9 @@ List sort_keys(Interp& interp, const List& items, const ArgReader& a, size_t cs_
   List keys;
   keys.reserve(items.size());
   for (const Value& item : items) {
-    Value k = a.has(attr_index) && !a.get(attr_index).is_none() ? get_path(interp, item, a.get(attr_index)) : item;
+    Value k = a.has(attr_index) && !a.get(attr_index).is_none()
+                  ? get_path(interp, item, a.get(attr_index))
+                  : item;
     keys.push_back(fold_case(k, case_sensitive));
   }
   return keys;
@@ -171,14 +176,18 @@ Value min_max(Interp& interp, const Value& input, CallArgs& args, bool want_max)
   List keys = sort_keys(interp, items, a, 0, 1);
   size_t best = 0;
   for (size_t i = 1; i < items.size(); ++i) {
-    int c = compare_values(keys[i], keys[best]);
+    int c = compare_values(keys[i], keys[best], want_max ? ">" : "<");
     if (want_max ? c > 0 : c < 0) best = i;
   }
   return items[best];
 }
 
-Value f_min(Interp& i, const Value& v, CallArgs& a) { return min_max(i, v, a, false); }
-Value f_max(Interp& i, const Value& v, CallArgs& a) { return min_max(i, v, a, true); }
+Value f_min(Interp& i, const Value& v, CallArgs& a) {
+  return min_max(i, v, a, false);
+}
+Value f_max(Interp& i, const Value& v, CallArgs& a) {
+  return min_max(i, v, a, true);
+}
 
 Value f_sum(Interp& interp, const Value& input, CallArgs& args) {
   ArgReader a("sum", args, {"attribute", "start"});
@@ -298,7 +307,8 @@ Value select_impl(Interp& interp, const Value& input, CallArgs& args, bool looku
   std::string test = has_test ? to_str(args.positional[off]) : "";
   CallArgs test_args;
   if (has_test) {
-    test_args.positional.assign(args.positional.begin() + static_cast<long>(off) + 1, args.positional.end());
+    test_args.positional.assign(args.positional.begin() + static_cast<long>(off) + 1,
+                                args.positional.end());
     test_args.keyword = args.keyword;
   }
   List out;
@@ -318,10 +328,18 @@ Value select_impl(Interp& interp, const Value& input, CallArgs& args, bool looku
   return Value::list(std::move(out));
 }
 
-Value f_select(Interp& i, const Value& v, CallArgs& a) { return select_impl(i, v, a, false, true); }
-Value f_reject(Interp& i, const Value& v, CallArgs& a) { return select_impl(i, v, a, false, false); }
-Value f_selectattr(Interp& i, const Value& v, CallArgs& a) { return select_impl(i, v, a, true, true); }
-Value f_rejectattr(Interp& i, const Value& v, CallArgs& a) { return select_impl(i, v, a, true, false); }
+Value f_select(Interp& i, const Value& v, CallArgs& a) {
+  return select_impl(i, v, a, false, true);
+}
+Value f_reject(Interp& i, const Value& v, CallArgs& a) {
+  return select_impl(i, v, a, false, false);
+}
+Value f_selectattr(Interp& i, const Value& v, CallArgs& a) {
+  return select_impl(i, v, a, true, true);
+}
+Value f_rejectattr(Interp& i, const Value& v, CallArgs& a) {
+  return select_impl(i, v, a, true, false);
+}
 
 }  // namespace
 

@@ -32,7 +32,8 @@ std::string c_format_int(const std::string& spec, long long v) {
 double number_arg(const Value& v, char conv) {
   if (v.is_number()) return v.as_double();
   if (v.is_undefined()) fail_undefined(v);
-  throw_runtime(std::string("%") + conv + " format: a real number is required, not " + v.type_name());
+  throw_runtime(std::string("%") + conv + " format: a real number is required, not " +
+                v.type_name());
 }
 
 int64_t int_arg(const Value& v, char conv) {
@@ -92,7 +93,8 @@ std::string percent_format(Interp& interp, const std::string& fmt, const Value& 
       i = close + 1;
     }
     std::string flags;
-    while (i < fmt.size() && std::string("-+ #0").find(fmt[i]) != std::string::npos) flags += fmt[i++];
+    while (i < fmt.size() && std::string("-+ #0").find(fmt[i]) != std::string::npos)
+      flags += fmt[i++];
     std::string width;
     if (i < fmt.size() && fmt[i] == '*') {
       width = std::to_string(int_arg(take(), '*'));
@@ -255,7 +257,8 @@ std::string apply_spec(const Value& v, const std::string& spec_text) {
   char default_align = '<';
   if (v.is_string()) {
     if (spec.type != 0 && spec.type != 's') {
-      throw_runtime(std::string("Unknown format code '") + spec.type + "' for object of type 'str'");
+      throw_runtime(std::string("Unknown format code '") + spec.type +
+                    "' for object of type 'str'");
     }
     body = v.str();
     if (spec.precision >= 0 && static_cast<int64_t>(unicode::length(body)) > spec.precision) {
@@ -300,7 +303,8 @@ std::string apply_spec(const Value& v, const std::string& spec_text) {
         if (ct != 'f' && ct != 'F' && ct != 'e' && ct != 'E' && ct != 'g' && ct != 'G') {
           throw_runtime(std::string("Unknown format code '") + t + "' for object of type 'float'");
         }
-        std::string f = std::string("%") + (spec.alternate ? "#" : "") + "." + std::to_string(prec) + ct;
+        std::string f =
+            std::string("%") + (spec.alternate ? "#" : "") + "." + std::to_string(prec) + ct;
         body = c_format(f, d);
         if (t == '%') body += "%";
       }
@@ -414,13 +418,15 @@ std::string str_format(Interp& interp, const std::string& fmt, CallArgs& args) {
     while (p != std::string::npos && p < field.size()) {
       if (field[p] == '.') {
         size_t e = field.find_first_of(".[", p + 1);
-        value = interp.get_attribute(value, field.substr(p + 1, e == std::string::npos ? std::string::npos : e - p - 1));
+        value = interp.get_attribute(
+            value, field.substr(p + 1, e == std::string::npos ? std::string::npos : e - p - 1));
         p = e;
       } else {
         size_t e = field.find(']', p);
         if (e == std::string::npos) throw_runtime("Missing ']' in format string");
         std::string key = field.substr(p + 1, e - p - 1);
-        value = interp.get_item(value, all_digits(key) ? Value::integer(std::stoll(key)) : Value::string(key));
+        value = interp.get_item(
+            value, all_digits(key) ? Value::integer(std::stoll(key)) : Value::string(key));
         p = e + 1;
       }
     }

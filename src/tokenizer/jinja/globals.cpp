@@ -41,7 +41,7 @@ Value fn_range(Interp& interp, CallArgs& args) {
   long double count = span / static_cast<long double>(v[2]);
   if (count > kMaxRange) {
     throw_limit("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
-                  std::to_string(kMaxRange) + ").");
+                std::to_string(kMaxRange) + ").");
   }
   List out;
   for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1];) {

@@ -39,8 +39,8 @@ Interp::CallGuard::CallGuard(Interp* interp) : interp_(interp) {
   if (++interp_->call_depth_ > interp_->limits_.max_call_depth) {
     --interp_->call_depth_;
     throw_limit("maximum recursion depth exceeded (more than " +
-                  std::to_string(interp_->limits_.max_call_depth) +
-                  " nested macro calls or recursive loops)");
+                std::to_string(interp_->limits_.max_call_depth) +
+                " nested macro calls or recursive loops)");
   }
 }
 
@@ -57,14 +57,14 @@ void Interp::charge(int64_t units) {
   work_ += units;
   if (work_ > limits_.max_iterations) {
     throw_limit("template exceeded the work limit (" + std::to_string(limits_.max_iterations) +
-                  " loop iterations, calls and elements)");
+                " loop iterations, calls and elements)");
   }
 }
 
 void Interp::check_size(size_t bytes) const {
   if (static_cast<int64_t>(bytes) > limits_.max_output_bytes) {
     throw_limit("template output exceeds the size limit (" +
-                  std::to_string(limits_.max_output_bytes) + " bytes)");
+                std::to_string(limits_.max_output_bytes) + " bytes)");
   }
 }
 

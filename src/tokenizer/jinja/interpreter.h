@@ -18,9 +18,9 @@ namespace strata::jinja {
 
 // Bounds that keep hostile templates from using unbounded time, memory or stack.
 struct RenderLimits {
-  int64_t max_output_bytes = 64ll << 20;      // output and every string built while rendering
-  int64_t max_iterations = 10'000'000;        // loop iterations, calls and list elements built
-  int max_call_depth = 64;                    // nested macro calls / recursive loops
+  int64_t max_output_bytes = 64ll << 20;  // output and every string built while rendering
+  int64_t max_iterations = 10'000'000;    // loop iterations, calls and list elements built
+  int max_call_depth = 64;                // nested macro calls / recursive loops
 };
 
 // A variable scope. Loop bodies, macros and `with` get a child scope; `if` does not.
@@ -68,8 +68,7 @@ class Interp {
   // Runs a for loop over `iterable`.
   Flow run_for(const Stmt& s, const Value& iterable, const ScopePtr& scope, int depth0);
   // The recursive `loop(iterable)` call: runs the loop again and returns its output.
-  std::string render_loop(const Stmt& s, const Value& iterable, const ScopePtr& scope,
-                          int depth0);
+  std::string render_loop(const Stmt& s, const Value& iterable, const ScopePtr& scope, int depth0);
   void assign(const Target& target, const Value& value, const ScopePtr& scope);
 
   // Nesting guard for macro calls and recursive loops.

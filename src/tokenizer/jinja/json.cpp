@@ -130,9 +130,10 @@ class JsonWriter {
         std::vector<const Dict::Entry*> order;
         for (const auto& e : entries) order.push_back(&e);
         if (o_.sort_keys) {
-          std::stable_sort(order.begin(), order.end(), [](const Dict::Entry* a, const Dict::Entry* b) {
-            return compare_values(a->first, b->first) < 0;
-          });
+          std::stable_sort(order.begin(), order.end(),
+                           [](const Dict::Entry* a, const Dict::Entry* b) {
+                             return compare_values(a->first, b->first) < 0;
+                           });
         }
         out.push_back('{');
         for (size_t i = 0; i < order.size(); ++i) {

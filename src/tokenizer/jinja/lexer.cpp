@@ -75,13 +75,19 @@ size_t whitespace_run(std::string_view s, size_t pos) {
   return p - pos;
 }
 
-bool all_whitespace(std::string_view s) { return whitespace_run(s, 0) == s.size(); }
+bool all_whitespace(std::string_view s) {
+  return whitespace_run(s, 0) == s.size();
+}
 
 bool is_name_start(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
-bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_name_char(char c) {
+  return is_name_start(c) || (c >= '0' && c <= '9');
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -249,7 +255,8 @@ class Lexer {
 
   void lex_tag(size_t q) {
     char kind = src_[q + 1];
-    char sign = (q + 2 < src_.size() && (src_[q + 2] == '-' || src_[q + 2] == '+')) ? src_[q + 2] : 0;
+    char sign =
+        (q + 2 < src_.size() && (src_[q + 2] == '-' || src_[q + 2] == '+')) ? src_[q + 2] : 0;
     std::string_view text = std::string_view(src_).substr(pos_, q - pos_);
     int text_lines = count_newlines(text);
     std::string_view kept = strip_before_tag(text, sign, kind == '{');

@@ -68,10 +68,18 @@ Value str_find(const Value& self, CallArgs& args, bool reverse, bool raise, cons
   return Value::integer(w.cp_offset + cp_index(w.text, pos));
 }
 
-Value m_find(Interp&, const Value& s, CallArgs& a) { return str_find(s, a, false, false, "find"); }
-Value m_rfind(Interp&, const Value& s, CallArgs& a) { return str_find(s, a, true, false, "rfind"); }
-Value m_index(Interp&, const Value& s, CallArgs& a) { return str_find(s, a, false, true, "index"); }
-Value m_rindex(Interp&, const Value& s, CallArgs& a) { return str_find(s, a, true, true, "rindex"); }
+Value m_find(Interp&, const Value& s, CallArgs& a) {
+  return str_find(s, a, false, false, "find");
+}
+Value m_rfind(Interp&, const Value& s, CallArgs& a) {
+  return str_find(s, a, true, false, "rfind");
+}
+Value m_index(Interp&, const Value& s, CallArgs& a) {
+  return str_find(s, a, false, true, "index");
+}
+Value m_rindex(Interp&, const Value& s, CallArgs& a) {
+  return str_find(s, a, true, true, "rindex");
+}
 
 Value m_count(Interp&, const Value& self, CallArgs& args) {
   ArgReader a("count", args, {"sub", "start", "end"});
@@ -80,7 +88,9 @@ Value m_count(Interp&, const Value& self, CallArgs& args) {
   if (w.empty_range) return Value::integer(0);
   if (sub.empty()) return Value::integer(static_cast<int64_t>(unicode::length(w.text)) + 1);
   int64_t n = 0;
-  for (size_t pos = w.text.find(sub); pos != std::string::npos; pos = w.text.find(sub, pos + sub.size())) ++n;
+  for (size_t pos = w.text.find(sub); pos != std::string::npos;
+       pos = w.text.find(sub, pos + sub.size()))
+    ++n;
   return Value::integer(n);
 }
 
@@ -104,8 +114,12 @@ Value affix_test(const Value& self, CallArgs& args, bool prefix) {
   return Value::boolean(false);
 }
 
-Value m_startswith(Interp&, const Value& s, CallArgs& a) { return affix_test(s, a, true); }
-Value m_endswith(Interp&, const Value& s, CallArgs& a) { return affix_test(s, a, false); }
+Value m_startswith(Interp&, const Value& s, CallArgs& a) {
+  return affix_test(s, a, true);
+}
+Value m_endswith(Interp&, const Value& s, CallArgs& a) {
+  return affix_test(s, a, false);
+}
 
 Value strip_impl(const Value& self, CallArgs& args, bool left, bool right, const char* name) {
   ArgReader a(name, args, {"chars"});
@@ -116,9 +130,15 @@ Value strip_impl(const Value& self, CallArgs& args, bool left, bool right, const
   return Value::string(std::string(unicode::strip(self.str(), left, right, &chars)));
 }
 
-Value m_strip(Interp&, const Value& s, CallArgs& a) { return strip_impl(s, a, true, true, "strip"); }
-Value m_lstrip(Interp&, const Value& s, CallArgs& a) { return strip_impl(s, a, true, false, "lstrip"); }
-Value m_rstrip(Interp&, const Value& s, CallArgs& a) { return strip_impl(s, a, false, true, "rstrip"); }
+Value m_strip(Interp&, const Value& s, CallArgs& a) {
+  return strip_impl(s, a, true, true, "strip");
+}
+Value m_lstrip(Interp&, const Value& s, CallArgs& a) {
+  return strip_impl(s, a, true, false, "lstrip");
+}
+Value m_rstrip(Interp&, const Value& s, CallArgs& a) {
+  return strip_impl(s, a, false, true, "rstrip");
+}
 
 // Python's str.split / str.rsplit.
 Value split_impl(Interp& interp, const Value& self, CallArgs& args, bool reverse) {
@@ -188,7 +208,8 @@ Value split_impl(Interp& interp, const Value& self, CallArgs& args, bool reverse
       size_t end = s.size();
       while (true) {
         size_t pos = std::string::npos;
-        if (!(maxsplit >= 0 && static_cast<int64_t>(pieces.size()) >= maxsplit) && end >= sep.size()) {
+        if (!(maxsplit >= 0 && static_cast<int64_t>(pieces.size()) >= maxsplit) &&
+            end >= sep.size()) {
           pos = s.rfind(sep, end - sep.size());
         }
         if (pos == std::string::npos) {
@@ -206,8 +227,12 @@ Value split_impl(Interp& interp, const Value& self, CallArgs& args, bool reverse
   return Value::list(std::move(parts));
 }
 
-Value m_split(Interp& i, const Value& s, CallArgs& a) { return split_impl(i, s, a, false); }
-Value m_rsplit(Interp& i, const Value& s, CallArgs& a) { return split_impl(i, s, a, true); }
+Value m_split(Interp& i, const Value& s, CallArgs& a) {
+  return split_impl(i, s, a, false);
+}
+Value m_rsplit(Interp& i, const Value& s, CallArgs& a) {
+  return split_impl(i, s, a, true);
+}
 
 bool is_line_break(uint32_t cp) {
   return cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C || cp == 0x1D ||
@@ -287,7 +312,8 @@ Value m_title(Interp&, const Value& self, CallArgs& args) {
   for (size_t pos = 0; pos < s.size();) {
     uint32_t cp = unicode::decode(s, &pos);
     bool cased = unicode::is_upper(cp) || unicode::is_lower(cp);
-    unicode::append_utf8(&out, cased ? (prev_cased ? unicode::to_lower(cp) : unicode::to_upper(cp)) : cp);
+    unicode::append_utf8(&out,
+                         cased ? (prev_cased ? unicode::to_lower(cp) : unicode::to_upper(cp)) : cp);
     prev_cased = cased;
   }
   return Value::string(std::move(out));
@@ -311,7 +337,8 @@ Value m_swapcase(Interp&, const Value& self, CallArgs& args) {
   const std::string& s = self.str();
   for (size_t pos = 0; pos < s.size();) {
     uint32_t cp = unicode::decode(s, &pos);
-    unicode::append_utf8(&out, unicode::is_upper(cp) ? unicode::to_lower(cp) : unicode::to_upper(cp));
+    unicode::append_utf8(&out,
+                         unicode::is_upper(cp) ? unicode::to_lower(cp) : unicode::to_upper(cp));
   }
   return Value::string(std::move(out));
 }
@@ -326,7 +353,9 @@ Value char_class(Interp&, const Value& self, CallArgs&) {
   return Value::boolean(true);
 }
 
-bool pred_alnum(uint32_t cp) { return unicode::is_alpha(cp) || unicode::is_digit(cp); }
+bool pred_alnum(uint32_t cp) {
+  return unicode::is_alpha(cp) || unicode::is_digit(cp);
+}
 
 Value m_isascii(Interp&, const Value& self, CallArgs&) {
   return Value::boolean(unicode::is_ascii(self.str()));
@@ -349,14 +378,19 @@ Value case_test(const Value& self, bool want_lower) {
   return Value::boolean(any);
 }
 
-Value m_islower(Interp&, const Value& s, CallArgs&) { return case_test(s, true); }
-Value m_isupper(Interp&, const Value& s, CallArgs&) { return case_test(s, false); }
+Value m_islower(Interp&, const Value& s, CallArgs&) {
+  return case_test(s, true);
+}
+Value m_isupper(Interp&, const Value& s, CallArgs&) {
+  return case_test(s, false);
+}
 
 Value pad(Interp& interp, const Value& self, CallArgs& args, const char* name) {
   ArgReader a(name, args, {"width", "fillchar"});
   int64_t width = a.get_int(0, 0);
   std::string fill = a.get_string(1, " ");
-  if (unicode::length(fill) != 1) throw_runtime("The fill character must be exactly one character long");
+  if (unicode::length(fill) != 1)
+    throw_runtime("The fill character must be exactly one character long");
   const std::string& s = self.str();
   int64_t len = static_cast<int64_t>(unicode::length(s));
   if (width <= len) return self;
@@ -376,9 +410,15 @@ Value pad(Interp& interp, const Value& self, CallArgs& args, const char* name) {
   return Value::string(std::move(out));
 }
 
-Value m_center(Interp& i, const Value& s, CallArgs& a) { return pad(i, s, a, "center"); }
-Value m_ljust(Interp& i, const Value& s, CallArgs& a) { return pad(i, s, a, "ljust"); }
-Value m_rjust(Interp& i, const Value& s, CallArgs& a) { return pad(i, s, a, "rjust"); }
+Value m_center(Interp& i, const Value& s, CallArgs& a) {
+  return pad(i, s, a, "center");
+}
+Value m_ljust(Interp& i, const Value& s, CallArgs& a) {
+  return pad(i, s, a, "ljust");
+}
+Value m_rjust(Interp& i, const Value& s, CallArgs& a) {
+  return pad(i, s, a, "rjust");
+}
 
 Value m_zfill(Interp& interp, const Value& self, CallArgs& args) {
   ArgReader a("zfill", args, {"width"});
@@ -422,8 +462,12 @@ Value partition_impl(const Value& self, CallArgs& args, bool reverse) {
                        Value::string(s.substr(pos + sep.size()))});
 }
 
-Value m_partition(Interp&, const Value& s, CallArgs& a) { return partition_impl(s, a, false); }
-Value m_rpartition(Interp&, const Value& s, CallArgs& a) { return partition_impl(s, a, true); }
+Value m_partition(Interp&, const Value& s, CallArgs& a) {
+  return partition_impl(s, a, false);
+}
+Value m_rpartition(Interp&, const Value& s, CallArgs& a) {
+  return partition_impl(s, a, true);
+}
 
 Value m_removeprefix(Interp&, const Value& self, CallArgs& args) {
   ArgReader a("removeprefix", args, {"prefix"});
@@ -577,7 +621,8 @@ const Table* table_for(const Value& self) {
 }
 
 bool is_unsafe(const Value& self, std::string_view name) {
-  static const char* kList[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
+  static const char* kList[] = {"append", "clear",  "extend",  "insert",
+                                "pop",    "remove", "reverse", "sort"};
   static const char* kDict[] = {"clear", "pop", "popitem", "setdefault", "update"};
   if (self.is_list()) {
     return std::find(std::begin(kList), std::end(kList), name) != std::end(kList);

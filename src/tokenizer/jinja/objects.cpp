@@ -133,12 +133,14 @@ Value MacroObject::call(Interp& interp, CallArgs& args) const {
     size_t i = 0;
     while (i < num_params && s.params[i] != key) ++i;
     if (i < num_params) {
-      if (bound[i]) throw_runtime("macro '" + name_ + "' got multiple values for argument '" + key + "'");
+      if (bound[i])
+        throw_runtime("macro '" + name_ + "' got multiple values for argument '" + key + "'");
       scope->set(key, value);
       bound[i] = true;
     } else if (key == "caller") {
       if (!s.uses_caller) {
-        throw_runtime("macro '" + name_ + "' was invoked with a caller ({% call %}) but does not "
+        throw_runtime("macro '" + name_ +
+                      "' was invoked with a caller ({% call %}) but does not "
                       "use caller()");
       }
       scope->set("caller", value);

@@ -44,7 +44,9 @@ const char* op_symbol(BinOp op) {
 }
 
 Value repeat(Interp& interp, const Value& seq, int64_t times) {
-  if (times <= 0) return seq.is_string() ? Value::string("") : (seq.is_list() ? Value::list({}) : Value::tuple({}));
+  if (times <= 0)
+    return seq.is_string() ? Value::string("")
+                           : (seq.is_list() ? Value::list({}) : Value::tuple({}));
   if (seq.is_string()) {
     interp.check_size(seq.str().size() * static_cast<size_t>(times));
     std::string out;
@@ -271,7 +273,8 @@ Value slice_value(const Value& v, const Value* start, const Value* stop, const V
     for (const Value* b : {start, stop, step}) {
       if (b != nullptr && b->is_undefined()) fail_undefined(*b);
     }
-    throw_runtime("slice indices must be integers or None");
+    // Python's TypeError here is swallowed by Jinja's getitem: the result is undefined.
+    return Value::undefined("slice indices must be integers or None");
   }
   int64_t st = (step == nullptr || step->is_none()) ? 1 : step->as_int();
   if (st == 0) throw_runtime("slice step cannot be zero");

@@ -432,9 +432,9 @@ class Parser {
     int line = cur().line;
     ExprPtr expr = parse_math1();
     ExprPtr result;
-    static const std::pair<const char*, CmpOp> kOps[] = {
-        {"==", CmpOp::kEq}, {"!=", CmpOp::kNe}, {"<", CmpOp::kLt},
-        {"<=", CmpOp::kLe}, {">", CmpOp::kGt},  {">=", CmpOp::kGe}};
+    static const std::pair<const char*, CmpOp> kOps[] = {{"==", CmpOp::kEq}, {"!=", CmpOp::kNe},
+                                                         {"<", CmpOp::kLt},  {"<=", CmpOp::kLe},
+                                                         {">", CmpOp::kGt},  {">=", CmpOp::kGe}};
     while (true) {
       std::optional<CmpOp> op;
       for (const auto& [text, value] : kOps) {
@@ -492,8 +492,8 @@ class Parser {
     ExprPtr left = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
       const std::string& t = next().text;
-      BinOp op = t == "*" ? BinOp::kMul
-                 : t == "/" ? BinOp::kDiv
+      BinOp op = t == "*"    ? BinOp::kMul
+                 : t == "/"  ? BinOp::kDiv
                  : t == "//" ? BinOp::kFloorDiv
                              : BinOp::kMod;
       left = math(std::move(left), op, parse_pow(), line);
@@ -553,8 +553,8 @@ class Parser {
     }
     if (t.type == TokenType::kInteger || t.type == TokenType::kFloat) {
       auto e = make_expr(ExprKind::kConst, line);
-      e->constant =
-          t.type == TokenType::kInteger ? Value::integer(t.int_value) : Value::number(t.float_value);
+      e->constant = t.type == TokenType::kInteger ? Value::integer(t.int_value)
+                                                  : Value::number(t.float_value);
       next();
       return e;
     }
@@ -734,8 +734,9 @@ class Parser {
     expect_op("(");
     bool require_comma = false;
     auto ensure = [&](bool ok) {
-      if (!ok) throw TemplateError(TemplateError::Kind::kSyntax,
-                                   "invalid syntax for function call expression", line);
+      if (!ok)
+        throw TemplateError(TemplateError::Kind::kSyntax,
+                            "invalid syntax for function call expression", line);
     };
     while (!is_op(")")) {
       if (require_comma) {
@@ -795,8 +796,8 @@ class Parser {
     e->operands.push_back(std::move(node));
     const Token& t = cur();
     bool arg_start = t.type == TokenType::kName || t.type == TokenType::kString ||
-                     t.type == TokenType::kInteger || t.type == TokenType::kFloat ||
-                     is_op("[") || is_op("{");
+                     t.type == TokenType::kInteger || t.type == TokenType::kFloat || is_op("[") ||
+                     is_op("{");
     if (is_op("(")) {
       parse_call_args(e.get());
     } else if (arg_start && !is_name("else") && !is_name("or") && !is_name("and")) {
@@ -821,6 +822,8 @@ class Parser {
 
 }  // namespace
 
-Body parse_tokens(std::vector<Token> tokens) { return Parser(std::move(tokens)).parse(); }
+Body parse_tokens(std::vector<Token> tokens) {
+  return Parser(std::move(tokens)).parse();
+}
 
 }  // namespace strata::jinja

@@ -118,7 +118,11 @@ Result<std::string> Template::render(const Variables& variables,
   }
 }
 
-Result<Value> value_from_json(const nlohmann::ordered_json& json) { return convert_json(json); }
-Result<Value> value_from_json(const nlohmann::json& json) { return convert_json(json); }
+Result<Value> value_from_json(const nlohmann::ordered_json& json) {
+  return convert_json(json);
+}
+Result<Value> value_from_json(const nlohmann::json& json) {
+  return convert_json(json);
+}
 
 }  // namespace strata::jinja

@@ -8,7 +8,9 @@ namespace {
 // same byte, so no input byte is ever lost or changed.
 constexpr uint32_t kEscapeBase = 0xDC00;
 
-bool is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+bool is_cont(unsigned char c) {
+  return (c & 0xC0) == 0x80;
+}
 
 }  // namespace
 
@@ -155,8 +157,12 @@ uint32_t to_upper(uint32_t cp) {
   return cp;
 }
 
-bool is_upper(uint32_t cp) { return to_lower(cp) != cp; }
-bool is_lower(uint32_t cp) { return to_upper(cp) != cp || cp == 0xDF; }
+bool is_upper(uint32_t cp) {
+  return to_lower(cp) != cp;
+}
+bool is_lower(uint32_t cp) {
+  return to_upper(cp) != cp || cp == 0xDF;
+}
 
 bool is_digit(uint32_t cp) {
   return (cp >= '0' && cp <= '9') || (cp >= 0x660 && cp <= 0x669) || (cp >= 0xFF10 && cp <= 0xFF19);
@@ -169,12 +175,12 @@ bool is_alpha(uint32_t cp) {
   if (cp >= 0x370 && cp <= 0x3FF) return cp != 0x375 && cp != 0x37E && cp != 0x384 && cp != 0x385;
   if (cp >= 0x400 && cp <= 0x481) return true;
   if (cp >= 0x48A && cp <= 0x52F) return true;
-  if (cp >= 0x5D0 && cp <= 0x5EA) return true;    // Hebrew letters
-  if (cp >= 0x620 && cp <= 0x64A) return true;    // Arabic letters
+  if (cp >= 0x5D0 && cp <= 0x5EA) return true;                            // Hebrew letters
+  if (cp >= 0x620 && cp <= 0x64A) return true;                            // Arabic letters
   if (cp >= 0x3041 && cp <= 0x30FF) return cp != 0x30A0 && cp != 0x30FB;  // kana
-  if (cp >= 0x3400 && cp <= 0x4DBF) return true;  // CJK extension A
-  if (cp >= 0x4E00 && cp <= 0x9FFF) return true;  // CJK unified ideographs
-  if (cp >= 0xAC00 && cp <= 0xD7A3) return true;  // Hangul syllables
+  if (cp >= 0x3400 && cp <= 0x4DBF) return true;                          // CJK extension A
+  if (cp >= 0x4E00 && cp <= 0x9FFF) return true;                          // CJK unified ideographs
+  if (cp >= 0xAC00 && cp <= 0xD7A3) return true;                          // Hangul syllables
   if (cp >= 0xFF21 && cp <= 0xFF3A) return true;
   if (cp >= 0xFF41 && cp <= 0xFF5A) return true;
   return false;
@@ -198,11 +204,17 @@ bool in_chars(uint32_t cp, const std::string& chars) {
 
 }  // namespace
 
-std::string lower(std::string_view s) { return map_case(s, to_lower); }
-std::string upper(std::string_view s) { return map_case(s, to_upper); }
+std::string lower(std::string_view s) {
+  return map_case(s, to_lower);
+}
+std::string upper(std::string_view s) {
+  return map_case(s, to_upper);
+}
 
 std::string_view strip(std::string_view s, bool left, bool right, const std::string* chars) {
-  auto matches = [&](uint32_t cp) { return chars == nullptr ? is_space(cp) : in_chars(cp, *chars); };
+  auto matches = [&](uint32_t cp) {
+    return chars == nullptr ? is_space(cp) : in_chars(cp, *chars);
+  };
   size_t begin = 0;
   size_t end = s.size();
   if (left) {

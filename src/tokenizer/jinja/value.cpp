@@ -57,7 +57,7 @@ uint16_t depth_of_items(const List& items) {
   for (const Value& v : items) d = std::max(d, v.depth());
   if (d + 1 > kMaxValueDepth) {
     throw_limit("value nested too deeply (more than " + std::to_string(kMaxValueDepth) +
-                  " levels)");
+                " levels)");
   }
   return static_cast<uint16_t>(d + 1);
 }
@@ -73,7 +73,7 @@ void Object::note_child_depth(const Value& value) const {
   int d = value.depth() + 1;
   if (d > kMaxValueDepth) {
     throw_limit("value nested too deeply (more than " + std::to_string(kMaxValueDepth) +
-                  " levels)");
+                " levels)");
   }
   if (d > depth_) depth_ = d;
 }
@@ -100,7 +100,7 @@ Value Value::dict(Dict d) {
   for (const auto& [k, val] : d.entries()) depth = std::max({depth, k.depth(), val.depth()});
   if (depth + 1 > kMaxValueDepth) {
     throw_limit("value nested too deeply (more than " + std::to_string(kMaxValueDepth) +
-                  " levels)");
+                " levels)");
   }
   v.depth_ = static_cast<uint16_t>(depth + 1);
   v.kind_ = Kind::kDict;
@@ -218,7 +218,9 @@ Value Object::call(Interp&, CallArgs&) const {
   throw_runtime(std::string("'") + type_name() + "' object is not callable");
 }
 
-std::string Object::repr() const { return std::string("<") + type_name() + " object>"; }
+std::string Object::repr() const {
+  return std::string("<") + type_name() + " object>";
+}
 
 // ---- comparisons ----
 
@@ -283,8 +285,10 @@ int compare_values(const Value& a, const Value& b, const char* op) {
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
   }
-  if (a.is_undefined()) throw_runtime(a.undefined_message().empty() ? "value is undefined" : a.undefined_message());
-  if (b.is_undefined()) throw_runtime(b.undefined_message().empty() ? "value is undefined" : b.undefined_message());
+  if (a.is_undefined())
+    throw_runtime(a.undefined_message().empty() ? "value is undefined" : a.undefined_message());
+  if (b.is_undefined())
+    throw_runtime(b.undefined_message().empty() ? "value is undefined" : b.undefined_message());
   throw_runtime(std::string("'") + op + "' not supported between instances of '" + a.type_name() +
                 "' and '" + b.type_name() + "'");
 }
