@@ -1,6 +1,7 @@
 // `strata chat-template MODEL_OR_TOKENIZER_DIR --messages conversation.json`: prints the prompt the
 // model's chat template makes of a conversation, byte for byte as transformers'
 // apply_chat_template(tokenize=False) does (no newline is added after it).
+#include <chrono>
 #include <iostream>
 #include <iterator>
 
@@ -30,6 +31,8 @@ void add_options(OptionSet& o) {
   o.add({.name = "kwargs",
          .help = "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'",
          .metavar = "JSON"});
+  o.add_int("repeat", 1,
+            "render this many times and print the time per render to stderr (a benchmark)");
 }
 
 Result<OrderedJson> read_json_arg(const std::string& path, const std::string& what) {
@@ -92,8 +95,18 @@ int run(const Args& args) {
   in.add_generation_prompt = args.get_bool("add-generation-prompt");
   in.continue_final_message = args.get_bool("continue-final-message");
   in.extra_kwargs = kwargs.is_null() ? nullptr : &kwargs;
+  auto start = std::chrono::steady_clock::now();
   auto prompt = tmpl->render(in);
   if (!prompt.ok()) return fail(prompt.status());
+  int64_t repeat = args.get_int("repeat");
+  for (int64_t i = 1; i < repeat; ++i) prompt = tmpl->render(in);
+  if (repeat > 1) {
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                    .count();
+    std::cerr << "rendered " << repeat << " times: " << us / static_cast<double>(repeat)
+              << " us per render (" << prompt->size() << " bytes, " << messages.size()
+              << " messages)\n";
+  }
   std::cout << *prompt << std::flush;
   return 0;
 }
