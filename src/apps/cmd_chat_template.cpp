@@ -101,8 +101,8 @@ int run(const Args& args) {
   int64_t repeat = args.get_int("repeat");
   for (int64_t i = 1; i < repeat; ++i) prompt = tmpl->render(in);
   if (repeat > 1) {
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                    .count();
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     std::cerr << "rendered " << repeat << " times: " << us / static_cast<double>(repeat)
               << " us per render (" << prompt->size() << " bytes, " << messages.size()
               << " messages)\n";

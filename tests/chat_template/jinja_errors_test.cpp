@@ -148,6 +148,16 @@ TEST(JinjaLimits, RecursionAndSelfReferenceAreBounded) {
                        "maximum recursion depth exceeded"));
   EXPECT_TRUE(contains(error_of("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}"),
                        "maximum recursion depth exceeded"));
+  // Deep expressions inside deep recursion hit the evaluation bound, not the stack's end.
+  std::string nested = "f(n - 1)";
+  for (int i = 0; i < 90; ++i) nested = "'' ~ (" + nested + ")";
+  EXPECT_TRUE(contains(error_of("{% macro f(n) %}{% if n > 0 %}{{ " + nested +
+                                " }}{% endif %}{% endmacro %}{{ f(60) }}"),
+                       "levels of evaluation"));
+  // Legitimate recursion well inside the bounds works.
+  EXPECT_EQ(testing::render("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}.{% endif %}{% endmacro %}"
+                            "{{ f(50) | length }}"),
+            "50");
   // A namespace holding itself prints without looping forever and is freed afterwards.
   std::string self = testing::render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}");
   EXPECT_TRUE(contains(self, "<Namespace {'me': <Namespace {'me': ")) << self.substr(0, 80);
@@ -290,7 +300,7 @@ TEST(JinjaFuzz, MutatedTemplatesNeverCrash) {
   const char alphabet[] = "{}%#-+()[]'\".,|~*/ abcxyz01\n";
   std::mt19937 rng(1234);
   int parsed = 0;
-  for (int i = 0; i < 3000; ++i) {
+  for (int i = 0; i < 1500; ++i) {
     std::string s = base;
     int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
@@ -315,7 +325,7 @@ TEST(JinjaFuzz, MutatedTemplatesNeverCrash) {
       EXPECT_NE(r.status().code(), StatusCode::kInternal) << s;
     }
   }
-  EXPECT_GT(parsed, 100);  // many mutations still form valid templates
+  EXPECT_GT(parsed, 50);  // many mutations still form valid templates
 }
 
 }  // namespace

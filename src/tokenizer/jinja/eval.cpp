@@ -180,6 +180,7 @@ Value Interp::eval_compare(const Expr& e, const ScopePtr& scope) {
 }
 
 Value Interp::eval(const Expr& e, const ScopePtr& scope) {
+  EvalGuard guard(this);
   switch (e.kind) {
     case ExprKind::kConst:
       return e.constant;

@@ -44,6 +44,12 @@ Interp::CallGuard::CallGuard(Interp* interp) : interp_(interp) {
   }
 }
 
+void Interp::EvalGuard::fail() {
+  --interp_->eval_depth_;
+  throw_limit("template nesting exceeded " + std::to_string(interp_->limits_.max_eval_depth) +
+              " levels of evaluation (deep expressions inside recursive macros)");
+}
+
 std::string Interp::render(const Body& body, ScopePtr globals) {
   std::string result;
   out_ = &result;
@@ -180,6 +186,7 @@ Interp::Flow Interp::run_for(const Stmt& s, const Value& iterable, const ScopePt
 }
 
 Interp::Flow Interp::exec_stmt(const Stmt& s, const ScopePtr& scope) {
+  EvalGuard guard(this);
   try {
     switch (s.kind) {
       case StmtKind::kOutput:

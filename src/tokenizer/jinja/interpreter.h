@@ -21,6 +21,7 @@ struct RenderLimits {
   int64_t max_output_bytes = 64ll << 20;  // output and every string built while rendering
   int64_t max_iterations = 10'000'000;    // loop iterations, calls and list elements built
   int max_call_depth = 64;                // nested macro calls / recursive loops
+  int max_eval_depth = 1500;              // nested expression/statement evaluations in all
 };
 
 // A variable scope. Loop bodies, macros and `with` get a child scope; `if` does not.
@@ -75,6 +76,16 @@ class Interp {
   struct CallGuard {
     explicit CallGuard(Interp* interp);
     ~CallGuard() { --interp_->call_depth_; }
+    Interp* interp_;
+  };
+
+  // Bounds the evaluator's recursion (and so its stack use) across nested calls.
+  struct EvalGuard {
+    explicit EvalGuard(Interp* interp) : interp_(interp) {
+      if (++interp_->eval_depth_ > interp_->limits_.max_eval_depth) fail();
+    }
+    ~EvalGuard() { --interp_->eval_depth_; }
+    [[noreturn]] void fail();
     Interp* interp_;
   };
 
