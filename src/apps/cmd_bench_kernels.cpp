@@ -47,17 +47,17 @@ int run(const Args& args) {
       ++iters;
     }
     double s = sw.elapsed() / iters;
-    std::printf("%-9s m=%lld n=%lld k=%lld %s threads=%d: %.3f ms  %.1f GFLOP/s  %.2f GB/s weights\n",
-                ops.name, static_cast<long long>(m), static_cast<long long>(n),
-                static_cast<long long>(k), dtype_name(dt), pool.size(), s * 1e3,
-                2.0 * m * n * k / s / 1e9, w->bytes() / s / 1e9);
+    std::printf(
+        "%-9s m=%lld n=%lld k=%lld %s threads=%d: %.3f ms  %.1f GFLOP/s  %.2f GB/s weights\n",
+        ops.name, static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+        dtype_name(dt), pool.size(), s * 1e3, 2.0 * m * n * k / s / 1e9, w->bytes() / s / 1e9);
   }
   return 0;
 }
 
 STRATA_REGISTER_COMMAND(kBenchMatmul, "bench matmul", "[options]",
-                        "Measure one matmul shape per kernel variant (GFLOP/s, GB/s)",
-                        add_options, run);
+                        "Measure one matmul shape per kernel variant (GFLOP/s, GB/s)", add_options,
+                        run);
 
 }  // namespace
 }  // namespace strata::apps

@@ -61,35 +61,70 @@ inline void store16(float* y, __m256 lo, __m256 hi, int64_t cols) {
 
 // ---- small m: stream NP panels at a time -------------------------------------------------------
 
-template <DType D, int MR, int NP>
-void gemv_panels(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
-                 int64_t ldy) {
+// One row of x against four panels: eight independent accumulators, kept in registers.
+template <DType D>
+void gemv_1x4(const float* x, const PackedWeight& w, int64_t p, float* y) {
   const int64_t K = w.k();
-  __m256 acc[MR][NP][2];
-  for (int i = 0; i < MR; ++i)
-    for (int q = 0; q < NP; ++q) acc[i][q][0] = acc[i][q][1] = _mm256_setzero_ps();
-  const std::byte* pans[NP];
-  for (int q = 0; q < NP; ++q) pans[q] = w.panel(p + q);
+  const std::byte* p0 = w.panel(p);
+  const int64_t pb = w.panel_bytes();
+  const std::byte *p1 = p0 + pb, *p2 = p1 + pb, *p3 = p2 + pb;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  constexpr int64_t kAhead = 1024;  // bytes of prefetch distance per panel stream
+  const int64_t step = kPanelRows * static_cast<int64_t>(sizeof(float)) /
+                       (D == DType::kF32 ? 1 : 2);  // bytes of one k in a panel
   for (int64_t k = 0; k < K; ++k) {
-    __m256 xb[MR];
+    if ((k * step) % 64 == 0) {
+      const int64_t off = k * step + kAhead;
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p1 + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p2 + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p3 + off), _MM_HINT_T0);
+    }
+    const __m256 xb = _mm256_broadcast_ss(x + k);
+    __m256 lo, hi;
+    load_w16<D>(p0, k, lo, hi);
+    a0 = _mm256_fmadd_ps(xb, lo, a0);
+    a1 = _mm256_fmadd_ps(xb, hi, a1);
+    load_w16<D>(p1, k, lo, hi);
+    a2 = _mm256_fmadd_ps(xb, lo, a2);
+    a3 = _mm256_fmadd_ps(xb, hi, a3);
+    load_w16<D>(p2, k, lo, hi);
+    a4 = _mm256_fmadd_ps(xb, lo, a4);
+    a5 = _mm256_fmadd_ps(xb, hi, a5);
+    load_w16<D>(p3, k, lo, hi);
+    a6 = _mm256_fmadd_ps(xb, lo, a6);
+    a7 = _mm256_fmadd_ps(xb, hi, a7);
+  }
+  const int64_t n = w.n();
+  auto cols = [&](int64_t q) { return std::min<int64_t>(kPanelRows, n - (p + q) * kPanelRows); };
+  store16(y + p * kPanelRows, a0, a1, cols(0));
+  store16(y + (p + 1) * kPanelRows, a2, a3, cols(1));
+  store16(y + (p + 2) * kPanelRows, a4, a5, cols(2));
+  store16(y + (p + 3) * kPanelRows, a6, a7, cols(3));
+}
+
+// MR rows of x against one panel.
+template <DType D, int MR>
+void gemv_rx1(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
+              int64_t ldy) {
+  const int64_t K = w.k();
+  const std::byte* pan = w.panel(p);
+  __m256 lo_acc[MR], hi_acc[MR];
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) xb[i] = _mm256_broadcast_ss(x + i * ldx + k);
+  for (int i = 0; i < MR; ++i) lo_acc[i] = hi_acc[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 lo, hi;
+    load_w16<D>(pan, k, lo, hi);
 #pragma GCC unroll 4
-    for (int q = 0; q < NP; ++q) {
-      __m256 lo, hi;
-      load_w16<D>(pans[q], k, lo, hi);
-#pragma GCC unroll 4
-      for (int i = 0; i < MR; ++i) {
-        acc[i][q][0] = _mm256_fmadd_ps(xb[i], lo, acc[i][q][0]);
-        acc[i][q][1] = _mm256_fmadd_ps(xb[i], hi, acc[i][q][1]);
-      }
+    for (int i = 0; i < MR; ++i) {
+      const __m256 xb = _mm256_broadcast_ss(x + i * ldx + k);
+      lo_acc[i] = _mm256_fmadd_ps(xb, lo, lo_acc[i]);
+      hi_acc[i] = _mm256_fmadd_ps(xb, hi, hi_acc[i]);
     }
   }
-  for (int q = 0; q < NP; ++q) {
-    int64_t cols = std::min<int64_t>(kPanelRows, w.n() - (p + q) * kPanelRows);
-    for (int i = 0; i < MR; ++i)
-      store16(y + i * ldy + (p + q) * kPanelRows, acc[i][q][0], acc[i][q][1], cols);
-  }
+  const int64_t cols = std::min<int64_t>(kPanelRows, w.n() - p * kPanelRows);
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) store16(y + i * ldy + p * kPanelRows, lo_acc[i], hi_acc[i], cols);
 }
 
 template <int MR, int NP>
@@ -134,49 +169,45 @@ void gemv_panels_q8(const float* x, int64_t ldx, const PackedWeight& w, int64_t 
   }
 }
 
-template <int MR, int NP>
-void gemv_dispatch(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
-                   int64_t ldy) {
-  switch (w.dtype()) {
-    case DType::kF32:
-      gemv_panels<DType::kF32, MR, NP>(x, ldx, w, p, y, ldy);
-      return;
-    case DType::kBF16:
-      gemv_panels<DType::kBF16, MR, NP>(x, ldx, w, p, y, ldy);
-      return;
-    case DType::kF16:
-      gemv_panels<DType::kF16, MR, NP>(x, ldx, w, p, y, ldy);
-      return;
-    default:
-      return;
+template <DType D, int MR>
+void gemv_typed(const float* x, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+                ThreadPool& pool) {
+  if constexpr (MR == 1) {
+    pool.parallel_for(w.num_panels(), 4, [&](int64_t p0, int64_t p1) {
+      int64_t p = p0;
+      for (; p + 4 <= p1; p += 4) gemv_1x4<D>(x, w, p, y);
+      for (; p < p1; ++p) gemv_rx1<D, 1>(x, ldx, w, p, y, ldy);
+    });
+  } else {
+    pool.parallel_for(w.num_panels(), 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) gemv_rx1<D, MR>(x, ldx, w, p, y, ldy);
+    });
   }
-}
-
-// Panels per group for MR rows: keep 8 independent accumulator pairs in flight.
-template <int MR>
-constexpr int panels_per_group() {
-  return MR == 1 ? 4 : MR == 2 ? 2 : 1;
 }
 
 template <int MR>
 void gemv(const float* x, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
           ThreadPool& pool) {
-  if (w.dtype() == DType::kQ8_0) {
-    // Q8_0 needs registers for the block scales: at most two panels at a time.
-    constexpr int NP = MR == 1 ? 2 : 1;
-    pool.parallel_for(w.num_panels(), NP, [&](int64_t p0, int64_t p1) {
-      int64_t p = p0;
-      for (; p + NP <= p1; p += NP) gemv_panels_q8<MR, NP>(x, ldx, w, p, y, ldy);
-      for (; p < p1; ++p) gemv_panels_q8<MR, 1>(x, ldx, w, p, y, ldy);
-    });
-    return;
+  switch (w.dtype()) {
+    case DType::kF32:
+      return gemv_typed<DType::kF32, MR>(x, ldx, w, y, ldy, pool);
+    case DType::kBF16:
+      return gemv_typed<DType::kBF16, MR>(x, ldx, w, y, ldy, pool);
+    case DType::kF16:
+      return gemv_typed<DType::kF16, MR>(x, ldx, w, y, ldy, pool);
+    case DType::kQ8_0: {
+      // Q8_0 needs registers for the block scales: at most two panels at a time.
+      constexpr int NP = MR == 1 ? 2 : 1;
+      pool.parallel_for(w.num_panels(), NP, [&](int64_t p0, int64_t p1) {
+        int64_t p = p0;
+        for (; p + NP <= p1; p += NP) gemv_panels_q8<MR, NP>(x, ldx, w, p, y, ldy);
+        for (; p < p1; ++p) gemv_panels_q8<MR, 1>(x, ldx, w, p, y, ldy);
+      });
+      return;
+    }
+    default:
+      return;
   }
-  constexpr int NP = panels_per_group<MR>();
-  pool.parallel_for(w.num_panels(), NP, [&](int64_t p0, int64_t p1) {
-    int64_t p = p0;
-    for (; p + NP <= p1; p += NP) gemv_dispatch<MR, NP>(x, ldx, w, p, y, ldy);
-    for (; p < p1; ++p) gemv_dispatch<MR, 1>(x, ldx, w, p, y, ldy);
-  });
 }
 
 // ---- larger m: convert a panel block to f32, then a 6x16 micro-kernel ------------------------

@@ -1,6 +1,5 @@
 // AVX2/FMA variants of the non-matmul kernels, and the variant's op table.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -222,14 +221,10 @@ void attend_one(const AttentionArgs& a, int s, int64_t t, int g, float* scratch)
 
 void attention(const AttentionArgs& a, ThreadPool& pool) {
   const int nkv = static_cast<int>(a.kv->num_kv_heads);
-  const int64_t num_tokens = a.query_start[a.num_seqs];
-  const int64_t items = num_tokens * nkv;
-  std::atomic<int64_t> next{0};
-  pool.run([&](int tid) {
-    float* scratch = a.scratch + tid * a.scratch_floats_per_thread;
-    for (;;) {
-      int64_t item = next.fetch_add(1, std::memory_order_relaxed);
-      if (item >= items) break;
+  const int64_t items = int64_t{a.query_start[a.num_seqs]} * nkv;
+  pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
+    float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
+    for (int64_t item = i0; item < i1; ++item) {
       const int64_t t = item / nkv;
       attend_one(a, sequence_of_row(a, t), t, static_cast<int>(item % nkv), scratch);
     }
@@ -239,5 +234,21 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
 }  // namespace
 
 const KernelOps kOps = {"avx2", matmul, rms_norm, silu_mul, rope, kv_write, attention};
+
+}  // namespace strata::kernels::avx2
+
+namespace strata::kernels::avx2 {
+
+// Streams p[0..n) (n a multiple of 32) through four vector accumulators.
+float sum_floats(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
 
 }  // namespace strata::kernels::avx2

@@ -7,11 +7,6 @@
 
 namespace strata {
 
-int64_t PackedWeight::panel_bytes() const {
-  if (dtype_ == DType::kQ8_0) return (k_ / 32) * kQ8PanelBlockBytes;
-  return k_ * kPanelRows * dtype_block_bytes(dtype_);
-}
-
 Result<PackedWeight> PackedWeight::pack(const void* src, DType src_dtype, int64_t n, int64_t k,
                                         DType storage) {
   Part part{src, src_dtype, n};

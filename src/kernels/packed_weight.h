@@ -43,7 +43,10 @@ class PackedWeight {
   int64_t k() const { return k_; }
   int64_t num_panels() const { return (n_ + kPanelRows - 1) / kPanelRows; }
   // Bytes of one panel (all k).
-  int64_t panel_bytes() const;
+  int64_t panel_bytes() const {
+    return dtype_ == DType::kQ8_0 ? (k_ / 32) * kQ8PanelBlockBytes
+                                  : k_ * kPanelRows * dtype_block_bytes(dtype_);
+  }
   const std::byte* panel(int64_t p) const { return data_.data() + p * panel_bytes(); }
   // Bytes a matmul streams per token when reading every weight once.
   int64_t bytes() const { return num_panels() * panel_bytes(); }

@@ -1,7 +1,6 @@
 // Portable fast kernels: the same blocking, threading and reduction order as the AVX2 variant,
 // in plain C++ (the compiler vectorises what it can). Used on CPUs without AVX2/FMA/F16C.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -166,17 +165,12 @@ void attend_one(const AttentionArgs& a, int s, int64_t t, int g, float* scratch)
 
 void attention(const AttentionArgs& a, ThreadPool& pool) {
   const int nkv = static_cast<int>(a.kv->num_kv_heads);
-  const int64_t num_tokens = a.query_start[a.num_seqs];
-  const int64_t items = num_tokens * nkv;
-  std::atomic<int64_t> next{0};
-  pool.run([&](int tid) {
-    float* scratch = a.scratch + tid * a.scratch_floats_per_thread;
-    for (;;) {
-      int64_t item = next.fetch_add(1, std::memory_order_relaxed);
-      if (item >= items) break;
-      int64_t t = item / nkv;
-      int g = static_cast<int>(item % nkv);
-      attend_one(a, sequence_of_row(a, t), t, g, scratch);
+  const int64_t items = int64_t{a.query_start[a.num_seqs]} * nkv;
+  pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
+    float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t t = item / nkv;
+      attend_one(a, sequence_of_row(a, t), t, static_cast<int>(item % nkv), scratch);
     }
   });
 }

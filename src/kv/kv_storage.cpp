@@ -1,5 +1,11 @@
 #include "kv/kv_storage.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
 #include "core/strings.h"
 
 namespace strata {
@@ -14,10 +20,34 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec) {
     return invalid_argument("KV cache spec has a non-positive size");
   KvStorage s;
   s.spec_ = spec;
-  s.half_bytes_ = spec.num_blocks * spec.block_bytes_per_layer() / 2;
-  s.layers_.resize(spec.num_layers);
-  for (auto& l : s.layers_) l.resize(static_cast<size_t>(2 * s.half_bytes_));
+  s.layer_bytes_ = spec.num_blocks * spec.block_bytes_per_layer();
+  s.mapped_ = static_cast<size_t>(spec.total_bytes());
+  void* p = ::mmap(nullptr, s.mapped_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return resource_exhausted("cannot reserve " + format_bytes(static_cast<double>(s.mapped_)) +
+                              " for the KV cache: " + std::strerror(errno) +
+                              "; lower --kv-cache-memory or --gpu-memory-utilization");
+  s.base_ = static_cast<std::byte*>(p);
   return s;
+}
+
+KvStorage::KvStorage(KvStorage&& o) noexcept
+    : spec_(o.spec_), layer_bytes_(o.layer_bytes_), base_(o.base_), mapped_(o.mapped_) {
+  o.base_ = nullptr;
+  o.mapped_ = 0;
+}
+
+KvStorage& KvStorage::operator=(KvStorage&& o) noexcept {
+  std::swap(spec_, o.spec_);
+  std::swap(layer_bytes_, o.layer_bytes_);
+  std::swap(base_, o.base_);
+  std::swap(mapped_, o.mapped_);
+  return *this;
+}
+
+KvStorage::~KvStorage() {
+  if (base_ != nullptr) ::munmap(base_, mapped_);
 }
 
 }  // namespace strata

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/aligned_buffer.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -31,14 +30,22 @@ class KvStorage {
  public:
   static Result<KvStorage> allocate(const KvStorageSpec& spec);
   const KvStorageSpec& spec() const { return spec_; }
-  std::byte* k(int64_t layer) { return layers_[layer].data(); }
-  std::byte* v(int64_t layer) { return layers_[layer].data() + half_bytes_; }
+  std::byte* k(int64_t layer) { return base_ + layer * layer_bytes_; }
+  std::byte* v(int64_t layer) { return base_ + layer * layer_bytes_ + layer_bytes_ / 2; }
   int64_t bytes() const { return spec_.total_bytes(); }
+
+  KvStorage() = default;
+  KvStorage(KvStorage&& o) noexcept;
+  KvStorage& operator=(KvStorage&& o) noexcept;
+  ~KvStorage();
 
  private:
   KvStorageSpec spec_;
-  int64_t half_bytes_ = 0;
-  std::vector<AlignedBuffer> layers_;
+  int64_t layer_bytes_ = 0;
+  // One anonymous mapping: pages are committed (zeroed) by the OS on first touch, so a large pool
+  // costs memory only as it fills.
+  std::byte* base_ = nullptr;
+  size_t mapped_ = 0;
 };
 
 }  // namespace strata

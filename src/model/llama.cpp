@@ -53,6 +53,8 @@ class LlamaModel : public Model {
   }
   Status forward(const ForwardBatch& batch, std::span<const PagedKvLayer> kv, const KernelOps& ops,
                  float* logits) override;
+  Status compute_logits(std::span<const int32_t> rows, const KernelOps& ops,
+                        float* logits) override;
   int64_t weight_bytes_per_token() const override { return matmul_bytes_; }
   int64_t weight_bytes_total() const override { return matmul_bytes_ + other_bytes_; }
   int64_t parameter_count() const override { return params_; }
@@ -73,6 +75,7 @@ class LlamaModel : public Model {
   WorkspaceLimits limits_;
   int64_t matmul_bytes_ = 0, other_bytes_ = 0, params_ = 0;
   int64_t q_dim_ = 0, kv_dim_ = 0, qkv_dim_ = 0;
+  int64_t last_num_tokens_ = 0;  // tokens of the last forward (rows compute_logits may read)
   // Workspace, carved once from one buffer.
   AlignedBuffer ws_;
   float *h_ = nullptr, *x_ = nullptr, *qkv_ = nullptr, *attn_ = nullptr, *tmp_ = nullptr;
@@ -266,14 +269,27 @@ Status LlamaModel::forward(const ForwardBatch& b, std::span<const PagedKvLayer> 
     add_rows(h_, H, tmp_, H, T, H, pool);
     if (dump_) dump(prefix + "hidden", h_, T, H, H);
   }
-  const int64_t R = static_cast<int64_t>(b.logits_rows.size());
+  last_num_tokens_ = T;
+  return compute_logits(b.logits_rows, ops, logits);
+}
+
+Status LlamaModel::compute_logits(std::span<const int32_t> rows, const KernelOps& ops,
+                                  float* logits) {
+  const int64_t R = static_cast<int64_t>(rows.size()), H = config_.hidden_size;
   if (R == 0) return ok_status();
-  for (int64_t r = 0; r < R; ++r)
-    std::memcpy(rows_ + r * H, h_ + int64_t{b.logits_rows[r]} * H, H * sizeof(float));
-  ops.rms_norm(rows_, H, final_norm_.data(), eps, R, H, rows_, H, pool);
+  if (R > limits_.max_logit_rows)
+    return invalid_argument("compute_logits: " + std::to_string(R) + " rows exceed " +
+                            std::to_string(limits_.max_logit_rows));
+  for (int64_t r = 0; r < R; ++r) {
+    if (rows[r] < 0 || rows[r] >= last_num_tokens_)
+      return invalid_argument("compute_logits: row out of range");
+    std::memcpy(rows_ + r * H, h_ + int64_t{rows[r]} * H, H * sizeof(float));
+  }
+  ops.rms_norm(rows_, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps), R, H, rows_,
+               H, pool_);
   dump("norm", rows_, R, H, H);
-  ops.matmul(rows_, R, H, lm_head_, logits, c.vocab_size, pool);
-  dump("logits", logits, R, c.vocab_size, c.vocab_size);
+  ops.matmul(rows_, R, H, lm_head_, logits, config_.vocab_size, pool_);
+  dump("logits", logits, R, config_.vocab_size, config_.vocab_size);
   return ok_status();
 }
 

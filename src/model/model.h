@@ -51,6 +51,11 @@ class Model {
   virtual Status forward(const ForwardBatch& batch, std::span<const PagedKvLayer> kv,
                          const KernelOps& ops, float* logits) = 0;
 
+  // After forward(): logits [rows.size(), vocab_size] of more token rows of the same batch (for
+  // prompt logprobs), at most WorkspaceLimits::max_logit_rows at a time.
+  virtual Status compute_logits(std::span<const int32_t> rows, const KernelOps& ops,
+                                float* logits) = 0;
+
   // Bytes of weights one decode step streams (all matmul weights incl. the LM head).
   virtual int64_t weight_bytes_per_token() const = 0;
   // Bytes of all weights held in memory.
