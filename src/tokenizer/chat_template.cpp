@@ -6,6 +6,7 @@
 #include "io/gguf.h"
 #include "tokenizer/jinja/template.h"
 #include "tokenizer/jinja/unicode.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 
@@ -206,6 +207,44 @@ Result<ChatTemplate> load_chat_template(const std::string& path,
   }
   auto result = ChatTemplate::parse(src.text, std::move(st), src.tool_use);
   if (!result.ok()) return result.status().with_context(where);
+  return result;
+}
+
+Result<ChatTemplate> chat_template_from_tokenizer(const Tokenizer& tokenizer,
+                                                  const std::string& override_template,
+                                                  const std::string& template_name) {
+  const TokenizerInfo& info = tokenizer.info();
+  ChatTemplateSpecialTokens st;
+  const std::pair<const char*, const std::string*> tokens[] = {{"bos_token", &info.bos_token},
+                                                               {"eos_token", &info.eos_token},
+                                                               {"unk_token", &info.unk_token},
+                                                               {"pad_token", &info.pad_token}};
+  for (const auto& [name, text] : tokens) {
+    if (!text->empty()) set_token(&st, name, *text);
+  }
+  if (!override_template.empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::string text, read_override(override_template));
+    return ChatTemplate::parse(text, std::move(st));
+  }
+  std::string wanted = template_name.empty() ? "default" : template_name;
+  const std::string* source = nullptr;
+  std::string tool_use;
+  std::vector<std::string> names;
+  for (const auto& [name, text] : info.chat_templates) {
+    names.push_back(name);
+    if (name == wanted) source = &text;
+    if (name == "tool_use" && template_name.empty()) tool_use = text;
+  }
+  if (source == nullptr) {
+    if (info.chat_templates.empty()) {
+      return not_found("'" + info.source +
+                       "' has no chat template; pass one with --chat-template FILE");
+    }
+    return not_found("'" + info.source + "' has no chat template named '" + wanted +
+                     "'; available: " + join(names, ", "));
+  }
+  auto result = ChatTemplate::parse(*source, std::move(st), tool_use);
+  if (!result.ok()) return result.status().with_context("'" + info.source + "'");
   return result;
 }
 

@@ -22,6 +22,7 @@ namespace strata {
 namespace jinja {
 class Template;
 }
+class Tokenizer;
 
 // JSON inputs are nlohmann::ordered_json so that objects keep the client's key order: tojson in
 // a template reproduces it, as Python dicts do (plain nlohmann::json would sort the keys).
@@ -82,5 +83,11 @@ class ChatTemplate {
 Result<ChatTemplate> load_chat_template(const std::string& model_or_tokenizer_path,
                                         const std::string& override_template = "",
                                         const std::string& template_name = "");
+
+// The same from an already loaded Tokenizer (its TokenizerInfo carries the template sources and
+// the bos/eos/unk/pad strings), for callers that load the tokenizer anyway.
+Result<ChatTemplate> chat_template_from_tokenizer(const Tokenizer& tokenizer,
+                                                  const std::string& override_template = "",
+                                                  const std::string& template_name = "");
 
 }  // namespace strata

@@ -6,6 +6,7 @@
 #include "core/json.h"
 #include "test_util.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 namespace {
@@ -36,6 +37,35 @@ TEST(ChatTemplateGolden, AllRendersMatchTransformers) {
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(renders.size()));
+}
+
+// A loaded Tokenizer carries the same template and special tokens as the config file.
+TEST(ChatTemplateGolden, FromLoadedTokenizerMatchesTheConfig) {
+  STRATA_REQUIRE_SHARED("tokenizers/qwen2.5/vocab.json");
+  auto tok = Tokenizer::load(testing::shared_data_path("tokenizers/qwen2.5"));
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  auto from_tok = chat_template_from_tokenizer(**tok);
+  ASSERT_TRUE(from_tok.ok()) << from_tok.status().to_string();
+  auto from_dir = load_chat_template(testing::shared_data_path("tokenizers/qwen2.5"));
+  ASSERT_TRUE(from_dir.ok());
+  EXPECT_EQ(from_tok->source(), from_dir->source());
+  auto golden = parse_ordered_json(
+      *read_file(testing::shared_data_path("golden/chat_templates.json")), "golden");
+  ASSERT_TRUE(golden.ok());
+  int checked = 0;
+  for (const auto& r : (*golden)["renders"]) {
+    if (r["tokenizer_config"] != "tokenizers/qwen2.5/tokenizer_config.json") continue;
+    ChatTemplateInputs in;
+    in.messages = &r["messages"];
+    in.tools = r.contains("tools") ? &r["tools"] : nullptr;
+    in.add_generation_prompt = r["add_generation_prompt"].get<bool>();
+    in.extra_kwargs = &r["extra"];
+    auto rendered = from_tok->render(in);
+    ASSERT_TRUE(rendered.ok()) << rendered.status().to_string();
+    EXPECT_EQ(*rendered, r["expected"].get<std::string>()) << r["case"];
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
 }
 
 // Every chat template shipped under tokenizers/ parses (the Mixtral config has none and says so).
