@@ -71,7 +71,7 @@ class TokenSelector {
   void cands_to_list();
   // Dense top_p: zeroes w_ outside the shortest best-first prefix whose mass reaches target.
   // Every token with a weight has its logit in [lo, hi].
-  void radix_top_p(const float* x, int64_t n, double target, float lo, float hi);
+  void bucket_top_p(const float* x, int64_t n, double target, float lo, float hi);
   // block_sum_ and total_ from w_.
   void sum_blocks(int64_t n);
 
