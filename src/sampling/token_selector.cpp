@@ -263,7 +263,26 @@ bool TokenSelector::gather_list(const float* x, int64_t n, float m, float inv_t,
   return true;
 }
 
+void TokenSelector::reserve(int64_t n) {
+  if (n <= reserved_) return;
+  // Worst cases, so that steady-state sampling never allocates: a bucket (or nth_element set)
+  // can hold the whole row, lists hold at most kListMax tokens.
+  w_.reserve(n);
+  bucket_.reserve(n);
+  tmp_.reserve(n);
+  cands_.reserve(n);
+  chunk_max_.reserve((n + kChunk - 1) / kChunk);
+  block_sum_.reserve((n + kBlock - 1) / kBlock);
+  list_.reserve(kListMax);
+  list_w_.reserve(kListMax);
+  heap_.reserve(kHeapTopKMax);
+  hist_.reserve(kSelectBuckets + 1);
+  counts_.reserve(kSelectBuckets);
+  reserved_ = n;
+}
+
 bool TokenSelector::select(const float* x, int64_t n, const FilterParams& f) {
+  reserve(n);
   // Chunk maxima: the row maximum, and whole chunks skipped by the top_k / top_p scans.
   chunk_max_.resize((n + kChunk - 1) / kChunk);
   chunk_max(x, n, kChunk, chunk_max_.data());

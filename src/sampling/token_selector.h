@@ -75,6 +75,10 @@ class TokenSelector {
   // block_sum_ and total_ from w_.
   void sum_blocks(int64_t n);
 
+  // Grows every buffer to its worst case for rows of n tokens (once per vocabulary size).
+  void reserve(int64_t n);
+
+  int64_t reserved_ = 0;
   bool use_list_ = false;
   double total_ = 0.0;             // sum of the kept weights
   std::vector<float> w_;           // [n] dense weights (0 = dropped)
