@@ -33,9 +33,10 @@ void Sampler::for_rows(int64_t num_rows, Fn&& fn) {
     for (int64_t r = 0; r < num_rows; ++r) fn(r, *scratch_[0]);
     return;
   }
-  const int threads = config_.pool->size();
-  config_.pool->run([&](int t) {
-    for (int64_t r = t; r < num_rows; r += threads) fn(r, *scratch_[t]);
+  // Rows are claimed in chunks by whichever thread is free; each thread uses its own scratch.
+  config_.pool->parallel_for(num_rows, 1, [&](int64_t r0, int64_t r1) {
+    Scratch& s = *scratch_[ThreadPool::current_thread_index()];
+    for (int64_t r = r0; r < r1; ++r) fn(r, s);
   });
 }
 

@@ -9,8 +9,8 @@
 // requests draw from the sampler's own generator, in row order. Each random row consumes exactly
 // one uniform per step; greedy rows consume none.
 //
-// Threads: with a pool, rows are split across its threads (row r on thread r % size); each
-// thread has its own scratch, so results do not depend on the thread count. No allocation per
+// Threads: with a pool, rows are split across its threads; each thread has its own scratch, and
+// every row's random draw is made before the split, so results do not depend on the threads. No allocation per
 // call once the scratch has grown to the vocabulary size (and the caller reuses its outputs).
 #pragma once
 
