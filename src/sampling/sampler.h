@@ -10,8 +10,9 @@
 // one uniform per step; greedy rows consume none.
 //
 // Threads: with a pool, rows are split across its threads; each thread has its own scratch, and
-// every row's random draw is made before the split, so results do not depend on the threads. No allocation per
-// call once the scratch has grown to the vocabulary size (and the caller reuses its outputs).
+// every row's random draw is made before the split, so results do not depend on the threads.
+// No allocation per call once the scratch has grown to the vocabulary size (and the caller
+// reuses its outputs).
 #pragma once
 
 #include <cstdint>
