@@ -103,7 +103,8 @@ Result<TokenizerParts> load_llama_vocab(const io::GgufFile& f,
                             [&](const SpPiece& p) { return p.piece == name; });
   }
   std::optional<int32_t> unk;
-  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> unk_id, f.get_int("tokenizer.ggml.unknown_token_id"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> unk_id,
+                          f.get_int("tokenizer.ggml.unknown_token_id"));
   if (unk_id && *unk_id >= 0 && *unk_id < static_cast<int64_t>(tokens.size())) {
     unk = static_cast<int32_t>(*unk_id);
   }
@@ -111,7 +112,8 @@ Result<TokenizerParts> load_llama_vocab(const io::GgufFile& f,
   if (!model.ok()) return model.status().with_context(what);
   TokenizerParts parts;
   parts.model = std::move(model).value();
-  STRATA_ASSIGN_OR_RETURN(std::optional<bool> space_prefix, f.get_bool("tokenizer.ggml.add_space_prefix"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<bool> space_prefix,
+                          f.get_bool("tokenizer.ggml.add_space_prefix"));
   STRATA_ASSIGN_OR_RETURN(std::optional<bool> remove_ws,
                           f.get_bool("tokenizer.ggml.remove_extra_whitespaces"));
   NormalizerStep ws;
@@ -119,7 +121,8 @@ Result<TokenizerParts> load_llama_vocab(const io::GgufFile& f,
   ws.add_dummy_prefix = space_prefix.value_or(true);
   ws.remove_extra_whitespaces = remove_ws.value_or(false);
   parts.normalizer.add(ws);
-  parts.decoder.add(DecoderStep{.kind = DecoderStep::Kind::kReplace, .pattern = "\xE2\x96\x81", .content = " "});
+  parts.decoder.add(
+      DecoderStep{.kind = DecoderStep::Kind::kReplace, .pattern = "\xE2\x96\x81", .content = " "});
   parts.decoder.add(DecoderStep{.kind = DecoderStep::Kind::kByteFallback});
   parts.decoder.add(DecoderStep{.kind = DecoderStep::Kind::kFuse});
   if (ws.add_dummy_prefix) {
@@ -131,7 +134,8 @@ Result<TokenizerParts> load_llama_vocab(const io::GgufFile& f,
 
 Result<TokenizerParts> load_gpt2_vocab(const io::GgufFile& f,
                                        const std::vector<std::string_view>& tokens,
-                                       const std::vector<int64_t>& types, std::string* preset_name) {
+                                       const std::vector<int64_t>& types,
+                                       std::string* preset_name) {
   const std::string what = "'" + f.path() + "'";
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string_view> merge_lines,
                           f.get_string_array("tokenizer.ggml.merges"));
@@ -180,16 +184,19 @@ Result<TokenizerParts> load_gguf_vocab(const std::string& path) {
   const std::string what = "'" + path + "'";
   STRATA_ASSIGN_OR_RETURN(std::optional<std::string> model, f->get_string("tokenizer.ggml.model"));
   if (!model) {
-    return not_found(what + " has no tokenizer (tokenizer.ggml.model is missing); give the "
-                            "model's tokenizer directory instead");
+    return not_found(what +
+                     " has no tokenizer (tokenizer.ggml.model is missing); give the "
+                     "model's tokenizer directory instead");
   }
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string_view> tokens,
                           f->get_string_array("tokenizer.ggml.tokens"));
   if (tokens.empty()) return invalid_argument(what + ": tokenizer.ggml.tokens is missing or empty");
-  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> types, f->get_int_array("tokenizer.ggml.token_type"));
+  STRATA_ASSIGN_OR_RETURN(std::vector<int64_t> types,
+                          f->get_int_array("tokenizer.ggml.token_type"));
   if (!types.empty() && types.size() != tokens.size()) {
-    return invalid_argument(what + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) +
-                            " entries for " + std::to_string(tokens.size()) + " tokens");
+    return invalid_argument(what + ": tokenizer.ggml.token_type has " +
+                            std::to_string(types.size()) + " entries for " +
+                            std::to_string(tokens.size()) + " tokens");
   }
   TokenizerParts parts;
   bool default_add_bos = false;
@@ -208,7 +215,8 @@ Result<TokenizerParts> load_gguf_vocab(const std::string& path) {
   STRATA_RETURN_IF_ERROR(read_special_ids(*f, &parts, n));
   STRATA_ASSIGN_OR_RETURN(std::optional<bool> add_bos, f->get_bool("tokenizer.ggml.add_bos_token"));
   STRATA_ASSIGN_OR_RETURN(std::optional<bool> add_eos, f->get_bool("tokenizer.ggml.add_eos_token"));
-  if (add_bos.value_or(default_add_bos) && parts.info.bos_id) parts.prefix_ids = {*parts.info.bos_id};
+  if (add_bos.value_or(default_add_bos) && parts.info.bos_id)
+    parts.prefix_ids = {*parts.info.bos_id};
   if (add_eos.value_or(false) && parts.info.eos_id) parts.suffix_ids = {*parts.info.eos_id};
   STRATA_RETURN_IF_ERROR(read_chat_templates(*f, &parts.info));
   finish_special_token_info(&parts);

@@ -139,7 +139,8 @@ TEST(BpeModelTest, IgnoreMergesByteFallbackAndUnk) {
   ids.clear();
   (*fused)->encode("xya", &ids);
   EXPECT_EQ(ids, (std::vector<int32_t>{0, 1}));
-  auto fallback = BpeModel::create(vocab, merges, BpeConfig{.byte_fallback = true, .unk_token = "<unk>"});
+  auto fallback =
+      BpeModel::create(vocab, merges, BpeConfig{.byte_fallback = true, .unk_token = "<unk>"});
   ids.clear();
   (*fallback)->encode("zx", &ids);  // <0x7A> exists, <0x78> does not
   EXPECT_EQ(ids, (std::vector<int32_t>{6, 0}));
@@ -219,7 +220,8 @@ TEST(SpmBpeModelTest, MatchesTextbookMergingOnRandomText) {
     }
     std::vector<int32_t> expected;
     for (const auto& p : reference_spm_bpe(syms, score)) {
-      auto it = std::find_if(pieces.begin(), pieces.end(), [&](const SpPiece& x) { return x.piece == p; });
+      auto it = std::find_if(pieces.begin(), pieces.end(),
+                             [&](const SpPiece& x) { return x.piece == p; });
       expected.push_back(static_cast<int32_t>(it - pieces.begin()));
     }
     std::vector<int32_t> ids;
@@ -270,7 +272,8 @@ float best_segmentation(const std::string& s, size_t pos, const std::map<std::st
     if (end - pos == n1) single = true;
     best = std::max(best, it->second + best_segmentation(s, end, score, unk_score, memo));
   }
-  if (!single) best = std::max(best, unk_score + best_segmentation(s, pos + n1, score, unk_score, memo));
+  if (!single)
+    best = std::max(best, unk_score + best_segmentation(s, pos + n1, score, unk_score, memo));
   (*memo)[pos] = best;
   return best;
 }

@@ -21,7 +21,8 @@ using tok::TokenizerParts;
 // Byte-level: id b is byte b; 256 = "<|end|>" (special).
 std::shared_ptr<const Tokenizer> byte_tokenizer() {
   tok::Vocab vocab;
-  for (int b = 0; b < 256; ++b) vocab.set(b, tok::utf8_encode(tok::byte_to_char(static_cast<uint8_t>(b))));
+  for (int b = 0; b < 256; ++b)
+    vocab.set(b, tok::utf8_encode(tok::byte_to_char(static_cast<uint8_t>(b))));
   TokenizerParts parts;
   parts.model = tok::BpeModel::create(vocab, {}, tok::BpeConfig{.byte_level = true}).value();
   parts.decoder.add({.kind = tok::DecoderStep::Kind::kByteLevel});
@@ -55,8 +56,8 @@ std::shared_ptr<const Tokenizer> spm_tokenizer() {
 }
 
 std::vector<std::string> stream(const std::shared_ptr<const Tokenizer>& t,
-                                const std::vector<int32_t>& prompt,
-                                const std::vector<int32_t>& gen, bool skip) {
+                                const std::vector<int32_t>& prompt, const std::vector<int32_t>& gen,
+                                bool skip) {
   IncrementalDetokenizer d(t, prompt, skip);
   std::vector<std::string> out;
   for (int32_t id : gen) out.push_back(d.add(id));
@@ -111,7 +112,8 @@ TEST(IncrementalDetokenizerTest, SentencePieceContinuationKeepsTheSpace) {
   auto emoji = *t->encode("🙂", false);  // ▁ then four <0x..> pieces
   auto parts = stream(t, prompt, emoji, true);
   EXPECT_EQ(join(parts, ""), " 🙂");
-  for (const auto& p : parts) EXPECT_TRUE(p.empty() || p == " " || p == "🙂" || p == " 🙂") << p;
+  for (const auto& p : parts)
+    EXPECT_TRUE(p.empty() || p == " " || p == "🙂" || p == " 🙂") << p;
 }
 
 // Random ids for the byte-level tokenizer. For the SentencePiece one, random pieces and whole
@@ -127,7 +129,8 @@ std::vector<int32_t> random_ids(const Tokenizer& t, Rng& rng, size_t n, bool spm
       ids.push_back(1);  // <s>, between characters
     } else if (rng.below(3) == 0) {
       static const char32_t kChars[] = {U'é', U'中', U'🙂', U'\n', U'ß'};
-      for (char c : tok::utf8_encode(kChars[rng.below(5)])) ids.push_back(2 + static_cast<uint8_t>(c));
+      for (char c : tok::utf8_encode(kChars[rng.below(5)]))
+        ids.push_back(2 + static_cast<uint8_t>(c));
     } else {
       ids.push_back(static_cast<int32_t>(258 + rng.below(t.vocab_size() - 258)));
     }

@@ -292,13 +292,13 @@ std::string write_bpe_gguf(const std::string& name, const std::string& vocab_rel
 TEST(GoldenGguf, Qwen2VocabularyMatchesVocabMergesFiles) {
   STRATA_REQUIRE_SHARED("tokenizers/qwen2.5/vocab.json");
   Json config = load_json("tokenizers/qwen2.5/tokenizer_config.json");
-  std::string path = write_bpe_gguf(
-      "qwen25_vocab", "tokenizers/qwen2.5/vocab.json", "tokenizers/qwen2.5/merges.txt",
-      config["added_tokens_decoder"], "qwen2",
-      {{"tokenizer.ggml.eos_token_id", uint32_t{151645}},
-       {"tokenizer.ggml.padding_token_id", uint32_t{151643}},
-       {"tokenizer.ggml.add_bos_token", false},
-       {"tokenizer.chat_template", config["chat_template"].get<std::string>()}});
+  std::string path =
+      write_bpe_gguf("qwen25_vocab", "tokenizers/qwen2.5/vocab.json",
+                     "tokenizers/qwen2.5/merges.txt", config["added_tokens_decoder"], "qwen2",
+                     {{"tokenizer.ggml.eos_token_id", uint32_t{151645}},
+                      {"tokenizer.ggml.padding_token_id", uint32_t{151643}},
+                      {"tokenizer.ggml.add_bos_token", false},
+                      {"tokenizer.chat_template", config["chat_template"].get<std::string>()}});
   auto g = Tokenizer::load(path);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   auto d = load_tok("tokenizers/qwen2.5");
@@ -307,8 +307,9 @@ TEST(GoldenGguf, Qwen2VocabularyMatchesVocabMergesFiles) {
   EXPECT_EQ((*g)->eos_token_id(), 151645);
   EXPECT_EQ((*g)->chat_template(), d->chat_template());
   check_multilingual(**g, "Qwen__Qwen2.5-0.5B.json");
-  for (std::string text : {"<|im_start|>system\nYou are helpful.<|im_end|>\n<tool_call>{}</tool_call>",
-                           "  leading and trailing  ", "a\n\n\tb 12345 ''s 'LL"}) {
+  for (std::string text :
+       {"<|im_start|>system\nYou are helpful.<|im_end|>\n<tool_call>{}</tool_call>",
+        "  leading and trailing  ", "a\n\n\tb 12345 ''s 'LL"}) {
     auto ids = encode(**g, text, true);
     EXPECT_EQ(ids, encode(*d, text, true)) << text;
     EXPECT_EQ((*g)->decode(ids, true), d->decode(ids, true)) << text;
@@ -323,11 +324,10 @@ TEST(GoldenGguf, Llama3VocabularyMatchesVectors) {
   for (const auto& [content, id] : vectors["special_tokens"].items()) {
     added[std::to_string(id.get<int>())] = {{"content", content}, {"special", true}};
   }
-  std::string path = write_bpe_gguf(
-      "llama3_vocab", "tokenizers/llama3/llama3.2_encoder.json",
-      "tokenizers/llama3/llama3.2_vocab.bpe", added, "llama-bpe",
-      {{"tokenizer.ggml.bos_token_id", uint32_t{128000}},
-       {"tokenizer.ggml.eos_token_id", uint32_t{128009}}});
+  std::string path = write_bpe_gguf("llama3_vocab", "tokenizers/llama3/llama3.2_encoder.json",
+                                    "tokenizers/llama3/llama3.2_vocab.bpe", added, "llama-bpe",
+                                    {{"tokenizer.ggml.bos_token_id", uint32_t{128000}},
+                                     {"tokenizer.ggml.eos_token_id", uint32_t{128009}}});
   auto g = Tokenizer::load(path);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   // Without tokenizer.ggml.add_bos_token, Llama-3 vocabularies add BOS (llama.cpp's default).

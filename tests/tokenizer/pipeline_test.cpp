@@ -11,7 +11,8 @@
 namespace strata::tok {
 namespace {
 
-std::vector<std::string> run(const PreTokenizer& pre, const std::string& text, bool at_start = true) {
+std::vector<std::string> run(const PreTokenizer& pre, const std::string& text,
+                             bool at_start = true) {
   PreTokens out;
   Status st = pre.run(text, at_start, &out);
   EXPECT_TRUE(st.ok()) << st.to_string();
@@ -73,7 +74,8 @@ TEST(PreTokenizerTest, ByteLevelMetaspaceDigitsWhitespacePunctuation) {
   EXPECT_EQ(run(contiguous, "Call 123 please"), (V{"Call ", "123", " please"}));
 
   PreTokenizer ws, ws_split, punct;
-  ws.add({.kind = PreTokenizerStep::Kind::kWhitespace, .regex = *Regex::compile("\\w+|[^\\w\\s]+")});
+  ws.add(
+      {.kind = PreTokenizerStep::Kind::kWhitespace, .regex = *Regex::compile("\\w+|[^\\w\\s]+")});
   ws_split.add({.kind = PreTokenizerStep::Kind::kWhitespaceSplit});
   punct.add({.kind = PreTokenizerStep::Kind::kPunctuation});
   EXPECT_EQ(run(ws, "Hey man!"), (V{"Hey", "man", "!"}));
@@ -110,7 +112,8 @@ TEST(NormalizerTest, StepsRunInOrder) {
   EXPECT_EQ(out, "Creme Brulee");
 
   Normalizer regex;
-  regex.add({.kind = NormalizerStep::Kind::kReplace, .content = " ", .regex = *Regex::compile(" {2,}")});
+  regex.add(
+      {.kind = NormalizerStep::Kind::kReplace, .content = " ", .regex = *Regex::compile(" {2,}")});
   ASSERT_TRUE(regex.apply("a   b  c d", &out).ok());
   EXPECT_EQ(out, "a b c d");
 
@@ -120,7 +123,9 @@ TEST(NormalizerTest, StepsRunInOrder) {
   EXPECT_EQ(out, "▁a▁b");
 }
 
-std::string decode(const Decoder& d, std::vector<std::string> tokens) { return d.decode(std::move(tokens)); }
+std::string decode(const Decoder& d, std::vector<std::string> tokens) {
+  return d.decode(std::move(tokens));
+}
 
 TEST(DecoderTest, ReferenceBehaviours) {
   Decoder fallback;
@@ -151,7 +156,7 @@ TEST(DecoderTest, ReferenceBehaviours) {
   EXPECT_EQ(decode(byte_level, {"Hello", "Ġw", "orld", "<|im_end|>", "ä¸", "Ń"}),
             "Hello world<|im_end|>中");
   EXPECT_EQ(decode(byte_level, {"ä¸"}), "\uFFFD");  // incomplete character
-  EXPECT_EQ(decode(byte_level, {"日本"}), "日本");   // outside the byte table: kept as is
+  EXPECT_EQ(decode(byte_level, {"日本"}), "日本");  // outside the byte table: kept as is
 }
 
 // A byte-level tokenizer with a few merges and added tokens, built in memory. Byte b has id b;
@@ -160,14 +165,14 @@ std::shared_ptr<const Tokenizer> toy_byte_level(std::vector<AddedToken> added,
                                                 Normalizer normalizer = {}) {
   Vocab vocab;
   for (int b = 0; b < 256; ++b) vocab.set(b, utf8_encode(byte_to_char(static_cast<uint8_t>(b))));
-  std::vector<std::pair<std::string, std::string>> merges = {{"h", "e"}, {"l", "l"}, {"he", "ll"},
-                                                             {"hell", "o"}, {"Ġ", "w"}};
+  std::vector<std::pair<std::string, std::string>> merges = {
+      {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {"Ġ", "w"}};
   for (const auto& [a, b] : merges) vocab.set(vocab.size(), a + b);
   TokenizerParts parts;
   parts.model = BpeModel::create(std::move(vocab), merges, BpeConfig{.byte_level = true}).value();
   parts.normalizer = std::move(normalizer);
-  parts.pre_tokenizer.add({.kind = PreTokenizerStep::Kind::kByteLevel,
-                           .regex = *Regex::compile(kGpt2Pattern)});
+  parts.pre_tokenizer.add(
+      {.kind = PreTokenizerStep::Kind::kByteLevel, .regex = *Regex::compile(kGpt2Pattern)});
   parts.decoder.add({.kind = DecoderStep::Kind::kByteLevel});
   parts.added_tokens = std::move(added);
   for (const auto& [id, content] : {std::pair<int32_t, const char*>{300, "<s>"}, {301, "</s>"}}) {
@@ -202,7 +207,8 @@ TEST(TokenizerTest, AddedTokensStripAndSingleWord) {
   // <mask> swallows the spaces around it.
   EXPECT_EQ(ids_of(*t, "a  <mask>  b"), (std::vector<int32_t>{'a', 302, 'b'}));
   // "ab" only as a word of its own.
-  EXPECT_EQ(ids_of(*t, "ab cab ab."), (std::vector<int32_t>{303, ' ', 'c', 'a', 'b', ' ', 303, '.'}));
+  EXPECT_EQ(ids_of(*t, "ab cab ab."),
+            (std::vector<int32_t>{303, ' ', 'c', 'a', 'b', ' ', 303, '.'}));
   EXPECT_EQ(ids_of(*t, "<s>x"), (std::vector<int32_t>{304}));
   EXPECT_EQ(t->decode(ids_of(*t, "<s>hi</s>"), true), "hi");
   EXPECT_EQ(t->decode(ids_of(*t, "<s>hi</s>"), false), "<s>hi</s>");
@@ -216,7 +222,8 @@ TEST(TokenizerTest, AddedTokensStripAndSingleWord) {
 TEST(TokenizerTest, NormalizedAddedTokensMatchNormalizedText) {
   Normalizer lower;
   lower.add({.kind = NormalizerStep::Kind::kLowercase});
-  auto t = toy_byte_level({{.id = 300, .content = "Yesterday", .normalized = true}}, std::move(lower));
+  auto t =
+      toy_byte_level({{.id = 300, .content = "Yesterday", .normalized = true}}, std::move(lower));
   EXPECT_EQ(ids_of(*t, "YESTERDAY"), (std::vector<int32_t>{300}));
   EXPECT_EQ(ids_of(*t, "a yesterday"), (std::vector<int32_t>{'a', ' ', 300}));
 }

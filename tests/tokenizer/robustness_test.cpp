@@ -74,7 +74,8 @@ TEST(RobustnessTest, MalformedTokenizerJsonGivesClearErrors) {
       {replace(s, "\"type\": \"BPE\"", "\"type\": \"WordPiece\""), "WordPiece"},
       {replace(s, "\"type\": \"Split\"", "\"type\": \"BertPreTokenizer\""), "BertPreTokenizer"},
       {replace(s, "{\"type\": \"NFC\"}", "{\"type\": \"BertNormalizer\"}"), "BertNormalizer"},
-      {replace(s, "\"decoder\": {\"type\": \"ByteLevel\"}", "\"decoder\": {\"type\": \"CTC\"}"), "CTC"},
+      {replace(s, "\"decoder\": {\"type\": \"ByteLevel\"}", "\"decoder\": {\"type\": \"CTC\"}"),
+       "CTC"},
       {replace(s, "\"\\\\s+\"", "\"(unclosed\""), "(unclosed"},
       {replace(s, "\"a b\"", "\"a zz\""), "zz"},
       {replace(s, "\"a b\"", "\"ab\""), "not 'left right'"},
@@ -85,7 +86,8 @@ TEST(RobustnessTest, MalformedTokenizerJsonGivesClearErrors) {
       {replace(s, "\"ids\": [5]", "\"ids\": [99]"), "out of range"},
       {replace(s, "\"special_tokens\": {\"<s>\"", "\"special_tokens\": {\"<x>\""), "<s>"},
       {replace(s, "\"behavior\": \"Isolated\"", "\"behavior\": \"Sideways\""), "Sideways"},
-      {replace(s, "{\"id\": 5, \"content\": \"<s>\"", "{\"id\": -5, \"content\": \"<s>\""), "negative"},
+      {replace(s, "{\"id\": 5, \"content\": \"<s>\"", "{\"id\": -5, \"content\": \"<s>\""),
+       "negative"},
       {replace(s, "\"content\": \"<s>\"", "\"content\": 7"), ""},
       {replace(s, "\"merges\": [\"a b\"]", "\"merges\": {}"), ""},
   };
@@ -116,7 +118,8 @@ TEST(RobustnessTest, FuzzedTokenizerJsonNeverCrashes) {
           }
           break;
         default: {  // swap in a structural token somewhere
-          static const char* kBits[] = {"null", "[]", "{}", "-1", "\"\"", "true", "1e999", "\"\\u0000\""};
+          static const char* kBits[] = {"null", "[]",   "{}",    "-1",
+                                        "\"\"", "true", "1e999", "\"\\u0000\""};
           size_t at = rng.below(text.size());
           text.insert(at, kBits[rng.below(8)]);
         }
@@ -169,12 +172,17 @@ std::string toy_spm_model() {
   put_bytes(&m, 1, piece("<unk>", 0, 2));
   put_bytes(&m, 1, piece("<s>", 0, 3));
   put_bytes(&m, 1, piece("</s>", 0, 3));
-  for (const char* p : {"\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a", "ab", "\xE2\x96\x81" "ab"}) {
+  for (const char* p : {"\xE2\x96\x81", "a", "b",
+                        "\xE2\x96\x81"
+                        "a",
+                        "ab",
+                        "\xE2\x96\x81"
+                        "ab"}) {
     put_bytes(&m, 1, piece(p, -static_cast<float>(std::strlen(p)), 1));
   }
   std::string trainer;
-  put_int(&trainer, 3, 2);   // BPE
-  put_int(&trainer, 40, 0);  // unk_id
+  put_int(&trainer, 3, 2);    // BPE
+  put_int(&trainer, 40, 0);   // unk_id
   put_int(&trainer, 43, -1);  // pad_id: a negative int32 is a 10-byte varint
   put_bytes(&m, 2, trainer);
   std::string normalizer;
@@ -232,10 +240,10 @@ TEST(RobustnessTest, PathologicalTextsEncodeAndRoundTrip) {
   auto t = Tokenizer::load(strata::testing::repo_path("models/strata-tiny"));
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   std::vector<std::string> texts = {
-      std::string(200000, ' '),                    // one long whitespace run
-      std::string(200000, 'a'),                    // one long word
+      std::string(200000, ' '),  // one long whitespace run
+      std::string(200000, 'a'),  // one long word
       std::string(100000, '\n') + "x",
-      std::string("\0\0\x01\x7f", 4),              // control characters, NUL
+      std::string("\0\0\x01\x7f", 4),  // control characters, NUL
       "<|eos|><|eos|><|bos|>" + std::string(1000, '<'),
   };
   std::string emoji;
@@ -253,7 +261,8 @@ TEST(RobustnessTest, ConcurrentEncodeDecodeMatchesSerial) {
   ASSERT_TRUE(t.ok());
   std::vector<std::string> texts;
   for (int i = 0; i < 64; ++i) {
-    texts.push_back("request " + std::to_string(i) + ": ünïcode 世界 🙂 <|user|>" + std::string(i, 'x'));
+    texts.push_back("request " + std::to_string(i) + ": ünïcode 世界 🙂 <|user|>" +
+                    std::string(i, 'x'));
   }
   std::vector<std::vector<int32_t>> expected;
   for (const auto& s : texts) expected.push_back(*(*t)->encode(s, false));
@@ -264,7 +273,8 @@ TEST(RobustnessTest, ConcurrentEncodeDecodeMatchesSerial) {
       for (int rep = 0; rep < 50; ++rep) {
         for (size_t i = th; i < texts.size(); i += 2) {
           auto ids = (*t)->encode(texts[i], false);
-          if (!ids.ok() || *ids != expected[i] || (*t)->decode(*ids, false) != texts[i]) ++mismatches;
+          if (!ids.ok() || *ids != expected[i] || (*t)->decode(*ids, false) != texts[i])
+            ++mismatches;
         }
       }
     });
