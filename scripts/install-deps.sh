@@ -3,7 +3,7 @@
 # apt-get when something is missing.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config git libgtest-dev libgmock-dev
-          libpcre2-dev nlohmann-json3-dev)
+          libpcre2-dev nlohmann-json3-dev libxxhash-dev libicu-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,9 +11,9 @@
 namespace strata::apps {
 
 struct Command {
-  std::string name;      // "generate", "bench latency"
-  std::string usage;     // "MODEL [options]"
-  std::string summary;   // one line for `strata --help`
+  std::string name;     // "generate", "bench latency"
+  std::string usage;    // "MODEL [options]"
+  std::string summary;  // one line for `strata --help`
   void (*add_options)(OptionSet& options);
   int (*run)(const Args& args);  // process exit code
 };

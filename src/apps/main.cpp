@@ -20,11 +20,15 @@ bool register_command(Command command) {
   return true;
 }
 
-const std::vector<Command>& commands() { return registry(); }
+const std::vector<Command>& commands() {
+  return registry();
+}
 
 namespace {
 
-size_t word_count(const std::string& s) { return std::count(s.begin(), s.end(), ' ') + 1; }
+size_t word_count(const std::string& s) {
+  return std::count(s.begin(), s.end(), ' ') + 1;
+}
 
 // The command whose (possibly multi-word) name matches the most leading words of argv.
 const Command* match_command(const std::vector<std::string>& argv, size_t* consumed) {
@@ -105,4 +109,6 @@ int main_impl(int argc, char** argv) {
 
 }  // namespace strata::apps
 
-int main(int argc, char** argv) { return strata::apps::main_impl(argc, argv); }
+int main(int argc, char** argv) {
+  return strata::apps::main_impl(argc, argv);
+}

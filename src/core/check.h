@@ -4,9 +4,9 @@
 
 #include "core/logging.h"
 
-#define STRATA_CHECK(cond)                                                              \
-  (cond) ? (void)0                                                                      \
-         : ::strata::LogVoidify() &                                                     \
+#define STRATA_CHECK(cond)                                                                   \
+  (cond) ? (void)0                                                                           \
+         : ::strata::LogVoidify() &                                                          \
                ::strata::LogMessage(::strata::LogLevel::kFatal, __FILE__, __LINE__).stream() \
                    << "Check failed: " #cond " "
 

@@ -10,18 +10,30 @@ namespace strata {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kF8E4M3: return "f8_e4m3";
-    case DType::kQ8_0: return "q8_0";
-    case DType::kI8: return "i8";
-    case DType::kU8: return "u8";
-    case DType::kI16: return "i16";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kF64: return "f64";
-    case DType::kBool: return "bool";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF8E4M3:
+      return "f8_e4m3";
+    case DType::kQ8_0:
+      return "q8_0";
+    case DType::kI8:
+      return "i8";
+    case DType::kU8:
+      return "u8";
+    case DType::kI16:
+      return "i16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kF64:
+      return "f64";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -29,39 +41,65 @@ const char* dtype_name(DType t) {
 bool parse_dtype(std::string_view name, DType* out) {
   std::string n(name);
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (n == "f32" || n == "float32" || n == "float" || n == "fp32") *out = DType::kF32;
-  else if (n == "f16" || n == "float16" || n == "half" || n == "fp16") *out = DType::kF16;
-  else if (n == "bf16" || n == "bfloat16") *out = DType::kBF16;
+  if (n == "f32" || n == "float32" || n == "float" || n == "fp32")
+    *out = DType::kF32;
+  else if (n == "f16" || n == "float16" || n == "half" || n == "fp16")
+    *out = DType::kF16;
+  else if (n == "bf16" || n == "bfloat16")
+    *out = DType::kBF16;
   else if (n == "f8_e4m3" || n == "f8_e4m3fn" || n == "fp8" || n == "fp8_e4m3" || n == "e4m3")
     *out = DType::kF8E4M3;
-  else if (n == "q8_0") *out = DType::kQ8_0;
-  else if (n == "i8" || n == "int8") *out = DType::kI8;
-  else if (n == "u8" || n == "uint8") *out = DType::kU8;
-  else if (n == "i16" || n == "int16") *out = DType::kI16;
-  else if (n == "i32" || n == "int32") *out = DType::kI32;
-  else if (n == "i64" || n == "int64") *out = DType::kI64;
-  else if (n == "f64" || n == "float64" || n == "double") *out = DType::kF64;
-  else if (n == "bool") *out = DType::kBool;
-  else return false;
+  else if (n == "q8_0")
+    *out = DType::kQ8_0;
+  else if (n == "i8" || n == "int8")
+    *out = DType::kI8;
+  else if (n == "u8" || n == "uint8")
+    *out = DType::kU8;
+  else if (n == "i16" || n == "int16")
+    *out = DType::kI16;
+  else if (n == "i32" || n == "int32")
+    *out = DType::kI32;
+  else if (n == "i64" || n == "int64")
+    *out = DType::kI64;
+  else if (n == "f64" || n == "float64" || n == "double")
+    *out = DType::kF64;
+  else if (n == "bool")
+    *out = DType::kBool;
+  else
+    return false;
   return true;
 }
 
-int64_t dtype_block_elems(DType t) { return t == DType::kQ8_0 ? kQ8_0BlockSize : 1; }
+int64_t dtype_block_elems(DType t) {
+  return t == DType::kQ8_0 ? kQ8_0BlockSize : 1;
+}
 
 int64_t dtype_block_bytes(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-    case DType::kF8E4M3: return 1;
-    case DType::kQ8_0: return sizeof(BlockQ8_0);
-    case DType::kI8: return 1;
-    case DType::kU8: return 1;
-    case DType::kI16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kF64: return 8;
-    case DType::kBool: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kBF16:
+      return 2;
+    case DType::kF8E4M3:
+      return 1;
+    case DType::kQ8_0:
+      return sizeof(BlockQ8_0);
+    case DType::kI8:
+      return 1;
+    case DType::kU8:
+      return 1;
+    case DType::kI16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kF64:
+      return 8;
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
@@ -100,7 +138,7 @@ uint16_t f32_to_f16(float f) {
   uint32_t x = f32_to_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (abs < 0x38800000u) {  // result is subnormal or zero
     // value = abs as float; half subnormal unit = 2^-24.
@@ -156,7 +194,9 @@ uint8_t f32_to_fp8_e4m3(float f) {
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
-    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kF32:
+      std::memcpy(dst, src, n * 4);
+      return;
     case DType::kF16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
@@ -181,13 +221,16 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
-    default: STRATA_CHECK(false) << "dequantize_row: unsupported dtype " << dtype_name(t);
+    default:
+      STRATA_CHECK(false) << "dequantize_row: unsupported dtype " << dtype_name(t);
   }
 }
 
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
-    case DType::kF32: std::memcpy(dst, src, n * 4); return;
+    case DType::kF32:
+      std::memcpy(dst, src, n * 4);
+      return;
     case DType::kF16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
@@ -218,7 +261,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       }
       return;
     }
-    default: STRATA_CHECK(false) << "quantize_row: unsupported dtype " << dtype_name(t);
+    default:
+      STRATA_CHECK(false) << "quantize_row: unsupported dtype " << dtype_name(t);
   }
 }
 

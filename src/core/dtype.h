@@ -53,7 +53,9 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
 // bfloat16: the top 16 bits of an f32, round to nearest even.
-inline float bf16_to_f32(uint16_t h) { return bits_to_f32(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return bits_to_f32(static_cast<uint32_t>(h) << 16);
+}
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = f32_to_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN

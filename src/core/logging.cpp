@@ -8,8 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 
 namespace strata {
 namespace {
@@ -28,29 +28,45 @@ std::atomic<int>& level_ref() {
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kWarning: return "WARNING";
-    case LogLevel::kError: return "ERROR";
-    case LogLevel::kFatal: return "FATAL";
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARNING";
+    case LogLevel::kError:
+      return "ERROR";
+    case LogLevel::kFatal:
+      return "FATAL";
   }
   return "?";
 }
 
 }  // namespace
 
-void set_log_level(LogLevel level) { level_ref().store(static_cast<int>(level)); }
-LogLevel log_level() { return static_cast<LogLevel>(level_ref().load()); }
-bool log_enabled(LogLevel level) { return static_cast<int>(level) >= level_ref().load(); }
+void set_log_level(LogLevel level) {
+  level_ref().store(static_cast<int>(level));
+}
+LogLevel log_level() {
+  return static_cast<LogLevel>(level_ref().load());
+}
+bool log_enabled(LogLevel level) {
+  return static_cast<int>(level) >= level_ref().load();
+}
 
 bool parse_log_level(const std::string& text, LogLevel* out) {
   std::string t = text;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (t == "debug") *out = LogLevel::kDebug;
-  else if (t == "info") *out = LogLevel::kInfo;
-  else if (t == "warning" || t == "warn") *out = LogLevel::kWarning;
-  else if (t == "error") *out = LogLevel::kError;
-  else return false;
+  if (t == "debug")
+    *out = LogLevel::kDebug;
+  else if (t == "info")
+    *out = LogLevel::kInfo;
+  else if (t == "warning" || t == "warn")
+    *out = LogLevel::kWarning;
+  else if (t == "error")
+    *out = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 

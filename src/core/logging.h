@@ -41,8 +41,8 @@ struct LogVoidify {
 #define STRATA_LOG_LEVEL_FATAL ::strata::LogLevel::kFatal
 
 // STRATA_LOG(INFO) << "loaded " << n << " tensors";
-#define STRATA_LOG(level)                                        \
-  !::strata::log_enabled(STRATA_LOG_LEVEL_##level)               \
-      ? (void)0                                                  \
-      : ::strata::LogVoidify() &                                 \
+#define STRATA_LOG(level)                          \
+  !::strata::log_enabled(STRATA_LOG_LEVEL_##level) \
+      ? (void)0                                    \
+      : ::strata::LogVoidify() &                   \
             ::strata::LogMessage(STRATA_LOG_LEVEL_##level, __FILE__, __LINE__).stream()

@@ -21,9 +21,12 @@ std::string normalize(std::string name) {
 bool parse_bool_text(const std::string& v, bool* out) {
   std::string t = v;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (t == "1" || t == "true" || t == "yes" || t == "on") *out = true;
-  else if (t == "0" || t == "false" || t == "no" || t == "off") *out = false;
-  else return false;
+  if (t == "1" || t == "true" || t == "yes" || t == "on")
+    *out = true;
+  else if (t == "0" || t == "false" || t == "no" || t == "off")
+    *out = false;
+  else
+    return false;
   return true;
 }
 
@@ -43,7 +46,8 @@ Status check_value(const OptionSpec& spec, const std::string& value) {
         return invalid_argument("--" + spec.name + " expects true or false, got '" + value + "'");
       return ok_status();
     }
-    case OptionKind::kString: return ok_status();
+    case OptionKind::kString:
+      return ok_status();
   }
   return ok_status();
 }
@@ -66,31 +70,47 @@ OptionSet& OptionSet::add(OptionSpec spec) {
 
 OptionSet& OptionSet::add_string(const std::string& name, const std::string& def,
                                  const std::string& help, const std::string& group) {
-  return add({.name = name, .kind = OptionKind::kString, .default_value = def, .help = help,
+  return add({.name = name,
+              .kind = OptionKind::kString,
+              .default_value = def,
+              .help = help,
               .group = group});
 }
 OptionSet& OptionSet::add_int(const std::string& name, int64_t def, const std::string& help,
                               const std::string& group) {
-  return add({.name = name, .kind = OptionKind::kInt, .default_value = std::to_string(def),
-              .help = help, .group = group});
+  return add({.name = name,
+              .kind = OptionKind::kInt,
+              .default_value = std::to_string(def),
+              .help = help,
+              .group = group});
 }
 OptionSet& OptionSet::add_float(const std::string& name, double def, const std::string& help,
                                 const std::string& group) {
   std::ostringstream os;
   os << def;
-  return add({.name = name, .kind = OptionKind::kFloat, .default_value = os.str(), .help = help,
+  return add({.name = name,
+              .kind = OptionKind::kFloat,
+              .default_value = os.str(),
+              .help = help,
               .group = group});
 }
 OptionSet& OptionSet::add_bool(const std::string& name, bool def, const std::string& help,
                                const std::string& group) {
-  return add({.name = name, .kind = OptionKind::kBool, .default_value = def ? "true" : "false",
-              .help = help, .group = group});
+  return add({.name = name,
+              .kind = OptionKind::kBool,
+              .default_value = def ? "true" : "false",
+              .help = help,
+              .group = group});
 }
 OptionSet& OptionSet::add_ignored(const std::string& name, bool takes_value,
                                   const std::string& reason, const std::string& group) {
-  return add({.name = name, .kind = takes_value ? OptionKind::kString : OptionKind::kBool,
-              .default_value = "", .help = "accepted, no effect: " + reason, .group = group,
-              .repeated = true, .ignored_reason = reason});
+  return add({.name = name,
+              .kind = takes_value ? OptionKind::kString : OptionKind::kBool,
+              .default_value = "",
+              .help = "accepted, no effect: " + reason,
+              .group = group,
+              .repeated = true,
+              .ignored_reason = reason});
 }
 
 const OptionSpec* OptionSet::find(const std::string& name) const {
@@ -143,7 +163,8 @@ Result<Args> OptionSet::parse(const std::vector<std::string>& argv) const {
       } else if (!has_value) {
         // Also accept "--flag true" / "--flag false" as a separate word.
         bool b;
-        if (i + 1 < argv.size() && parse_bool_text(argv[i + 1], &b) && spec->ignored_reason.empty()) {
+        if (i + 1 < argv.size() && parse_bool_text(argv[i + 1], &b) &&
+            spec->ignored_reason.empty()) {
           value = argv[++i];
         } else {
           value = "true";
@@ -154,8 +175,8 @@ Result<Args> OptionSet::parse(const std::vector<std::string>& argv) const {
       value = argv[++i];
     }
     if (!spec->ignored_reason.empty()) {
-      args.warnings_.push_back("--" + name + " is accepted but has no effect: " +
-                               spec->ignored_reason);
+      args.warnings_.push_back("--" + name +
+                               " is accepted but has no effect: " + spec->ignored_reason);
       continue;
     }
     STRATA_RETURN_IF_ERROR(check_value(*spec, value));
@@ -198,8 +219,10 @@ std::string OptionSet::help_text() const {
         lhs += " " + mv;
       }
       os << lhs;
-      if (lhs.size() < 38) os << std::string(38 - lhs.size(), ' ');
-      else os << "\n" << std::string(38, ' ');
+      if (lhs.size() < 38)
+        os << std::string(38 - lhs.size(), ' ');
+      else
+        os << "\n" << std::string(38, ' ');
       os << s.help;
       if (s.ignored_reason.empty()) {
         os << " (default: " << (s.default_value.empty() ? "none" : s.default_value) << "; env "
@@ -212,7 +235,9 @@ std::string OptionSet::help_text() const {
   return os.str();
 }
 
-bool Args::is_set(const std::string& name) const { return values_.count(normalize(name)) != 0; }
+bool Args::is_set(const std::string& name) const {
+  return values_.count(normalize(name)) != 0;
+}
 
 std::string Args::get(const std::string& name) const {
   std::string n = normalize(name);
@@ -307,16 +332,26 @@ Result<int64_t> parse_byte_size(const std::string& text, const std::string& what
   std::transform(unit.begin(), unit.end(), unit.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   double mult;
-  if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "k" || unit == "kib") mult = 1024.0;
-  else if (unit == "kb") mult = 1e3;
-  else if (unit == "m" || unit == "mib") mult = 1024.0 * 1024;
-  else if (unit == "mb") mult = 1e6;
-  else if (unit == "g" || unit == "gib") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "gb") mult = 1e9;
-  else if (unit == "t" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "tb") mult = 1e12;
-  else return invalid_argument(what + ": unknown size unit '" + unit + "' in '" + text + "'");
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "k" || unit == "kib")
+    mult = 1024.0;
+  else if (unit == "kb")
+    mult = 1e3;
+  else if (unit == "m" || unit == "mib")
+    mult = 1024.0 * 1024;
+  else if (unit == "mb")
+    mult = 1e6;
+  else if (unit == "g" || unit == "gib")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "gb")
+    mult = 1e9;
+  else if (unit == "t" || unit == "tib")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "tb")
+    mult = 1e12;
+  else
+    return invalid_argument(what + ": unknown size unit '" + unit + "' in '" + text + "'");
   return static_cast<int64_t>(std::llround(v * mult));
 }
 

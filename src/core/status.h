@@ -11,16 +11,16 @@ namespace strata {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // bad user input (flags, request fields, prompt)
-  kNotFound,           // missing file, tensor, model, route
-  kOutOfRange,         // a value beyond a limit (prompt longer than max_model_len, ...)
-  kUnimplemented,      // a feature or format Strata does not support yet
-  kDataLoss,           // truncated or corrupt file
-  kResourceExhausted,  // out of memory / KV blocks / queue slots
-  kFailedPrecondition, // operation not allowed in the current state
-  kUnavailable,        // shutting down, try again later
-  kAborted,            // cancelled by the user or the server
-  kInternal,           // a bug: should not happen
+  kInvalidArgument,     // bad user input (flags, request fields, prompt)
+  kNotFound,            // missing file, tensor, model, route
+  kOutOfRange,          // a value beyond a limit (prompt longer than max_model_len, ...)
+  kUnimplemented,       // a feature or format Strata does not support yet
+  kDataLoss,            // truncated or corrupt file
+  kResourceExhausted,   // out of memory / KV blocks / queue slots
+  kFailedPrecondition,  // operation not allowed in the current state
+  kUnavailable,         // shutting down, try again later
+  kAborted,             // cancelled by the user or the server
+  kInternal,            // a bug: should not happen
 };
 
 const char* status_code_name(StatusCode code);
@@ -44,29 +44,48 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status ok_status() { return Status(); }
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
-inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
-inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
+inline Status ok_status() {
+  return Status();
+}
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status out_of_range(std::string m) {
+  return {StatusCode::kOutOfRange, std::move(m)};
+}
+inline Status unimplemented(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
+inline Status data_loss(std::string m) {
+  return {StatusCode::kDataLoss, std::move(m)};
+}
 inline Status resource_exhausted(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
 }
 inline Status failed_precondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
-inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
-inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status aborted(std::string m) {
+  return {StatusCode::kAborted, std::move(m)};
+}
+inline Status internal_error(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 
 // Holds either a T or a non-ok Status.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(implicit)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(implicit)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(implicit)
-    if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "Result built from ok Status");
+    if (std::get<Status>(v_).ok())
+      v_ = Status(StatusCode::kInternal, "Result built from ok Status");
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -93,9 +112,9 @@ class [[nodiscard]] Result {
 #define STRATA_CONCAT_(a, b) STRATA_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function when `expr` (a Status) is not ok.
-#define STRATA_RETURN_IF_ERROR(expr)             \
-  do {                                           \
-    ::strata::Status strata_status_ = (expr);    \
+#define STRATA_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::strata::Status strata_status_ = (expr);        \
     if (!strata_status_.ok()) return strata_status_; \
   } while (0)
 

@@ -15,14 +15,20 @@
 
 namespace strata {
 namespace {
+thread_local int t_thread_index = 0;
 thread_local bool t_in_parallel_region = false;
-constexpr int kSpinIterations = 1 << 16;  // ~50-100 us of spinning before sleeping
+constexpr int kSpinIterations = 1 << 15;  // ~50 us of spinning before sleeping
+constexpr int64_t kChunksPerThread = 4;
 }  // namespace
 
 int ThreadPool::hardware_threads() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int ThreadPool::current_thread_index() {
+  return t_thread_index;
 }
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
@@ -32,66 +38,92 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 
 ThreadPool::~ThreadPool() {
   stop_.store(true);
-  epoch_.fetch_add(1);
-  epoch_.notify_all();
+  wake_.fetch_add(1);
+  wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::work_on(uint32_t epoch) {
+  uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
-    uint64_t e = epoch_.load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(s >> 32) != epoch) return;
+    const uint32_t chunk = static_cast<uint32_t>(s);
+    // Read the job before claiming: if the claim succeeds the job was still `epoch`'s, because the
+    // caller only writes a new job after every chunk of this one is done.
+    FunctionRef<void(int64_t, int64_t)>* fn = fn_;
+    const int64_t n = n_, size = chunk_;
+    if (chunk >= num_chunks_) return;
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
+      continue;
+    const int64_t begin = chunk * size;
+    (*fn)(begin, std::min(n, begin + size));
+    done_chunks_.fetch_add(1, std::memory_order_acq_rel);
+    s = state_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::worker_loop(int index) {
+  t_thread_index = index;
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t w = wake_.load(std::memory_order_acquire);
     int spins = 0;
-    while (e == seen) {
+    while (w == seen) {
       if (++spins < kSpinIterations) {
         STRATA_CPU_RELAX();
       } else {
         sleepers_.fetch_add(1);
-        epoch_.wait(seen);
+        wake_.wait(seen);
         sleepers_.fetch_sub(1);
         spins = 0;
       }
-      e = epoch_.load(std::memory_order_acquire);
+      w = wake_.load(std::memory_order_acquire);
     }
-    seen = e;
+    seen = w;
     if (stop_.load()) return;
     t_in_parallel_region = true;
-    (*job_)(index);
+    work_on(static_cast<uint32_t>(state_.load(std::memory_order_acquire) >> 32));
     t_in_parallel_region = false;
-    remaining_.fetch_sub(1, std::memory_order_acq_rel);
   }
-}
-
-void ThreadPool::run(FunctionRef<void(int)> fn) {
-  if (num_threads_ == 1 || t_in_parallel_region) {
-    for (int i = 0; i < num_threads_; ++i) fn(i);
-    return;
-  }
-  job_ = &fn;
-  remaining_.store(num_threads_ - 1, std::memory_order_relaxed);
-  epoch_.fetch_add(1);
-  if (sleepers_.load() > 0) epoch_.notify_all();
-  t_in_parallel_region = true;
-  fn(0);
-  t_in_parallel_region = false;
-  while (remaining_.load(std::memory_order_acquire) != 0) STRATA_CPU_RELAX();
-  job_ = nullptr;
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  int64_t blocks = (n + grain - 1) / grain;
-  int parts = static_cast<int>(std::min<int64_t>(blocks, num_threads_));
-  if (parts <= 1 || t_in_parallel_region) {
+  const int64_t blocks = (n + grain - 1) / grain;
+  if (num_threads_ == 1 || blocks == 1 || t_in_parallel_region) {
     fn(0, n);
     return;
   }
-  run([&](int t) {
-    if (t >= parts) return;
-    int64_t b0 = blocks * t / parts, b1 = blocks * (t + 1) / parts;
-    int64_t begin = b0 * grain, end = std::min(n, b1 * grain);
-    if (begin < end) fn(begin, end);
+  const int64_t target = std::min<int64_t>(blocks, kChunksPerThread * num_threads_);
+  const int64_t blocks_per_chunk = (blocks + target - 1) / target;
+  fn_ = &fn;
+  n_ = n;
+  chunk_ = blocks_per_chunk * grain;
+  num_chunks_ = static_cast<uint32_t>((n + chunk_ - 1) / chunk_);
+  done_chunks_.store(0, std::memory_order_relaxed);
+  const uint32_t epoch = static_cast<uint32_t>(state_.load() >> 32) + 1;
+  state_.store(static_cast<uint64_t>(epoch) << 32, std::memory_order_release);
+  wake_.fetch_add(1, std::memory_order_acq_rel);
+  if (sleepers_.load() > 0) wake_.notify_all();
+  t_in_parallel_region = true;
+  work_on(epoch);
+  t_in_parallel_region = false;
+  while (done_chunks_.load(std::memory_order_acquire) != num_chunks_) STRATA_CPU_RELAX();
+  fn_ = nullptr;
+}
+
+void ThreadPool::for_each(int64_t count, FunctionRef<void(int64_t)> fn) {
+  if (count <= 0) return;
+  if (num_threads_ == 1 || t_in_parallel_region) {
+    for (int64_t i = 0; i < count; ++i) fn(i);
+    return;
+  }
+  // One chunk per item: pass a grain of 1 and at most as many chunks as items.
+  const int64_t saved = count;
+  parallel_for(saved, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(i);
   });
 }
 

@@ -1,7 +1,14 @@
-// A fixed pool of compute threads for kernels. The calling thread takes part as thread 0, so a
-// pool of size 1 runs everything inline. Workers spin briefly between jobs (a forward pass issues
-// hundreds of small parallel regions) and then sleep. Not re-entrant: a parallel region started
-// from inside another runs inline on the calling thread.
+// A fixed pool of compute threads for kernels. The calling thread takes part, so a pool of size 1
+// runs everything inline.
+//
+// Work is split into fixed chunks that threads claim one at a time, and a parallel region ends
+// when every chunk is done, not when every thread has checked in: a worker that the OS has not
+// scheduled (the machine is busy) simply finds no chunks left, and the caller does the work. Chunk
+// boundaries depend only on the range and the grain, never on the thread count, and each output
+// is written by exactly one chunk, so results are the same whichever thread runs what.
+//
+// Workers spin briefly between regions (a forward pass issues hundreds) and then sleep. A region
+// started from inside another runs inline on the calling thread.
 #pragma once
 
 #include <atomic>
@@ -22,27 +29,37 @@ class ThreadPool {
 
   int size() const { return num_threads_; }
 
-  // Calls fn(thread_index) once on each of size() threads; returns when all have finished.
-  void run(FunctionRef<void(int)> fn);
-
-  // Splits [0, n) into at most size() contiguous ranges whose boundaries are multiples of `grain`
-  // and calls fn(begin, end) for each non-empty range. Which thread runs a range never changes a
-  // result: callers give each output element to exactly one range.
+  // Splits [0, n) into chunks whose boundaries are multiples of `grain` (about four per thread,
+  // never smaller than `grain`) and calls fn(begin, end) once per chunk, on any thread.
   void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
+
+  // Calls fn(i) once for each i in [0, count), on any threads (count chunks of one).
+  void for_each(int64_t count, FunctionRef<void(int64_t)> fn);
+
+  // Index in [0, size()) of the calling thread inside a parallel region (0 outside): selects
+  // per-thread scratch space.
+  static int current_thread_index();
 
   // Number of hardware threads available to this process.
   static int hardware_threads();
 
  private:
   void worker_loop(int index);
+  // Claims and runs chunks of the current job until none are left.
+  void work_on(uint32_t epoch);
 
   int num_threads_;
   std::vector<std::thread> workers_;
-  std::atomic<uint64_t> epoch_{0};
-  std::atomic<int> remaining_{0};
+  // Job, written by the caller before publishing a new epoch in state_.
+  FunctionRef<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, chunk_ = 1;
+  uint32_t num_chunks_ = 0;
+  // state_: epoch in the high 32 bits, next unclaimed chunk in the low 32 bits.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<uint32_t> wake_{0};  // bumped per job; workers wait on it
+  std::atomic<uint32_t> done_chunks_{0};
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<int> sleepers_{0};  // workers blocked in epoch_.wait(); notify only when > 0
-  FunctionRef<void(int)>* job_ = nullptr;
 };
 
 }  // namespace strata

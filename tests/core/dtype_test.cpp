@@ -11,7 +11,7 @@ TEST(DTypeTest, F16KnownValues) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
-  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);  // overflow -> inf
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);                    // overflow -> inf
   EXPECT_EQ(f32_to_f16(5.960464477539063e-08f), 0x0001);  // smallest subnormal
   EXPECT_EQ(f16_to_f32(0x0001), 5.960464477539063e-08f);
   EXPECT_EQ(f16_to_f32(0x3555), 0.333251953125f);

@@ -21,8 +21,8 @@ OptionSet make_options() {
 
 TEST(OptionsTest, ParsesFormsAndDefaults) {
   auto o = make_options();
-  auto r = o.parse({"model-dir", "--max_num_seqs", "16", "--temperature=0.5", "--no-enable-prefix-caching",
-                    "--prompt", "a", "--prompt", "b"});
+  auto r = o.parse({"model-dir", "--max_num_seqs", "16", "--temperature=0.5",
+                    "--no-enable-prefix-caching", "--prompt", "a", "--prompt", "b"});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->positional(), std::vector<std::string>{"model-dir"});
   EXPECT_EQ(r->get_int("max-num-seqs"), 16);

@@ -3,44 +3,69 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <vector>
 
 namespace strata {
 namespace {
 
-TEST(ThreadPoolTest, RunsEveryThreadOnce) {
+TEST(ThreadPoolTest, ForEachRunsEveryIndexOnce) {
   ThreadPool pool(3);
-  std::vector<std::atomic<int>> hits(3);
-  for (int rep = 0; rep < 1000; ++rep) pool.run([&](int t) { hits[t]++; });
+  std::vector<std::atomic<int>> hits(7);
+  for (int rep = 0; rep < 1000; ++rep) pool.for_each(7, [&](int64_t i) { hits[i]++; });
   for (auto& h : hits) EXPECT_EQ(h.load(), 1000);
 }
 
 TEST(ThreadPoolTest, ParallelForCoversRangeOnceWithGrainBoundaries) {
-  ThreadPool pool(4);
-  for (int64_t n : {1, 7, 63, 64, 65, 1000}) {
-    std::vector<std::atomic<int>> seen(n);
-    pool.parallel_for(n, 8, [&](int64_t b, int64_t e) {
-      EXPECT_EQ(b % 8, 0);
-      for (int64_t i = b; i < e; ++i) seen[i]++;
-    });
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i].load(), 1) << n << " " << i;
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 7, 63, 64, 65, 1000}) {
+      std::vector<std::atomic<int>> seen(n);
+      pool.parallel_for(n, 8, [&](int64_t b, int64_t e) {
+        EXPECT_EQ(b % 8, 0);
+        for (int64_t i = b; i < e; ++i) seen[i]++;
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i].load(), 1) << n << " " << i;
+    }
   }
+}
+
+TEST(ThreadPoolTest, ThreadIndexIsInRangeAndUniqueAtATime) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> busy(3);
+  std::atomic<bool> ok{true};
+  pool.parallel_for(300, 1, [&](int64_t, int64_t) {
+    int t = ThreadPool::current_thread_index();
+    if (t < 0 || t >= 3 || busy[t]++ != 0) ok = false;
+    busy[t]--;
+  });
+  EXPECT_TRUE(ok.load());
 }
 
 TEST(ThreadPoolTest, NestedRegionRunsInline) {
   ThreadPool pool(2);
   std::atomic<int> total{0};
-  pool.run([&](int) { pool.parallel_for(10, 1, [&](int64_t b, int64_t e) { total += e - b; }); });
+  pool.for_each(
+      2, [&](int64_t) { pool.parallel_for(10, 1, [&](int64_t b, int64_t e) { total += e - b; }); });
   EXPECT_EQ(total.load(), 20);
 }
 
 TEST(ThreadPoolTest, SleepsAndWakes) {
   ThreadPool pool(2);
   std::atomic<int> n{0};
-  pool.run([&](int) { n++; });
+  pool.for_each(2, [&](int64_t) { n++; });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // workers go to sleep
-  pool.run([&](int) { n++; });
+  pool.for_each(2, [&](int64_t) { n++; });
   EXPECT_EQ(n.load(), 4);
+}
+
+TEST(ThreadPoolTest, CallerFinishesWhenWorkersAreSlow) {
+  // Many tiny regions back to back: every chunk runs exactly once even when workers lag.
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  for (int rep = 0; rep < 20000; ++rep)
+    pool.parallel_for(16, 1, [&](int64_t b, int64_t e) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 20000 * 16);
 }
 
 }  // namespace

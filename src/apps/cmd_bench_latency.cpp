@@ -1,0 +1,177 @@
+// strata bench latency MODEL: prefill and decode speed of one batch of random prompts, with this
+// machine's memory read bandwidth measured in the same run and the decode bandwidth utilisation
+// (weight bytes per decode step x steps per second / measured bandwidth).
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "apps/command.h"
+#include "core/clock.h"
+#include "core/logging.h"
+#include "core/rng.h"
+#include "core/strings.h"
+#include "kernels/bandwidth.h"
+#include "kv/kv_storage.h"
+#include "model/model.h"
+
+namespace strata::apps {
+namespace {
+
+void add_options(OptionSet& o) {
+  o.add_int("input-len", 128, "prompt tokens per sequence");
+  o.add_int("output-len", 64, "generated tokens per sequence");
+  o.add_int("batch-size", 1, "sequences run together");
+  o.add_int("num-iters", 3, "measured iterations (the best is reported)");
+  o.add_int("num-iters-warmup", 1, "warm-up iterations");
+  o.add_int("max-num-batched-tokens", 2048, "most prompt tokens per forward pass (prefill chunk)");
+  o.add_string("load-format", "auto", "auto, safetensors, gguf or dummy");
+  o.add_string("dtype", "auto", "weight dtype: auto, float32, bfloat16, float16");
+  o.add_string("kv-cache-dtype", "auto", "auto (model dtype), float32, bfloat16, float16, fp8");
+  o.add_string("hf-overrides", "", "JSON merged into config.json");
+  o.add_int("threads", ThreadPool::hardware_threads(), "compute threads");
+  o.add_int("seed", 0, "seed of the random prompts and dummy weights");
+  o.add_int("bandwidth-mib", 1024, "buffer size for the bandwidth measurement (MiB)");
+}
+
+DType kv_dtype_for(const std::string& s, DType weights) {
+  DType d;
+  if (s == "auto")
+    return (weights == DType::kF32 || weights == DType::kF16 || weights == DType::kBF16)
+               ? weights
+               : DType::kBF16;
+  if (s == "fp8" || s == "fp8_e4m3") return DType::kF8E4M3;
+  if (parse_dtype(s, &d)) return d;
+  return DType::kBF16;
+}
+
+int run(const Args& args) {
+  if (args.positional().size() != 1) {
+    std::fprintf(stderr, "usage: strata bench latency MODEL [options]\n");
+    return 2;
+  }
+  const int64_t in_len = args.get_int("input-len"), out_len = args.get_int("output-len");
+  const int64_t batch = args.get_int("batch-size");
+  const int64_t chunk = args.get_int("max-num-batched-tokens");
+  if (in_len < 1 || out_len < 1 || batch < 1 || chunk < 1) {
+    std::fprintf(stderr, "strata bench latency: lengths, batch size and chunk must be >= 1\n");
+    return 2;
+  }
+  ThreadPool pool(static_cast<int>(args.get_int("threads")));
+  LoadOptions lo;
+  lo.model = args.positional()[0];
+  lo.load_format = args.get("load-format");
+  lo.dtype = args.get("dtype");
+  lo.hf_overrides = args.get("hf-overrides");
+  lo.seed = static_cast<uint64_t>(args.get_int("seed"));
+  lo.pool = &pool;
+  const int64_t max_len = in_len + out_len;
+  lo.limits = {std::max(std::min(chunk, in_len * batch), batch), max_len, batch};
+  auto loaded = load_model(lo);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "strata bench latency: %s\n", loaded.status().message().c_str());
+    return 1;
+  }
+  Model& model = *loaded->model;
+  const ModelConfig& cfg = model.config();
+  std::fprintf(stderr, "model: %s (%s, %.1fM parameters, weights %s, %s)\n", cfg.summary().c_str(),
+               loaded->format.c_str(), model.parameter_count() / 1e6,
+               dtype_name(model.weight_dtype()), format_bytes(model.weight_bytes_total()).c_str());
+
+  KvSpec ks = model.kv_spec();
+  const int64_t block = 16;
+  const int64_t blocks_per_seq = (max_len + block - 1) / block;
+  DType kv_dtype = kv_dtype_for(args.get("kv-cache-dtype"), model.weight_dtype());
+  auto storage = KvStorage::allocate(
+      {ks.num_layers, batch * blocks_per_seq + 1, block, ks.num_kv_heads, ks.head_dim, kv_dtype});
+  if (!storage.ok()) {
+    std::fprintf(stderr, "strata bench latency: %s\n", storage.status().message().c_str());
+    return 1;
+  }
+  std::vector<PagedKvLayer> layers;
+  for (int64_t l = 0; l < ks.num_layers; ++l)
+    layers.push_back({kv_dtype, block, ks.num_kv_heads, ks.head_dim, storage->k(l), storage->v(l)});
+  std::vector<int32_t> tables(batch * blocks_per_seq);
+  for (int64_t i = 0; i < batch * blocks_per_seq; ++i) tables[i] = static_cast<int32_t>(i + 1);
+
+  Rng rng(lo.seed + 1);
+  std::vector<std::vector<int32_t>> prompts(batch);
+  for (auto& p : prompts)
+    for (int64_t i = 0; i < in_len; ++i)
+      p.push_back(static_cast<int32_t>(rng.below(cfg.vocab_size)));
+
+  const KernelOps& ops = kernel_ops(best_kernel_variant());
+  std::vector<float> logits(batch * cfg.vocab_size);
+  // Runs one forward for the tokens [start, start+n) of each sequence.
+  auto forward = [&](int64_t start, int64_t n, const std::vector<int32_t>& next) -> Status {
+    std::vector<int32_t> ids, pos, qs = {0}, lens, rows;
+    std::vector<int64_t> slots;
+    for (int64_t s = 0; s < batch; ++s) {
+      for (int64_t t = start; t < start + n; ++t) {
+        ids.push_back(t < in_len ? prompts[s][t] : next[s]);
+        pos.push_back(static_cast<int32_t>(t));
+        slots.push_back(int64_t{tables[s * blocks_per_seq + t / block]} * block + t % block);
+      }
+      qs.push_back(static_cast<int32_t>(ids.size()));
+      lens.push_back(static_cast<int32_t>(start + n));
+      rows.push_back(qs.back() - 1);
+    }
+    ForwardBatch b{ids, pos, slots, qs, lens, tables, blocks_per_seq, rows};
+    return model.forward(b, layers, ops, logits.data());
+  };
+
+  double best_prefill = 1e30, best_decode = 1e30;
+  const int64_t per_chunk = std::max<int64_t>(1, chunk / batch);
+  for (int64_t it = 0; it < args.get_int("num-iters-warmup") + args.get_int("num-iters"); ++it) {
+    Stopwatch sw;
+    for (int64_t start = 0; start < in_len; start += per_chunk) {
+      Status s = forward(start, std::min(per_chunk, in_len - start), {});
+      if (!s.ok()) {
+        std::fprintf(stderr, "strata bench latency: %s\n", s.to_string().c_str());
+        return 1;
+      }
+    }
+    double prefill = sw.elapsed();
+    std::vector<int32_t> next(batch);
+    sw.reset();
+    for (int64_t t = 0; t < out_len - 1; ++t) {
+      for (int64_t s = 0; s < batch; ++s)
+        next[s] = static_cast<int32_t>(std::max_element(logits.begin() + s * cfg.vocab_size,
+                                                        logits.begin() + (s + 1) * cfg.vocab_size) -
+                                       (logits.begin() + s * cfg.vocab_size));
+      Status st = forward(in_len + t, 1, next);
+      if (!st.ok()) {
+        std::fprintf(stderr, "strata bench latency: %s\n", st.to_string().c_str());
+        return 1;
+      }
+    }
+    double decode = sw.elapsed();
+    if (it >= args.get_int("num-iters-warmup")) {
+      best_prefill = std::min(best_prefill, prefill);
+      best_decode = std::min(best_decode, decode);
+    }
+  }
+  const double bw = measure_read_bandwidth(pool, args.get_int("bandwidth-mib") << 20);
+  const double prefill_tps = batch * in_len / best_prefill;
+  const int64_t decode_steps = std::max<int64_t>(1, out_len - 1);
+  const double steps_per_s = decode_steps / best_decode;
+  const double decode_tps = batch * steps_per_s;
+  const double util = model.weight_bytes_per_token() * steps_per_s / bw;
+  std::printf("kernels: %s, threads: %d, batch size: %lld, input len: %lld, output len: %lld\n",
+              ops.name, pool.size(), static_cast<long long>(batch), static_cast<long long>(in_len),
+              static_cast<long long>(out_len));
+  std::printf("prefill: %.1f tokens/s (%.1f ms for %lld tokens)\n", prefill_tps, best_prefill * 1e3,
+              static_cast<long long>(batch * in_len));
+  std::printf("decode: %.1f tokens/s (%.2f ms per step)\n", decode_tps, 1e3 / steps_per_s);
+  std::printf("weight bytes per decode step: %s\n",
+              format_bytes(model.weight_bytes_per_token()).c_str());
+  std::printf("measured read bandwidth: %.2f GB/s\n", bw / 1e9);
+  std::printf("decode bandwidth utilisation = %.3f\n", util);
+  return 0;
+}
+
+STRATA_REGISTER_COMMAND(kBenchLatency, "bench latency", "MODEL [options]",
+                        "Prefill/decode speed and decode bandwidth utilisation of one batch",
+                        add_options, run);
+
+}  // namespace
+}  // namespace strata::apps

@@ -1,0 +1,154 @@
+#include "core/clock.h"
+#include "core/logging.h"
+#include "engine/engine.h"
+
+namespace strata::engine {
+
+std::optional<OutputChunk> RequestStream::next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !chunks_.empty() || finished_choices_ >= num_choices_; });
+  if (chunks_.empty()) return std::nullopt;
+  OutputChunk c = std::move(chunks_.front());
+  chunks_.pop_front();
+  return c;
+}
+
+std::vector<OutputChunk> RequestStream::drain(bool* done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<OutputChunk> out(std::make_move_iterator(chunks_.begin()),
+                               std::make_move_iterator(chunks_.end()));
+  chunks_.clear();
+  *done = finished_choices_ >= num_choices_;
+  return out;
+}
+
+void RequestStream::set_notify(std::function<void()> notify) {
+  bool pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notify_ = std::move(notify);
+    pending = !chunks_.empty() || finished_choices_ >= num_choices_;
+  }
+  if (pending && notify_) notify_();
+}
+
+void RequestStream::push(OutputChunk chunk) {
+  std::function<void()> notify;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (chunk.finished) ++finished_choices_;
+    chunks_.push_back(std::move(chunk));
+    notify = notify_;
+  }
+  cv_.notify_all();
+  if (notify) notify();
+}
+
+Result<std::unique_ptr<EngineClient>> EngineClient::create(const EngineConfig& config) {
+  std::unique_ptr<EngineClient> c(new EngineClient());
+  STRATA_ASSIGN_OR_RETURN(c->engine_, Engine::create(config));
+  c->stats_ = c->engine_->stats();
+  c->thread_ = std::thread([p = c.get()] { p->loop(); });
+  return c;
+}
+
+EngineClient::~EngineClient() {
+  shutdown(0, unavailable("the engine is shutting down"));
+}
+
+Result<std::shared_ptr<RequestStream>> EngineClient::submit(EngineRequest request) {
+  STRATA_RETURN_IF_ERROR(engine_->validate(request));
+  if (request.arrival_time < 0) request.arrival_time = now_seconds();
+  auto stream = std::make_shared<RequestStream>(request.request_id, request.params.n);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) return unavailable("the server is shutting down");
+    pending_.push_back({std::move(request), stream});
+    unfinished_++;
+  }
+  cv_.notify_one();
+  return stream;
+}
+
+void EngineClient::abort(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborts_.push_back(request_id);
+  }
+  cv_.notify_one();
+}
+
+EngineStats EngineClient::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void EngineClient::shutdown(double grace_seconds, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
+    accepting_ = false;
+    stopping_ = true;
+    drain_deadline_ = now_seconds() + grace_seconds;
+    stop_reason_ = why;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+void EngineClient::loop() {
+  for (;;) {
+    std::vector<Pending> pending;
+    std::vector<std::string> aborts;
+    bool stop_now = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return !pending_.empty() || !aborts_.empty() || stopping_ ||
+               engine_->has_unfinished_requests();
+      });
+      pending.swap(pending_);
+      aborts.swap(aborts_);
+      if (stopping_ && (now_seconds() >= drain_deadline_ ||
+                        (!engine_->has_unfinished_requests() && pending.empty())))
+        stop_now = true;
+    }
+    for (auto& p : pending) {
+      std::string id = p.request.request_id;
+      auto stream = p.stream;
+      Status s = engine_->add_request(std::move(p.request), stream);
+      if (!s.ok()) {
+        // Rejected by the scheduler (duplicate id, ...): finish every choice with the error.
+        for (int i = 0; i < stream->num_choices(); ++i) {
+          OutputChunk c;
+          c.index = i;
+          c.finished = true;
+          c.finish_reason = "abort";
+          c.error = s;
+          c.time = now_seconds();
+          stream->push(std::move(c));
+        }
+      }
+    }
+    for (const auto& id : aborts) engine_->abort_request(id);
+    if (stop_now) {
+      engine_->abort_all(stop_reason_);
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_ = engine_->stats();
+      unfinished_ = 0;
+      return;
+    }
+    if (engine_->has_unfinished_requests()) {
+      Status s = engine_->step();
+      if (!s.ok()) {
+        STRATA_LOG(ERROR) << "engine step failed: " << s.to_string() << "; aborting all requests";
+        engine_->abort_all(internal_error("engine step failed: " + s.message()));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_ = engine_->stats();
+    unfinished_ = static_cast<int64_t>(pending_.size()) + engine_->num_requests();
+  }
+}
+
+}  // namespace strata::engine

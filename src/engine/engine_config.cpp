@@ -1,0 +1,79 @@
+#include "engine/engine_config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "core/thread_pool.h"
+
+namespace strata::engine {
+
+void add_engine_options(OptionSet& o) {
+  const std::string g = "Model";
+  o.add_string("load-format", "auto",
+               "weights: auto, safetensors, gguf, or dummy (random weights "
+               "from config.json)",
+               g);
+  o.add_string("dtype", "auto",
+               "weight dtype: auto (the checkpoint's), float32, bfloat16, "
+               "float16",
+               g);
+  o.add_string("hf-overrides", "",
+               "JSON object merged into config.json, e.g. "
+               "'{\"num_hidden_layers\": 2}'",
+               g);
+  o.add_string("tokenizer", "", "tokenizer directory or file (default: the model's)", g);
+  o.add_int("seed", 0, "seed of the engine's random generator and of dummy weights", g);
+  o.add_int("max-logprobs", 20, "largest logprobs / prompt_logprobs a request may ask for", g);
+  o.add_string("generation-config", "auto",
+               "auto: sampling defaults from the model's "
+               "generation_config.json; none: vLLM's defaults",
+               g);
+  o.add_int("threads", 0, "compute threads (0: every available core)", "Engine");
+  kv::add_cache_options(o);
+  sched::add_scheduler_options(o);
+}
+
+Result<EngineConfig> engine_config_from_args(const Args& args) {
+  EngineConfig c;
+  if (args.positional().empty())
+    return invalid_argument("missing MODEL (a Hugging Face model directory or a .gguf file)");
+  if (args.positional().size() > 1)
+    return invalid_argument("unexpected extra argument '" + args.positional()[1] + "'");
+  c.model.model = args.positional()[0];
+  c.model.load_format = args.get("load-format");
+  c.model.dtype = args.get("dtype");
+  c.model.hf_overrides = args.get("hf-overrides");
+  c.tokenizer = args.get("tokenizer");
+  c.seed = static_cast<uint64_t>(args.get_int("seed"));
+  c.model.seed = c.seed;
+  c.max_logprobs = static_cast<int>(args.get_int("max-logprobs"));
+  if (c.max_logprobs < 0) return invalid_argument("--max-logprobs must be >= 0");
+  c.generation_config = args.get("generation-config");
+  if (c.generation_config != "auto" && c.generation_config != "none" &&
+      c.generation_config != "vllm")
+    return invalid_argument("--generation-config must be auto or none");
+  c.threads = static_cast<int>(args.get_int("threads"));
+  if (c.threads < 0) return invalid_argument("--threads must be >= 0");
+  STRATA_ASSIGN_OR_RETURN(c.cache, kv::cache_config_from_args(args));
+  STRATA_ASSIGN_OR_RETURN(c.scheduler, sched::scheduler_config_from_args(args));
+  return c;
+}
+
+int64_t available_memory_bytes() {
+  int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  // cgroup v2 limit, when one is set.
+  std::ifstream f("/sys/fs/cgroup/memory.max");
+  std::string v;
+  if (f >> v && v != "max") {
+    try {
+      int64_t limit = std::stoll(v);
+      if (limit > 0) ram = std::min(ram, limit);
+    } catch (...) {
+    }
+  }
+  return ram;
+}
+
+}  // namespace strata::engine

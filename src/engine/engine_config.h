@@ -1,0 +1,35 @@
+// Everything needed to build an engine, and the command-line options that fill it (shared by
+// `generate`, `serve` and `bench throughput`; vLLM's names).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/options.h"
+#include "core/status.h"
+#include "kv/cache_config.h"
+#include "model/model.h"
+#include "sched/scheduler_config.h"
+
+namespace strata::engine {
+
+struct EngineConfig {
+  LoadOptions model;      // path, load format, dtype, hf overrides (limits/pool set by the engine)
+  std::string tokenizer;  // tokenizer path; empty: the model's own (none is fine for dummy runs)
+  kv::CacheConfig cache;
+  sched::SchedulerConfig scheduler;
+  int threads = 0;        // compute threads; 0: all available
+  uint64_t seed = 0;      // engine generator (unseeded requests) and dummy weights
+  int max_logprobs = 20;  // largest logprobs / prompt_logprobs a request may ask for
+  std::string generation_config = "auto";  // auto: defaults from generation_config.json; none
+};
+
+// Declares model, tokenizer, cache, scheduler and engine options.
+void add_engine_options(OptionSet& options);
+// Reads them back; MODEL is positional()[0].
+Result<EngineConfig> engine_config_from_args(const Args& args);
+
+// Physical memory this process may use (RAM, or the cgroup limit when lower), in bytes.
+int64_t available_memory_bytes();
+
+}  // namespace strata::engine

@@ -1,0 +1,111 @@
+// What goes into the engine (EngineRequest) and what comes out (OutputChunk, through a
+// RequestStream), plus the statistics the server exports.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/status.h"
+#include "sampling/logprobs.h"
+#include "sampling/sampling_params.h"
+
+namespace strata::engine {
+
+struct EngineRequest {
+  std::string request_id;                 // unique among unfinished requests
+  std::vector<int32_t> prompt_token_ids;  // with BOS etc. already applied
+  sampling::SamplingParams params;        // validated by submit()
+  int64_t priority = 0;                   // --scheduling-policy priority: lower runs first
+  std::string cache_salt;                 // requests with different salts never share KV
+  double arrival_time = -1;               // now_seconds(); < 0: the time of submit()
+  bool detokenize = true;                 // produce text (needs a tokenizer)
+};
+
+// Timestamps (now_seconds() clock) of one choice, final in its last chunk.
+struct RequestTimes {
+  double arrival = 0;
+  double first_scheduled = -1;
+  double first_token = -1;
+  double last_token = -1;
+  double finished = -1;
+};
+
+// One event for one choice of a request: new tokens and the text they release.
+struct OutputChunk {
+  int index = 0;                   // choice index (0 .. n-1)
+  std::vector<int32_t> token_ids;  // new tokens since the previous chunk of this choice
+  std::string text;                // new text (complete UTF-8; stop strings held back)
+  std::vector<sampling::TokenLogprobs> logprobs;  // one per new token, when requested
+  // Prompt logprobs (first chunk of choice 0 only, when requested): one entry per prompt token,
+  // the first empty (nothing predicts it).
+  std::vector<std::optional<sampling::TokenLogprobs>> prompt_logprobs;
+  bool finished = false;
+  std::string finish_reason;  // "stop", "length" or "abort" when finished
+  // What stopped it: the stop token id or the stop string (empty: EOS, length or abort).
+  std::variant<std::monostate, int32_t, std::string> stop_reason;
+  int64_t num_prompt_tokens = 0;
+  int64_t num_output_tokens = 0;  // so far, for this choice
+  int64_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
+  double time = 0;                // when the engine produced it
+  RequestTimes times;             // filled in the last chunk
+  Status error;                   // not ok: the request failed (the chunk is also `finished`)
+};
+
+// The consumer side of one request. Chunks arrive from the engine thread; read them with next()
+// (blocking) or drain() from a notify callback (event loops).
+class RequestStream {
+ public:
+  RequestStream(std::string request_id, int num_choices)
+      : request_id_(std::move(request_id)), num_choices_(num_choices) {}
+  const std::string& request_id() const { return request_id_; }
+  int num_choices() const { return num_choices_; }
+
+  // Blocks until a chunk is available; nullopt once every choice has finished and all chunks
+  // were taken.
+  std::optional<OutputChunk> next();
+  // Takes every chunk available now; *done is set when nothing more will come.
+  std::vector<OutputChunk> drain(bool* done);
+  // Called from the engine thread after chunks are pushed (keep it short: post to a loop).
+  void set_notify(std::function<void()> notify);
+
+  // Engine side.
+  void push(OutputChunk chunk);
+
+ private:
+  std::string request_id_;
+  int num_choices_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<OutputChunk> chunks_;
+  int finished_choices_ = 0;
+  std::function<void()> notify_;
+};
+
+// A snapshot of the engine's counters (cumulative) and gauges.
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_referenced = 0;
+  int64_t kv_blocks_cached_free = 0;
+  int64_t kv_blocks_free = 0;
+  double kv_cache_usage = 0;         // referenced / total
+  int64_t prefix_cache_queries = 0;  // tokens
+  int64_t prefix_cache_hits = 0;     // tokens
+  int64_t num_preemptions = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t num_steps = 0;
+  int64_t requests_finished_stop = 0;
+  int64_t requests_finished_length = 0;
+  int64_t requests_finished_abort = 0;
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,41 @@
+#include "io/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace strata::io {
+
+Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return not_found("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument("'" + path + "' is not a regular file");
+  }
+  std::unique_ptr<MappedFile> f(new MappedFile());
+  f->path_ = path;
+  f->size_ = static_cast<size_t>(st.st_size);
+  if (f->size_ > 0) {
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return resource_exhausted("cannot map '" + path + "': " + std::strerror(err));
+    }
+    f->data_ = static_cast<const std::byte*>(p);
+  }
+  ::close(fd);
+  return f;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+}
+
+}  // namespace strata::io

@@ -1,0 +1,51 @@
+#include "kernels/bandwidth.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "core/aligned_buffer.h"
+#include "core/clock.h"
+#include "kernels/ops.h"
+
+namespace strata {
+namespace kernels::avx2 {
+float sum_floats(const float* p, int64_t n);
+}
+
+namespace {
+float sum_floats_portable(const float* p, int64_t n) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (int64_t i = 0; i + 4 <= n; i += 4) {
+    s0 += p[i];
+    s1 += p[i + 1];
+    s2 += p[i + 2];
+    s3 += p[i + 3];
+  }
+  return s0 + s1 + s2 + s3;
+}
+}  // namespace
+
+double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int passes) {
+  const int64_t n = bytes / 4 / 64 * 64;
+  AlignedBuffer buf(static_cast<size_t>(n) * 4);
+  float* data = buf.as<float>();
+  pool.parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) data[i] = static_cast<float>(i & 7);
+  });
+  const bool avx2 = kernel_variant_supported(KernelVariant::kAvx2);
+  std::atomic<int64_t> sink{0};
+  double best = 0;
+  for (int p = 0; p < passes; ++p) {
+    Stopwatch sw;
+    pool.parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+      float s =
+          avx2 ? kernels::avx2::sum_floats(data + b, e - b) : sum_floats_portable(data + b, e - b);
+      sink += static_cast<int64_t>(s);
+    });
+    best = std::max(best, static_cast<double>(n) * 4 / sw.elapsed());
+  }
+  return best;
+}
+
+}  // namespace strata

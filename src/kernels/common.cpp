@@ -1,0 +1,113 @@
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/check.h"
+#include "core/logging.h"
+#include "kernels/kernel_impl.h"
+
+namespace strata {
+
+int64_t attention_scratch_floats(int num_heads, int num_kv_heads, int head_dim,
+                                 int64_t max_seq_len) {
+  int64_t group = num_heads / std::max(1, num_kv_heads);
+  // scores [group, max_seq_len + 8] + accumulators [group, head_dim] + 10 converted rows + padding
+  return group * (max_seq_len + 8) + group * head_dim + 10 * head_dim + 64;
+}
+
+namespace kernels {
+
+void read_kv_row(const PagedKvLayer& kv, const std::byte* base, int64_t slot, int64_t kv_head,
+                 float scale, float* out) {
+  const std::byte* p = base + kv.offset(slot, kv_head);
+  dequantize_row(kv.dtype, p, out, kv.head_dim);
+  if (scale != 1.0f)
+    for (int64_t e = 0; e < kv.head_dim; ++e) out[e] *= scale;
+}
+
+void write_kv_rows(const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t m,
+                   const int64_t* slots, const PagedKvLayer& kv) {
+  float tmp[1024];
+  STRATA_CHECK(kv.head_dim <= 1024) << "head_dim " << kv.head_dim;
+  for (int64_t i = 0; i < m; ++i) {
+    if (slots[i] < 0) continue;  // padding token: not cached
+    for (int64_t h = 0; h < kv.num_kv_heads; ++h) {
+      for (int part = 0; part < 2; ++part) {
+        const float* src = (part == 0 ? k + i * ldk : v + i * ldv) + h * kv.head_dim;
+        std::byte* dst = (part == 0 ? kv.k : kv.v) + kv.offset(slots[i], h);
+        float scale = part == 0 ? kv.k_scale : kv.v_scale;
+        if (kv.dtype == DType::kF8E4M3 && scale != 1.0f) {
+          float inv = 1.0f / scale;
+          for (int64_t e = 0; e < kv.head_dim; ++e) tmp[e] = src[e] * inv;
+          src = tmp;
+        }
+        quantize_row(kv.dtype, src, dst, kv.head_dim);
+      }
+    }
+  }
+}
+
+}  // namespace kernels
+
+bool kernel_variant_supported(KernelVariant v) {
+  if (v != KernelVariant::kAvx2) return true;
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+const char* kernel_variant_name(KernelVariant v) {
+  switch (v) {
+    case KernelVariant::kReference:
+      return "reference";
+    case KernelVariant::kPortable:
+      return "portable";
+    case KernelVariant::kAvx2:
+      return "avx2";
+  }
+  return "?";
+}
+
+KernelVariant best_kernel_variant() {
+  if (const char* env = std::getenv("STRATA_KERNELS"); env != nullptr && *env) {
+    std::string e = env;
+    KernelVariant v;
+    bool known = true;
+    if (e == "reference")
+      v = KernelVariant::kReference;
+    else if (e == "portable")
+      v = KernelVariant::kPortable;
+    else if (e == "avx2")
+      v = KernelVariant::kAvx2;
+    else
+      known = false;
+    if (!known) {
+      STRATA_LOG(WARNING) << "STRATA_KERNELS=" << e
+                          << " is unknown (use reference, portable or avx2); ignoring it";
+    } else if (!kernel_variant_supported(v)) {
+      STRATA_LOG(WARNING) << "STRATA_KERNELS=" << e << " is not supported on this CPU; ignoring it";
+    } else {
+      return v;
+    }
+  }
+  return kernel_variant_supported(KernelVariant::kAvx2) ? KernelVariant::kAvx2
+                                                        : KernelVariant::kPortable;
+}
+
+const KernelOps& kernel_ops(KernelVariant v) {
+  switch (v) {
+    case KernelVariant::kReference:
+      return kernels::reference::kOps;
+    case KernelVariant::kPortable:
+      return kernels::portable::kOps;
+    case KernelVariant::kAvx2:
+      STRATA_CHECK(kernel_variant_supported(v)) << "AVX2 kernels on a CPU without AVX2/FMA/F16C";
+      return kernels::avx2::kOps;
+  }
+  return kernels::portable::kOps;
+}
+
+}  // namespace strata

@@ -1,0 +1,25 @@
+// Internal to kernels/: the variant tables and helpers they share.
+#pragma once
+
+#include "kernels/ops.h"
+
+namespace strata::kernels {
+
+namespace reference {
+extern const KernelOps kOps;
+}
+namespace portable {
+extern const KernelOps kOps;
+}
+namespace avx2 {
+extern const KernelOps kOps;
+}
+
+// Converts one cached row (slot, kv_head) of `base` (kv.k or kv.v) to f32, times `scale`.
+void read_kv_row(const PagedKvLayer& kv, const std::byte* base, int64_t slot, int64_t kv_head,
+                 float scale, float* out);
+// Stores k/v rows at their slots (quantizing to the cache dtype; fp8 stores value / scale).
+void write_kv_rows(const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t m,
+                   const int64_t* slots, const PagedKvLayer& kv);
+
+}  // namespace strata::kernels

@@ -1,0 +1,352 @@
+// AVX2/FMA matmul over packed weight panels (kernels/packed_weight.h).
+//
+// Two paths with the same arithmetic: every output element is one chain of FMAs over k in order,
+// starting from zero, using the exact f32 value of each weight. So a row's result is bit-identical
+// whichever path computed it (batch invariance).
+//  - small m (decode): stream the panels once, converting weights in registers; several panels at
+//    a time so enough independent FMA chains hide the latency.
+//  - larger m (prefill): per thread, convert a [kKc x 16] block of a panel to f32 in L1, then a
+//    6x16 register-blocked micro-kernel runs over the rows; rows are blocked by kMc so the x
+//    block stays in L2 across panels.
+#include <algorithm>
+#include <cstring>
+
+#include "core/aligned_buffer.h"
+#include "kernels/kernel_impl.h"
+#include "kernels/simd_avx2.h"
+
+namespace strata::kernels::avx2 {
+namespace {
+
+constexpr int64_t kKc = 256;
+constexpr int64_t kMc = 144;
+constexpr int64_t kMaxGemvRows = 4;
+
+float* thread_scratch(int64_t floats) {
+  thread_local AlignedBuffer buf;
+  if (buf.size() < static_cast<size_t>(floats) * 4) buf.resize(static_cast<size_t>(floats) * 4);
+  return buf.as<float>();
+}
+
+template <DType D>
+inline void load_w16(const std::byte* pan, int64_t k, __m256& lo, __m256& hi) {
+  if constexpr (D == DType::kF32) {
+    const float* p = reinterpret_cast<const float*>(pan) + k * kPanelRows;
+    lo = _mm256_load_ps(p);
+    hi = _mm256_load_ps(p + 8);
+  } else if constexpr (D == DType::kBF16) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(pan) + k * kPanelRows;
+    lo = load_bf16x8(p);
+    hi = load_bf16x8(p + 8);
+  } else {
+    static_assert(D == DType::kF16);
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(pan) + k * kPanelRows;
+    lo = load_f16x8(p);
+    hi = load_f16x8(p + 8);
+  }
+}
+
+// Stores a 16-wide accumulator pair to y[0..cols).
+inline void store16(float* y, __m256 lo, __m256 hi, int64_t cols) {
+  if (cols == kPanelRows) {
+    _mm256_storeu_ps(y, lo);
+    _mm256_storeu_ps(y + 8, hi);
+    return;
+  }
+  alignas(32) float tmp[kPanelRows];
+  _mm256_store_ps(tmp, lo);
+  _mm256_store_ps(tmp + 8, hi);
+  std::memcpy(y, tmp, cols * sizeof(float));
+}
+
+// ---- small m: stream NP panels at a time -------------------------------------------------------
+
+// One row of x against four panels: eight independent accumulators, kept in registers.
+template <DType D>
+void gemv_1x4(const float* x, const PackedWeight& w, int64_t p, float* y) {
+  const int64_t K = w.k();
+  const std::byte* p0 = w.panel(p);
+  const int64_t pb = w.panel_bytes();
+  const std::byte *p1 = p0 + pb, *p2 = p1 + pb, *p3 = p2 + pb;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  constexpr int64_t kAhead = 1024;  // bytes of prefetch distance per panel stream
+  const int64_t step = kPanelRows * static_cast<int64_t>(sizeof(float)) /
+                       (D == DType::kF32 ? 1 : 2);  // bytes of one k in a panel
+  for (int64_t k = 0; k < K; ++k) {
+    if ((k * step) % 64 == 0) {
+      const int64_t off = k * step + kAhead;
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p1 + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p2 + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p3 + off), _MM_HINT_T0);
+    }
+    const __m256 xb = _mm256_broadcast_ss(x + k);
+    __m256 lo, hi;
+    load_w16<D>(p0, k, lo, hi);
+    a0 = _mm256_fmadd_ps(xb, lo, a0);
+    a1 = _mm256_fmadd_ps(xb, hi, a1);
+    load_w16<D>(p1, k, lo, hi);
+    a2 = _mm256_fmadd_ps(xb, lo, a2);
+    a3 = _mm256_fmadd_ps(xb, hi, a3);
+    load_w16<D>(p2, k, lo, hi);
+    a4 = _mm256_fmadd_ps(xb, lo, a4);
+    a5 = _mm256_fmadd_ps(xb, hi, a5);
+    load_w16<D>(p3, k, lo, hi);
+    a6 = _mm256_fmadd_ps(xb, lo, a6);
+    a7 = _mm256_fmadd_ps(xb, hi, a7);
+  }
+  const int64_t n = w.n();
+  auto cols = [&](int64_t q) { return std::min<int64_t>(kPanelRows, n - (p + q) * kPanelRows); };
+  store16(y + p * kPanelRows, a0, a1, cols(0));
+  store16(y + (p + 1) * kPanelRows, a2, a3, cols(1));
+  store16(y + (p + 2) * kPanelRows, a4, a5, cols(2));
+  store16(y + (p + 3) * kPanelRows, a6, a7, cols(3));
+}
+
+// MR rows of x against one panel.
+template <DType D, int MR>
+void gemv_rx1(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
+              int64_t ldy) {
+  const int64_t K = w.k();
+  const std::byte* pan = w.panel(p);
+  __m256 lo_acc[MR], hi_acc[MR];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) lo_acc[i] = hi_acc[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 lo, hi;
+    load_w16<D>(pan, k, lo, hi);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      const __m256 xb = _mm256_broadcast_ss(x + i * ldx + k);
+      lo_acc[i] = _mm256_fmadd_ps(xb, lo, lo_acc[i]);
+      hi_acc[i] = _mm256_fmadd_ps(xb, hi, hi_acc[i]);
+    }
+  }
+  const int64_t cols = std::min<int64_t>(kPanelRows, w.n() - p * kPanelRows);
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) store16(y + i * ldy + p * kPanelRows, lo_acc[i], hi_acc[i], cols);
+}
+
+template <int MR, int NP>
+void gemv_panels_q8(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
+                    int64_t ldy) {
+  const int64_t K = w.k();
+  __m256 acc[MR][NP][2];
+  for (int i = 0; i < MR; ++i)
+    for (int q = 0; q < NP; ++q) acc[i][q][0] = acc[i][q][1] = _mm256_setzero_ps();
+  for (int64_t kb = 0; kb < K / 32; ++kb) {
+    const std::byte* blk[NP];
+    __m256 s_lo[NP], s_hi[NP];
+    for (int q = 0; q < NP; ++q) {
+      blk[q] = w.panel(p + q) + kb * kQ8PanelBlockBytes;
+      s_lo[q] = load_f16x8(blk[q]);
+      s_hi[q] = load_f16x8(blk[q] + 16);
+    }
+    for (int c = 0; c < 32; ++c) {
+      const int64_t k = kb * 32 + c;
+      __m256 xb[MR];
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) xb[i] = _mm256_broadcast_ss(x + i * ldx + k);
+#pragma GCC unroll 4
+      for (int q = 0; q < NP; ++q) {
+        __m128i qv = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(blk[q] + kPanelRows * 2 + c * kPanelRows));
+        __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qv)), s_lo[q]);
+        __m256 hi =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qv, 8))), s_hi[q]);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) {
+          acc[i][q][0] = _mm256_fmadd_ps(xb[i], lo, acc[i][q][0]);
+          acc[i][q][1] = _mm256_fmadd_ps(xb[i], hi, acc[i][q][1]);
+        }
+      }
+    }
+  }
+  for (int q = 0; q < NP; ++q) {
+    int64_t cols = std::min<int64_t>(kPanelRows, w.n() - (p + q) * kPanelRows);
+    for (int i = 0; i < MR; ++i)
+      store16(y + i * ldy + (p + q) * kPanelRows, acc[i][q][0], acc[i][q][1], cols);
+  }
+}
+
+template <DType D, int MR>
+void gemv_typed(const float* x, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+                ThreadPool& pool) {
+  if constexpr (MR == 1) {
+    pool.parallel_for(w.num_panels(), 4, [&](int64_t p0, int64_t p1) {
+      int64_t p = p0;
+      for (; p + 4 <= p1; p += 4) gemv_1x4<D>(x, w, p, y);
+      for (; p < p1; ++p) gemv_rx1<D, 1>(x, ldx, w, p, y, ldy);
+    });
+  } else {
+    pool.parallel_for(w.num_panels(), 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) gemv_rx1<D, MR>(x, ldx, w, p, y, ldy);
+    });
+  }
+}
+
+template <int MR>
+void gemv(const float* x, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+          ThreadPool& pool) {
+  switch (w.dtype()) {
+    case DType::kF32:
+      return gemv_typed<DType::kF32, MR>(x, ldx, w, y, ldy, pool);
+    case DType::kBF16:
+      return gemv_typed<DType::kBF16, MR>(x, ldx, w, y, ldy, pool);
+    case DType::kF16:
+      return gemv_typed<DType::kF16, MR>(x, ldx, w, y, ldy, pool);
+    case DType::kQ8_0: {
+      // Q8_0 needs registers for the block scales: at most two panels at a time.
+      constexpr int NP = MR == 1 ? 2 : 1;
+      pool.parallel_for(w.num_panels(), NP, [&](int64_t p0, int64_t p1) {
+        int64_t p = p0;
+        for (; p + NP <= p1; p += NP) gemv_panels_q8<MR, NP>(x, ldx, w, p, y, ldy);
+        for (; p < p1; ++p) gemv_panels_q8<MR, 1>(x, ldx, w, p, y, ldy);
+      });
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// ---- larger m: convert a panel block to f32, then a 6x16 micro-kernel ------------------------
+
+void panel_block_to_f32(const PackedWeight& w, int64_t p, int64_t k0, int64_t k1, float* dst) {
+  const std::byte* pan = w.panel(p);
+  const int64_t n = (k1 - k0) * kPanelRows;
+  switch (w.dtype()) {
+    case DType::kF32:
+      std::memcpy(dst, reinterpret_cast<const float*>(pan) + k0 * kPanelRows, n * 4);
+      return;
+    case DType::kBF16: {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(pan) + k0 * kPanelRows;
+      for (int64_t i = 0; i < n; i += 8) _mm256_store_ps(dst + i, load_bf16x8(s + i));
+      return;
+    }
+    case DType::kF16: {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(pan) + k0 * kPanelRows;
+      for (int64_t i = 0; i < n; i += 8) _mm256_store_ps(dst + i, load_f16x8(s + i));
+      return;
+    }
+    case DType::kQ8_0: {
+      for (int64_t k = k0; k < k1; ++k) {
+        const std::byte* blk = pan + (k / 32) * kQ8PanelBlockBytes;
+        __m128i qv = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(blk + kPanelRows * 2 + (k % 32) * kPanelRows));
+        __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qv)), load_f16x8(blk));
+        __m256 hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qv, 8))),
+                                  load_f16x8(blk + 16));
+        _mm256_store_ps(dst + (k - k0) * kPanelRows, lo);
+        _mm256_store_ps(dst + (k - k0) * kPanelRows + 8, hi);
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// c[MR][16] (row stride ldc) = (first ? 0 : c) + x[MR][kc] * wb[kc][16].
+template <int MR>
+inline void ukernel(const float* x, int64_t ldx, const float* wb, int64_t kc, float* c, int64_t ldc,
+                    bool first) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    if (first) {
+      acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    } else {
+      acc[i][0] = _mm256_loadu_ps(c + i * ldc);
+      acc[i][1] = _mm256_loadu_ps(c + i * ldc + 8);
+    }
+  }
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 w0 = _mm256_load_ps(wb + k * kPanelRows);
+    __m256 w1 = _mm256_load_ps(wb + k * kPanelRows + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      __m256 b = _mm256_broadcast_ss(x + i * ldx + k);
+      acc[i][0] = _mm256_fmadd_ps(b, w0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(b, w1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i) {
+    _mm256_storeu_ps(c + i * ldc, acc[i][0]);
+    _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
+  }
+}
+
+void ukernel_rows(int64_t rows, const float* x, int64_t ldx, const float* wb, int64_t kc, float* c,
+                  int64_t ldc, bool first) {
+  int64_t i = 0;
+  for (; i + 6 <= rows; i += 6) ukernel<6>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+  switch (rows - i) {
+    case 1:
+      ukernel<1>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    case 2:
+      ukernel<2>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    case 3:
+      ukernel<3>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    case 4:
+      ukernel<4>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    case 5:
+      ukernel<5>(x + i * ldx, ldx, wb, kc, c + i * ldc, ldc, first);
+      break;
+    default:
+      break;
+  }
+}
+
+void gemm(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+          ThreadPool& pool) {
+  const int64_t K = w.k(), N = w.n();
+  pool.parallel_for(w.num_panels(), 1, [&](int64_t p0, int64_t p1) {
+    float* wb = thread_scratch(kKc * kPanelRows + kMc * kPanelRows);
+    float* edge = wb + kKc * kPanelRows;  // [kMc][16] for a last panel narrower than 16
+    for (int64_t m0 = 0; m0 < m; m0 += kMc) {
+      const int64_t mb = std::min(kMc, m - m0);
+      for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+        const int64_t k1 = std::min(K, k0 + kKc);
+        for (int64_t p = p0; p < p1; ++p) {
+          panel_block_to_f32(w, p, k0, k1, wb);
+          const bool full = (p + 1) * kPanelRows <= N;
+          float* c = full ? y + m0 * ldy + p * kPanelRows : edge;
+          ukernel_rows(mb, x + m0 * ldx + k0, ldx, wb, k1 - k0, c, full ? ldy : kPanelRows,
+                       k0 == 0);
+          if (!full && k1 == K) {
+            const int64_t cols = N - p * kPanelRows;
+            for (int64_t i = 0; i < mb; ++i)
+              std::memcpy(y + (m0 + i) * ldy + p * kPanelRows, edge + i * kPanelRows, cols * 4);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void matmul(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+            ThreadPool& pool) {
+  if (m <= 0) return;
+  if (m > kMaxGemvRows) return gemm(x, m, ldx, w, y, ldy, pool);
+  switch (m) {
+    case 1:
+      return gemv<1>(x, ldx, w, y, ldy, pool);
+    case 2:
+      return gemv<2>(x, ldx, w, y, ldy, pool);
+    case 3:
+      return gemv<3>(x, ldx, w, y, ldy, pool);
+    default:
+      return gemv<4>(x, ldx, w, y, ldy, pool);
+  }
+}
+
+}  // namespace strata::kernels::avx2

@@ -1,0 +1,102 @@
+// The kernel set the models call. Each op has a plain reference implementation (reference.cpp,
+// written for clarity, double accumulation) and fast variants (portable.cpp: threaded, blocked,
+// plain C++; *_avx2.cpp: AVX2/FMA/F16C), chosen at run time. Parity tests compare every variant
+// with the reference (tests/kernels/).
+//
+// Shapes are given as [rows, cols]; `ld*` is the row stride in elements. All activations are f32.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/packed_weight.h"
+
+namespace strata {
+
+// One layer's paged KV cache. Layout of k and v: [num_blocks][num_kv_heads][block_size][head_dim]
+// in `dtype` (F32, F16, BF16, or F8E4M3 holding value / scale). Slot s = block * block_size + i.
+struct PagedKvLayer {
+  DType dtype = DType::kF32;
+  int64_t block_size = 16;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  std::byte* k = nullptr;
+  std::byte* v = nullptr;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+
+  int64_t elem_bytes() const { return dtype_block_bytes(dtype); }
+  // Byte offset of (slot, kv_head) in k or v.
+  int64_t offset(int64_t slot, int64_t kv_head) const {
+    int64_t block = slot / block_size, i = slot % block_size;
+    return (((block * num_kv_heads + kv_head) * block_size + i) * head_dim) * elem_bytes();
+  }
+};
+
+// Causal attention of each query token over its sequence's cached keys/values (the current
+// step's keys must already be written). Tokens are flattened sequence by sequence; sequence s
+// owns query rows [query_start[s], query_start[s+1]), and its last query is at position
+// seq_lens[s] - 1. Each query attends to positions 0..its own position.
+struct AttentionArgs {
+  const float* q = nullptr;  // [num_tokens, num_heads * head_dim]
+  int64_t ldq = 0;
+  float* out = nullptr;  // [num_tokens, num_heads * head_dim]
+  int64_t ldo = 0;
+  int num_heads = 0;
+  float scale = 1.0f;  // usually 1/sqrt(head_dim)
+  const PagedKvLayer* kv = nullptr;
+  int num_seqs = 0;
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;      // [num_seqs]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  int64_t max_blocks_per_seq = 0;
+  // Per-thread scratch: pool.size() slices of scratch_floats_per_thread floats, each at least
+  // attention_scratch_floats(...).
+  float* scratch = nullptr;
+  int64_t scratch_floats_per_thread = 0;
+};
+
+// Scratch floats per thread the attention kernels need.
+int64_t attention_scratch_floats(int num_heads, int num_kv_heads, int head_dim,
+                                 int64_t max_seq_len);
+
+struct KernelOps {
+  const char* name;
+
+  // y[m, n] = sum_k x[m, k] * W[n, k].
+  void (*matmul)(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y,
+                 int64_t ldy, ThreadPool& pool);
+
+  // y = x / sqrt(mean(x^2) + eps) * weight, per row; x and y may alias. weight: [n].
+  void (*rms_norm)(const float* x, int64_t ldx, const float* weight, float eps, int64_t m,
+                   int64_t n, float* y, int64_t ldy, ThreadPool& pool);
+
+  // out[m, f] = silu(gu[m, f]) * gu[m, f + f_dim]; gu: [m, 2 * f_dim].
+  void (*silu_mul)(const float* gu, int64_t ldgu, int64_t m, int64_t f_dim, float* out, int64_t ldo,
+                   ThreadPool& pool);
+
+  // Rotary embedding in place on x: [m, num_heads * head_dim] (row stride ld). The first
+  // rot_dim dims of each head rotate; cos/sin: [m, rot_dim / 2]. neox: pairs (i, i + rot_dim/2)
+  // (HF layout); otherwise adjacent pairs (2i, 2i + 1) (GGUF llama layout).
+  void (*rope)(float* x, int64_t m, int64_t ld, int num_heads, int head_dim, int rot_dim,
+               const float* cos, const float* sin, bool neox);
+
+  // Stores k and v rows ([m, num_kv_heads * head_dim]) at their slots.
+  void (*kv_write)(const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t m,
+                   const int64_t* slots, const PagedKvLayer& kv);
+
+  void (*attention)(const AttentionArgs& args, ThreadPool& pool);
+};
+
+enum class KernelVariant { kReference, kPortable, kAvx2 };
+
+const KernelOps& kernel_ops(KernelVariant variant);
+// AVX2 when this CPU has AVX2+FMA+F16C, else portable. STRATA_KERNELS=portable|avx2|reference
+// overrides.
+KernelVariant best_kernel_variant();
+bool kernel_variant_supported(KernelVariant variant);
+const char* kernel_variant_name(KernelVariant variant);
+
+}  // namespace strata

@@ -1,0 +1,97 @@
+#include "kv/cache_config.h"
+
+#include "core/strings.h"
+
+namespace strata::kv {
+
+namespace {
+constexpr const char* kGroup = "KV cache";
+}
+
+Status CacheConfig::validate() const {
+  if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)) != 0) {
+    return invalid_argument(
+        "--block-size must be a power of two between 1 and 1024 (e.g. 16), got " +
+        std::to_string(block_size));
+  }
+  if (kv_cache_dtype) {
+    DType t = *kv_cache_dtype;
+    if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16 && t != DType::kF8E4M3) {
+      return invalid_argument(std::string("--kv-cache-dtype ") + dtype_name(t) +
+                              " is not supported; use auto, fp8, f32, f16 or bf16");
+    }
+  }
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) {
+    return invalid_argument("--gpu-memory-utilization must be in (0, 1], got " +
+                            std::to_string(gpu_memory_utilization));
+  }
+  if (kv_cache_memory_bytes < 0) {
+    return invalid_argument("--kv-cache-memory must be a positive size such as 4GiB, got " +
+                            std::to_string(kv_cache_memory_bytes));
+  }
+  return ok_status();
+}
+
+Result<std::optional<DType>> parse_kv_cache_dtype(const std::string& text) {
+  std::string t = to_lower(trim(text));
+  if (t == "auto") return std::optional<DType>();
+  if (t == "fp8" || t == "fp8_e4m3" || t == "f8e4m3" || t == "fp8e4m3") {
+    return std::optional<DType>(DType::kF8E4M3);
+  }
+  DType d;
+  if (parse_dtype(t, &d) && (d == DType::kF32 || d == DType::kF16 || d == DType::kBF16)) {
+    return std::optional<DType>(d);
+  }
+  return invalid_argument(
+      "--kv-cache-dtype '" + text +
+      "' is not supported; use auto, fp8 (e4m3 with a scale), f32, f16 or bf16");
+}
+
+std::string kv_cache_dtype_name(const std::optional<DType>& dtype) {
+  return dtype ? dtype_name(*dtype) : "auto";
+}
+
+void add_cache_options(OptionSet& options) {
+  options.add_int("block-size", 16,
+                  "tokens per KV-cache block (a power of two: 8, 16, 32, 64, 128, 256, ...)",
+                  kGroup);
+  options.add_bool("enable-prefix-caching", true,
+                   "reuse the KV of identical prompt prefixes across requests", kGroup);
+  options.add({.name = "kv-cache-dtype",
+               .kind = OptionKind::kString,
+               .default_value = "auto",
+               .help = "KV-cache element type: auto (the model dtype), fp8 (e4m3 with a scale), "
+                       "f32, f16 or bf16",
+               .group = kGroup,
+               .metavar = "DTYPE"});
+  options.add_float("gpu-memory-utilization", 0.9,
+                    "fraction of the memory budget (on CPU: physical RAM) for weights, activations "
+                    "and KV cache",
+                    kGroup);
+  options.add({.name = "kv-cache-memory",
+               .kind = OptionKind::kString,
+               .default_value = "",
+               .help = "KV-cache size in bytes (e.g. 4GiB); overrides --gpu-memory-utilization "
+                       "for the KV cache",
+               .group = kGroup,
+               .metavar = "BYTES"});
+}
+
+Result<CacheConfig> cache_config_from_args(const Args& args) {
+  CacheConfig c;
+  c.block_size = args.get_int("block-size");
+  c.enable_prefix_caching = args.get_bool("enable-prefix-caching");
+  STRATA_ASSIGN_OR_RETURN(c.kv_cache_dtype, parse_kv_cache_dtype(args.get("kv-cache-dtype")));
+  c.gpu_memory_utilization = args.get_float("gpu-memory-utilization");
+  if (std::string mem = args.get("kv-cache-memory"); !mem.empty()) {
+    STRATA_ASSIGN_OR_RETURN(c.kv_cache_memory_bytes, parse_byte_size(mem, "--kv-cache-memory"));
+    if (c.kv_cache_memory_bytes <= 0) {
+      return invalid_argument("--kv-cache-memory must be a positive size such as 4GiB, got '" +
+                              mem + "'");
+    }
+  }
+  STRATA_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+}  // namespace strata::kv

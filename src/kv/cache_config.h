@@ -1,0 +1,41 @@
+// KV cache configuration: the `--block-size`, `--enable-prefix-caching`, `--kv-cache-dtype`,
+// `--gpu-memory-utilization` and `--kv-cache-memory` options (vLLM's names and defaults),
+// declared once here and shared by every command that builds an engine.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/options.h"
+#include "core/status.h"
+
+namespace strata::kv {
+
+struct CacheConfig {
+  int64_t block_size = 16;  // tokens per KV block: a power of two in [1, 1024]
+  bool enable_prefix_caching = true;
+  // KV element type; nullopt = "auto" (the model's activation dtype). Supported: f32, f16, bf16,
+  // fp8 (e4m3 with a scale).
+  std::optional<DType> kv_cache_dtype;
+  // Fraction of the memory budget (on CPU: physical RAM) for weights + activations + KV.
+  double gpu_memory_utilization = 0.9;
+  // Explicit KV size in bytes; when set (> 0) it overrides gpu_memory_utilization for KV.
+  int64_t kv_cache_memory_bytes = 0;
+
+  // Ok, or an invalid-argument status naming the bad option and the accepted values.
+  Status validate() const;
+};
+
+// "auto" -> nullopt; "fp8" / "fp8_e4m3" -> f8e4m3; f32/float32/f16/float16/half/bf16/bfloat16.
+Result<std::optional<DType>> parse_kv_cache_dtype(const std::string& text);
+// "auto" or the dtype's name.
+std::string kv_cache_dtype_name(const std::optional<DType>& dtype);
+
+// Declares the cache options (group "KV cache").
+void add_cache_options(OptionSet& options);
+// Reads them back and validates the result.
+Result<CacheConfig> cache_config_from_args(const Args& args);
+
+}  // namespace strata::kv

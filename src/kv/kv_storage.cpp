@@ -1,0 +1,53 @@
+#include "kv/kv_storage.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "core/strings.h"
+
+namespace strata {
+
+Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec) {
+  if (spec.dtype != DType::kF32 && spec.dtype != DType::kF16 && spec.dtype != DType::kBF16 &&
+      spec.dtype != DType::kF8E4M3)
+    return invalid_argument(std::string("KV cache dtype ") + dtype_name(spec.dtype) +
+                            " is not supported (f32, f16, bf16, fp8)");
+  if (spec.num_layers <= 0 || spec.num_blocks <= 0 || spec.block_size <= 0 ||
+      spec.num_kv_heads <= 0 || spec.head_dim <= 0)
+    return invalid_argument("KV cache spec has a non-positive size");
+  KvStorage s;
+  s.spec_ = spec;
+  s.layer_bytes_ = spec.num_blocks * spec.block_bytes_per_layer();
+  s.mapped_ = static_cast<size_t>(spec.total_bytes());
+  void* p = ::mmap(nullptr, s.mapped_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return resource_exhausted("cannot reserve " + format_bytes(static_cast<double>(s.mapped_)) +
+                              " for the KV cache: " + std::strerror(errno) +
+                              "; lower --kv-cache-memory or --gpu-memory-utilization");
+  s.base_ = static_cast<std::byte*>(p);
+  return s;
+}
+
+KvStorage::KvStorage(KvStorage&& o) noexcept
+    : spec_(o.spec_), layer_bytes_(o.layer_bytes_), base_(o.base_), mapped_(o.mapped_) {
+  o.base_ = nullptr;
+  o.mapped_ = 0;
+}
+
+KvStorage& KvStorage::operator=(KvStorage&& o) noexcept {
+  std::swap(spec_, o.spec_);
+  std::swap(layer_bytes_, o.layer_bytes_);
+  std::swap(base_, o.base_);
+  std::swap(mapped_, o.mapped_);
+  return *this;
+}
+
+KvStorage::~KvStorage() {
+  if (base_ != nullptr) ::munmap(base_, mapped_);
+}
+
+}  // namespace strata

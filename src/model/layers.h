@@ -1,0 +1,69 @@
+// Helpers shared by the architecture files: checkpoint name tables, loading a matmul weight into
+// the kernels' packed layout, norm vectors, the embedding table, and small element-wise ops.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/packed_weight.h"
+#include "model/weight_source.h"
+
+namespace strata {
+
+// A checkpoint tensor's name in each naming scheme; "{L}" stands for the layer index.
+struct TensorName {
+  const char* hf;
+  const char* gguf;
+};
+
+std::string tensor_name(const TensorName& name, TensorNaming naming, int64_t layer = -1);
+
+// Resolves the storage dtype of matmul weights: `requested` when set, else the tensor's own
+// dtype (F32/F16/BF16/Q8_0 kept; others become BF16).
+DType matmul_storage(std::optional<DType> requested, DType tensor_dtype);
+
+// Loads and packs one or more [n_i, k] tensors stacked as rows of one weight (fused QKV, gate/up).
+struct RowPart {
+  TensorName name;
+  int64_t rows;
+};
+Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
+                                 int64_t layer, std::optional<DType> storage);
+
+// Loads a 1-D tensor (norm weight, bias) as f32; `init` is what dummy weights use.
+Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name, int64_t n,
+                                       int64_t layer, DummyInit init);
+
+// The token embedding table [vocab, hidden]: used in place from the checkpoint when its dtype is
+// kept, else converted into an owned buffer.
+class EmbeddingTable {
+ public:
+  static Result<EmbeddingTable> load(WeightSource& src, const TensorName& name, int64_t vocab,
+                                     int64_t hidden, std::optional<DType> storage,
+                                     bool keep_in_place);
+  // out[i, :] = row ids[i]; ids must be in range.
+  void lookup(const int32_t* ids, int64_t n, float* out, int64_t ld, ThreadPool& pool) const;
+  // A copy of the table as a packed matmul weight (tied LM head).
+  Result<PackedWeight> as_packed(DType storage) const;
+  DType dtype() const { return dtype_; }
+  int64_t bytes() const { return dtype_bytes(dtype_, rows_ * cols_); }
+
+ private:
+  DType dtype_ = DType::kF32;
+  int64_t rows_ = 0, cols_ = 0;
+  const std::byte* data_ = nullptr;
+  AlignedBuffer owned_;
+};
+
+// y[i, :] += x[i, :] for m rows of n.
+void add_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t m, int64_t n,
+              ThreadPool& pool);
+// y[i, :] += bias for m rows.
+void add_bias(float* y, int64_t ldy, const float* bias, int64_t m, int64_t n);
+
+}  // namespace strata

@@ -1,0 +1,134 @@
+// load_model(): finds the format, reads the config, opens the weights and builds the architecture
+// registered under the config's HF `architectures` name.
+#include <functional>
+#include <map>
+
+#include "core/clock.h"
+#include "core/file_util.h"
+#include "core/logging.h"
+#include "core/strings.h"
+#include "io/gguf.h"
+#include "model/llama.h"
+#include "model/model.h"
+
+namespace strata {
+namespace {
+
+using Factory = Result<std::unique_ptr<Model>> (*)(const ModelConfig&,
+                                                   std::unique_ptr<WeightSource>,
+                                                   const ModelBuildOptions&);
+
+// The architecture registry, keyed by Hugging Face `architectures` names.
+const std::map<std::string, Factory>& registry() {
+  static const std::map<std::string, Factory> r = {
+      {"LlamaForCausalLM", create_llama_model},
+      {"MistralForCausalLM", create_llama_model},
+      {"Qwen2ForCausalLM", create_llama_model},
+      {"Qwen3ForCausalLM", create_llama_model},
+  };
+  return r;
+}
+
+bool is_gguf_path(const std::string& path) {
+  return ends_with(to_lower(path), ".gguf");
+}
+
+Result<std::string> resolve_format(const LoadOptions& o) {
+  const std::string& f = o.load_format;
+  if (f != "auto" && f != "safetensors" && f != "gguf" && f != "dummy")
+    return invalid_argument("--load-format must be auto, safetensors, gguf or dummy, not '" + f +
+                            "'");
+  bool exists = file_exists(o.model) || is_directory(o.model);
+  if (!exists)
+    return not_found("model '" + o.model +
+                     "' does not exist (give a Hugging Face model directory or a .gguf file)");
+  if (f == "dummy") return std::string("dummy");
+  if (f == "gguf" || (f == "auto" && is_gguf_path(o.model) && file_exists(o.model))) {
+    if (!file_exists(o.model)) return invalid_argument("--load-format gguf needs a .gguf file");
+    return std::string("gguf");
+  }
+  if (!is_directory(o.model))
+    return invalid_argument("'" + o.model + "' is a file but not a .gguf file");
+  if (!io::has_safetensors(o.model))
+    return not_found("'" + o.model +
+                     "' has no .safetensors weights (use --load-format dummy to run "
+                     "its config.json with random weights)");
+  return std::string("safetensors");
+}
+
+Result<std::optional<DType>> resolve_dtype(const std::string& dtype, const ModelConfig& c,
+                                           const std::string& format) {
+  if (dtype == "auto") {
+    if (format == "gguf") return std::optional<DType>();  // keep each tensor's stored type
+    DType d = c.torch_dtype;
+    if (d != DType::kF32 && d != DType::kF16 && d != DType::kBF16) d = DType::kBF16;
+    return std::optional<DType>(d);
+  }
+  DType d;
+  if (!parse_dtype(dtype, &d) ||
+      (d != DType::kF32 && d != DType::kF16 && d != DType::kBF16 && d != DType::kQ8_0))
+    return invalid_argument("--dtype must be auto, float32, bfloat16 or float16, not '" + dtype +
+                            "'");
+  return std::optional<DType>(d);
+}
+
+}  // namespace
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> out;
+  for (const auto& [name, f] : registry()) out.push_back(name);
+  return out;
+}
+
+Result<ModelConfig> load_model_config(const LoadOptions& o) {
+  STRATA_ASSIGN_OR_RETURN(std::string format, resolve_format(o));
+  if (format == "gguf" || (format == "dummy" && is_gguf_path(o.model) && file_exists(o.model))) {
+    STRATA_ASSIGN_OR_RETURN(auto g, io::GgufFile::open(o.model));
+    return config_from_gguf(*g, o.hf_overrides);
+  }
+  std::string dir = is_directory(o.model) ? o.model : o.model.substr(0, o.model.rfind('/') + 1);
+  return read_hf_config(dir, o.hf_overrides);
+}
+
+Result<LoadedModel> load_model(const LoadOptions& o) {
+  if (o.pool == nullptr) return invalid_argument("load_model needs a thread pool");
+  Stopwatch sw;
+  STRATA_ASSIGN_OR_RETURN(std::string format, resolve_format(o));
+  ModelConfig config;
+  std::unique_ptr<WeightSource> weights;
+  std::shared_ptr<io::GgufFile> gguf;
+  if (format == "gguf" || (format == "dummy" && is_gguf_path(o.model) && file_exists(o.model))) {
+    STRATA_ASSIGN_OR_RETURN(auto g, io::GgufFile::open(o.model));
+    gguf = std::move(g);
+    STRATA_ASSIGN_OR_RETURN(config, config_from_gguf(*gguf, o.hf_overrides));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(config, load_model_config(o));
+  }
+  auto it = registry().find(config.architecture);
+  if (it == registry().end())
+    return unimplemented("architecture '" + config.architecture +
+                         "' is not supported (supported: " + join(supported_architectures(), ", ") +
+                         ")");
+  STRATA_ASSIGN_OR_RETURN(std::optional<DType> storage, resolve_dtype(o.dtype, config, format));
+  if (format == "dummy") {
+    weights = make_dummy_source(o.seed, storage.value_or(DType::kBF16), config.initializer_range);
+  } else if (format == "gguf") {
+    weights = make_gguf_source(gguf);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(weights, open_safetensors_source(o.model));
+  }
+  ModelBuildOptions build;
+  build.storage = storage;
+  build.keep_in_place = format != "dummy";
+  build.limits = o.limits;
+  build.pool = o.pool;
+  auto model = it->second(config, std::move(weights), build);
+  if (!model.ok()) return model.status();
+  LoadedModel out;
+  out.model = std::move(model).value();
+  out.format = format;
+  out.load_seconds = sw.elapsed();
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,104 @@
+// The model interface the engine drives, and load_model(): config + weights -> a ready model.
+// One file per architecture family (llama.cpp for Llama/Mistral/Qwen2/Qwen3), registered by the
+// Hugging Face `architectures` name in registry.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+
+namespace strata {
+
+// What the KV cache must hold per token and layer.
+struct KvSpec {
+  int64_t num_layers = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  // Bytes per token for all layers (K and V) at `dtype`.
+  int64_t bytes_per_token(DType dtype) const {
+    return num_layers * 2 * num_kv_heads * head_dim * dtype_block_bytes(dtype);
+  }
+};
+
+// Called with (name, data, rows, cols, row stride) for intermediate activations when set.
+using ActivationDump = std::function<void(const std::string& name, const float* data, int64_t rows,
+                                          int64_t cols, int64_t ld)>;
+
+// Limits that size the model's workspaces once, at load (no allocation in a forward pass).
+struct WorkspaceLimits {
+  int64_t max_num_tokens = 2048;  // most tokens in one forward (max_num_batched_tokens)
+  int64_t max_seq_len = 2048;     // longest context (max_model_len)
+  int64_t max_logit_rows = 256;   // most logits rows one forward returns
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const ModelConfig& config() const { return config_; }
+  virtual KvSpec kv_spec() const = 0;
+
+  // Runs the batch: writes this step's K/V into `kv` (one entry per layer) at the slots, and
+  // returns logits [batch.logits_rows.size(), vocab_size] in `logits`. Errors for batches over
+  // the workspace limits. Not thread-safe: one engine thread calls it.
+  virtual Status forward(const ForwardBatch& batch, std::span<const PagedKvLayer> kv,
+                         const KernelOps& ops, float* logits) = 0;
+
+  // After forward(): logits [rows.size(), vocab_size] of more token rows of the same batch (for
+  // prompt logprobs), at most WorkspaceLimits::max_logit_rows at a time.
+  virtual Status compute_logits(std::span<const int32_t> rows, const KernelOps& ops,
+                                float* logits) = 0;
+
+  // Bytes of weights one decode step streams (all matmul weights incl. the LM head).
+  virtual int64_t weight_bytes_per_token() const = 0;
+  // Bytes of all weights held in memory.
+  virtual int64_t weight_bytes_total() const = 0;
+  virtual int64_t parameter_count() const = 0;
+  virtual int64_t workspace_bytes() const = 0;
+  // Storage dtype of the matmul weights (for logs).
+  virtual DType weight_dtype() const = 0;
+
+  void set_activation_dump(ActivationDump dump) { dump_ = std::move(dump); }
+
+ protected:
+  explicit Model(ModelConfig config) : config_(std::move(config)) {}
+  void dump(const std::string& name, const float* data, int64_t rows, int64_t cols,
+            int64_t ld) const {
+    if (dump_) dump_(name, data, rows, cols, ld);
+  }
+
+  ModelConfig config_;
+  ActivationDump dump_;
+};
+
+struct LoadOptions {
+  std::string model;                 // HF directory or .gguf file
+  std::string load_format = "auto";  // auto | safetensors | gguf | dummy
+  std::string dtype = "auto";        // auto | float32 | bfloat16 | float16 (| q8_0)
+  std::string hf_overrides;          // JSON merged into config.json
+  uint64_t seed = 0;                 // dummy weights
+  WorkspaceLimits limits;
+  ThreadPool* pool = nullptr;  // compute threads (required)
+};
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::string format;  // "safetensors", "gguf" or "dummy"
+  double load_seconds = 0;
+};
+
+// Reads the config (config.json or GGUF metadata) without loading weights.
+Result<ModelConfig> load_model_config(const LoadOptions& options);
+Result<LoadedModel> load_model(const LoadOptions& options);
+
+// Architectures Strata can build (HF names).
+std::vector<std::string> supported_architectures();
+
+}  // namespace strata

@@ -1,0 +1,264 @@
+#include "model/model_config.h"
+
+#include <sstream>
+
+#include "core/file_util.h"
+#include "core/json.h"
+#include "io/gguf.h"
+
+namespace strata {
+namespace {
+
+Status require(const Json& c, const char* key) {
+  if (!c.contains(key) || c[key].is_null())
+    return invalid_argument(std::string("config.json has no '") + key + "'");
+  return ok_status();
+}
+
+template <typename T>
+T get_or(const Json& c, const char* key, T fallback) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  return c[key].get<T>();
+}
+
+Result<RopeScaling> parse_rope_scaling(const Json& c) {
+  RopeScaling rs;
+  const char* key = c.contains("rope_scaling") ? "rope_scaling" : "rope_parameters";
+  if (!c.contains(key) || c[key].is_null()) return rs;
+  const Json& r = c[key];
+  if (!r.is_object()) return invalid_argument("config.json: rope_scaling must be an object");
+  std::string type = get_or<std::string>(r, "rope_type", get_or<std::string>(r, "type", "default"));
+  if (type == "default" || type == "none")
+    rs.type = RopeScalingType::kNone;
+  else if (type == "linear")
+    rs.type = RopeScalingType::kLinear;
+  else if (type == "llama3")
+    rs.type = RopeScalingType::kLlama3;
+  else if (type == "yarn")
+    rs.type = RopeScalingType::kYarn;
+  else if (type == "dynamic")
+    rs.type = RopeScalingType::kDynamic;
+  else
+    return unimplemented("rope_scaling type '" + type +
+                         "' is not supported (supported: linear, llama3, yarn, dynamic)");
+  rs.factor = get_or<double>(r, "factor", 1.0);
+  rs.low_freq_factor = get_or<double>(r, "low_freq_factor", 1.0);
+  rs.high_freq_factor = get_or<double>(r, "high_freq_factor", 4.0);
+  rs.original_max_position_embeddings = get_or<int64_t>(r, "original_max_position_embeddings", 0);
+  rs.beta_fast = get_or<double>(r, "beta_fast", 32.0);
+  rs.beta_slow = get_or<double>(r, "beta_slow", 1.0);
+  rs.mscale = get_or<double>(r, "mscale", 1.0);
+  rs.mscale_all_dim = get_or<double>(r, "mscale_all_dim", 0.0);
+  if (r.contains("attention_factor") && !r["attention_factor"].is_null())
+    rs.attention_factor = r["attention_factor"].get<double>();
+  if (rs.factor <= 0) return invalid_argument("config.json: rope_scaling.factor must be > 0");
+  return rs;
+}
+
+void merge_patch(Json& target, const Json& patch) {
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    if (it->is_object() && target.contains(it.key()) && target[it.key()].is_object())
+      merge_patch(target[it.key()], *it);
+    else
+      target[it.key()] = *it;
+  }
+}
+
+}  // namespace
+
+Status ModelConfig::validate() const {
+  auto positive = [](int64_t v, const char* name) -> Status {
+    if (v <= 0) return invalid_argument(std::string("model config: ") + name + " must be > 0");
+    return ok_status();
+  };
+  STRATA_RETURN_IF_ERROR(positive(vocab_size, "vocab_size"));
+  STRATA_RETURN_IF_ERROR(positive(hidden_size, "hidden_size"));
+  STRATA_RETURN_IF_ERROR(positive(intermediate_size, "intermediate_size"));
+  STRATA_RETURN_IF_ERROR(positive(num_hidden_layers, "num_hidden_layers"));
+  STRATA_RETURN_IF_ERROR(positive(num_attention_heads, "num_attention_heads"));
+  STRATA_RETURN_IF_ERROR(positive(num_key_value_heads, "num_key_value_heads"));
+  STRATA_RETURN_IF_ERROR(positive(head_dim, "head_dim"));
+  STRATA_RETURN_IF_ERROR(positive(max_position_embeddings, "max_position_embeddings"));
+  if (num_attention_heads % num_key_value_heads != 0)
+    return invalid_argument("model config: num_attention_heads (" +
+                            std::to_string(num_attention_heads) +
+                            ") must be a multiple of num_key_value_heads (" +
+                            std::to_string(num_key_value_heads) + ")");
+  if (rotary_dim <= 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
+    return invalid_argument("model config: rotary dims (" + std::to_string(rotary_dim) +
+                            ") must be even and at most head_dim (" + std::to_string(head_dim) +
+                            ")");
+  if (head_dim > 1024) return unimplemented("head_dim above 1024 is not supported");
+  if (hidden_act != "silu" && hidden_act != "swish")
+    return unimplemented("hidden_act '" + hidden_act + "' is not supported (only silu)");
+  return ok_status();
+}
+
+std::string ModelConfig::summary() const {
+  std::ostringstream os;
+  os << architecture << ": layers=" << num_hidden_layers << " hidden=" << hidden_size
+     << " heads=" << num_attention_heads << " kv_heads=" << num_key_value_heads
+     << " head_dim=" << head_dim << " ffn=" << intermediate_size << " vocab=" << vocab_size
+     << " max_pos=" << max_position_embeddings;
+  return os.str();
+}
+
+Result<ModelConfig> parse_hf_config(const Json& config_in, const Json* overrides) {
+  if (!config_in.is_object()) return invalid_argument("config.json is not a JSON object");
+  auto c = std::make_shared<Json>(config_in);
+  if (overrides != nullptr) {
+    if (!overrides->is_object()) return invalid_argument("--hf-overrides must be a JSON object");
+    merge_patch(*c, *overrides);
+  }
+  ModelConfig m;
+  try {
+    if (c->contains("architectures") && (*c)["architectures"].is_array() &&
+        !(*c)["architectures"].empty())
+      m.architecture = (*c)["architectures"][0].get<std::string>();
+    m.model_type = get_or<std::string>(*c, "model_type", "");
+    if (m.architecture.empty())
+      return invalid_argument("config.json has no 'architectures' list naming the model class");
+    for (const char* k : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"})
+      STRATA_RETURN_IF_ERROR(require(*c, k));
+    m.vocab_size = (*c)["vocab_size"].get<int64_t>();
+    m.hidden_size = (*c)["hidden_size"].get<int64_t>();
+    m.intermediate_size = get_or<int64_t>(*c, "intermediate_size", 4 * m.hidden_size);
+    m.num_hidden_layers = (*c)["num_hidden_layers"].get<int64_t>();
+    m.num_attention_heads = (*c)["num_attention_heads"].get<int64_t>();
+    m.num_key_value_heads = get_or<int64_t>(*c, "num_key_value_heads", m.num_attention_heads);
+    int64_t default_hd = m.num_attention_heads > 0 ? m.hidden_size / m.num_attention_heads : 0;
+    m.head_dim = get_or<int64_t>(*c, "head_dim", default_hd);
+    double partial = get_or<double>(*c, "partial_rotary_factor", 1.0);
+    m.rotary_dim = static_cast<int64_t>(m.head_dim * partial);
+    m.max_position_embeddings = get_or<int64_t>(*c, "max_position_embeddings", 2048);
+    m.rms_norm_eps = get_or<double>(*c, "rms_norm_eps", 1e-6);
+    m.rope_theta = get_or<double>(*c, "rope_theta", 10000.0);
+    STRATA_ASSIGN_OR_RETURN(m.rope_scaling, parse_rope_scaling(*c));
+    m.tie_word_embeddings = get_or<bool>(*c, "tie_word_embeddings", false);
+    m.attention_bias = get_or<bool>(*c, "attention_bias", false);
+    m.hidden_act = get_or<std::string>(*c, "hidden_act", "silu");
+    m.initializer_range = get_or<double>(*c, "initializer_range", 0.02);
+    if (c->contains("sliding_window") && (*c)["sliding_window"].is_number_integer() &&
+        get_or<bool>(*c, "use_sliding_window", true))
+      m.sliding_window = (*c)["sliding_window"].get<int64_t>();
+    if (c->contains("bos_token_id") && (*c)["bos_token_id"].is_number_integer())
+      m.bos_token_id = (*c)["bos_token_id"].get<int32_t>();
+    if (c->contains("eos_token_id")) {
+      const Json& e = (*c)["eos_token_id"];
+      if (e.is_number_integer())
+        m.eos_token_ids.push_back(e.get<int32_t>());
+      else if (e.is_array())
+        for (const auto& x : e)
+          if (x.is_number_integer()) m.eos_token_ids.push_back(x.get<int32_t>());
+    }
+    std::string dt =
+        get_or<std::string>(*c, "torch_dtype", get_or<std::string>(*c, "dtype", "bfloat16"));
+    if (!parse_dtype(dt, &m.torch_dtype)) m.torch_dtype = DType::kBF16;
+  } catch (const Json::exception& e) {
+    return invalid_argument(std::string("config.json has a field of the wrong type: ") + e.what());
+  }
+  // Architecture-specific defaults.
+  if (m.architecture == "Qwen2ForCausalLM") m.attention_bias = true;
+  if (m.architecture == "Qwen3ForCausalLM" || m.architecture == "Qwen3MoeForCausalLM")
+    m.qk_norm = true;
+  m.raw = c;
+  STRATA_RETURN_IF_ERROR(m.validate());
+  return m;
+}
+
+Result<ModelConfig> read_hf_config(const std::string& model_dir,
+                                   const std::string& overrides_json) {
+  std::string path = path_join(model_dir, "config.json");
+  if (!file_exists(path))
+    return not_found("'" + model_dir +
+                     "' has no config.json (expected a Hugging Face model "
+                     "directory or a .gguf file)");
+  STRATA_ASSIGN_OR_RETURN(Json c, read_json_file(path));
+  Json overrides;
+  if (!overrides_json.empty()) {
+    STRATA_ASSIGN_OR_RETURN(overrides, parse_json(overrides_json, "--hf-overrides"));
+  }
+  auto r = parse_hf_config(c, overrides_json.empty() ? nullptr : &overrides);
+  if (!r.ok()) return r.status().with_context(path);
+  return r;
+}
+
+Result<ModelConfig> config_from_gguf(const io::GgufFile& g, const std::string& overrides_json) {
+  std::string arch = g.architecture();
+  if (arch.empty())
+    return invalid_argument("GGUF file '" + g.path() + "' has no general.architecture");
+  Json c = Json::object();
+  if (arch == "llama" || arch == "mistral") {
+    c["architectures"] = {"LlamaForCausalLM"};
+    c["model_type"] = "llama";
+  } else if (arch == "qwen2") {
+    c["architectures"] = {"Qwen2ForCausalLM"};
+    c["model_type"] = "qwen2";
+  } else if (arch == "qwen3") {
+    c["architectures"] = {"Qwen3ForCausalLM"};
+    c["model_type"] = "qwen3";
+  } else {
+    return unimplemented("GGUF architecture '" + arch + "' in '" + g.path() +
+                         "' is not supported (supported: llama, qwen2, qwen3)");
+  }
+  auto key = [&](const std::string& k) { return arch + "." + k; };
+  auto put_int = [&](const char* json_key, const std::string& gguf_key) -> Status {
+    STRATA_ASSIGN_OR_RETURN(auto v, g.get_int(gguf_key));
+    if (v) c[json_key] = *v;
+    return ok_status();
+  };
+  auto put_float = [&](const char* json_key, const std::string& gguf_key) -> Status {
+    STRATA_ASSIGN_OR_RETURN(auto v, g.get_float(gguf_key));
+    if (v) c[json_key] = *v;
+    return ok_status();
+  };
+  STRATA_RETURN_IF_ERROR(put_int("hidden_size", key("embedding_length")));
+  STRATA_RETURN_IF_ERROR(put_int("intermediate_size", key("feed_forward_length")));
+  STRATA_RETURN_IF_ERROR(put_int("num_hidden_layers", key("block_count")));
+  STRATA_RETURN_IF_ERROR(put_int("num_attention_heads", key("attention.head_count")));
+  STRATA_RETURN_IF_ERROR(put_int("num_key_value_heads", key("attention.head_count_kv")));
+  STRATA_RETURN_IF_ERROR(put_int("head_dim", key("attention.key_length")));
+  STRATA_RETURN_IF_ERROR(put_int("max_position_embeddings", key("context_length")));
+  STRATA_RETURN_IF_ERROR(put_int("vocab_size", key("vocab_size")));
+  STRATA_RETURN_IF_ERROR(put_float("rms_norm_eps", key("attention.layer_norm_rms_epsilon")));
+  STRATA_RETURN_IF_ERROR(put_float("rope_theta", key("rope.freq_base")));
+  if (!c.contains("vocab_size")) {
+    STRATA_ASSIGN_OR_RETURN(auto toks, g.get_string_array("tokenizer.ggml.tokens"));
+    if (!toks.empty())
+      c["vocab_size"] = toks.size();
+    else if (g.has_tensor("token_embd.weight")) {
+      STRATA_ASSIGN_OR_RETURN(auto t, g.tensor("token_embd.weight"));
+      c["vocab_size"] = t.shape[0];
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(auto rot, g.get_int(key("rope.dimension_count")));
+  STRATA_ASSIGN_OR_RETURN(auto scaling, g.get_string(key("rope.scaling.type")));
+  if (scaling && *scaling != "none") {
+    Json rs = {{"rope_type", *scaling}};
+    STRATA_ASSIGN_OR_RETURN(auto f, g.get_float(key("rope.scaling.factor")));
+    if (f) rs["factor"] = *f;
+    STRATA_ASSIGN_OR_RETURN(auto o, g.get_int(key("rope.scaling.original_context_length")));
+    if (o) rs["original_max_position_embeddings"] = *o;
+    c["rope_scaling"] = rs;
+  }
+  c["tie_word_embeddings"] = !g.has_tensor("output.weight");
+  STRATA_ASSIGN_OR_RETURN(auto bos, g.get_int("tokenizer.ggml.bos_token_id"));
+  if (bos) c["bos_token_id"] = *bos;
+  STRATA_ASSIGN_OR_RETURN(auto eos, g.get_int("tokenizer.ggml.eos_token_id"));
+  if (eos) c["eos_token_id"] = *eos;
+  c["torch_dtype"] = "float32";
+  Json overrides;
+  if (!overrides_json.empty()) {
+    STRATA_ASSIGN_OR_RETURN(overrides, parse_json(overrides_json, "--hf-overrides"));
+  }
+  auto r = parse_hf_config(c, overrides_json.empty() ? nullptr : &overrides);
+  if (!r.ok()) return r.status().with_context("GGUF '" + g.path() + "'");
+  ModelConfig m = std::move(r).value();
+  if (rot && *rot > 0) m.rotary_dim = *rot;
+  // llama.cpp stores llama-family q/k rows permuted for adjacent-pair RoPE.
+  m.rope_neox = arch != "llama" && arch != "mistral";
+  STRATA_RETURN_IF_ERROR(m.validate());
+  return m;
+}
+
+}  // namespace strata

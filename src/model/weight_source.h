@@ -1,0 +1,47 @@
+// Where a model's tensors come from: a safetensors checkpoint (HF names), a GGUF file (GGUF
+// names), or random dummy weights (--load-format dummy) generated with the requested shapes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/status.h"
+#include "io/gguf.h"
+#include "io/safetensors.h"
+#include "io/tensor_ref.h"
+
+namespace strata {
+
+enum class TensorNaming { kHuggingFace, kGguf };
+
+// How a dummy tensor is initialised.
+enum class DummyInit { kNormal, kOnes, kZeros };
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual TensorNaming naming() const = 0;
+  virtual std::string describe() const = 0;
+  virtual bool has(const std::string& name) const = 0;
+  // The tensor `name`, checked against `shape` (PyTorch order). Errors name the source, the
+  // tensor and both shapes. Dummy sources generate it (deterministically from the name).
+  virtual Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
+                                    DummyInit init = DummyInit::kNormal) = 0;
+  // Drops buffers of generated tensors once the model has packed them.
+  virtual void release_generated() {}
+};
+
+Result<std::unique_ptr<WeightSource>> open_safetensors_source(const std::string& dir);
+std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<io::GgufFile> gguf);
+// Random weights: normal-ish (uniform with the given standard deviation) values stored as
+// `dtype`; the same seed and name always give the same tensor.
+std::unique_ptr<WeightSource> make_dummy_source(uint64_t seed, DType dtype, double stddev);
+
+// Checks a tensor's shape; the error names the source and tensor.
+Status check_shape(const io::TensorRef& t, const std::vector<int64_t>& shape,
+                   const std::string& source);
+
+}  // namespace strata

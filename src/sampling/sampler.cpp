@@ -1,0 +1,115 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace strata::sampling {
+
+struct Sampler::Scratch {
+  std::vector<float> logits;  // [vocab] processed copy of a row
+  PenaltyScratch penalty;
+  TokenSelector selector;
+  LogprobsComputer logprobs;
+};
+
+std::optional<Rng> make_generator(const SamplingParams& params) {
+  if (!params.seed) return std::nullopt;
+  return Rng(static_cast<uint64_t>(*params.seed));
+}
+
+Sampler::Sampler(SamplerConfig config) : config_(std::move(config)), engine_rng_(config_.seed) {
+  STRATA_CHECK_GT(config_.vocab_size, 0);
+  const int threads = config_.pool != nullptr ? config_.pool->size() : 1;
+  for (int t = 0; t < threads; ++t) scratch_.push_back(std::make_unique<Scratch>());
+}
+
+Sampler::~Sampler() = default;
+
+template <typename Fn>
+void Sampler::for_rows(int64_t num_rows, Fn&& fn) {
+  if (config_.pool == nullptr || config_.pool->size() == 1 || num_rows <= 1) {
+    for (int64_t r = 0; r < num_rows; ++r) fn(r, *scratch_[0]);
+    return;
+  }
+  // Rows are claimed in chunks by whichever thread is free; each thread uses its own scratch.
+  config_.pool->parallel_for(num_rows, 1, [&](int64_t r0, int64_t r1) {
+    Scratch& s = *scratch_[ThreadPool::current_thread_index()];
+    for (int64_t r = r0; r < r1; ++r) fn(r, s);
+  });
+}
+
+void Sampler::sample(const float* logits, std::span<const SamplingRow> rows,
+                     std::span<SampleOutput> out) {
+  STRATA_CHECK_EQ(rows.size(), out.size());
+  const int64_t num_rows = static_cast<int64_t>(rows.size());
+  // Draw every row's uniform first, in row order, so threads never share a generator.
+  uniforms_.resize(num_rows);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const SamplingRow& row = rows[r];
+    STRATA_CHECK(row.params != nullptr) << "row " << r << " has no sampling params";
+    if (row.params->is_greedy()) {
+      uniforms_[r] = 0.0;
+    } else {
+      uniforms_[r] = row.generator != nullptr ? row.generator->uniform() : engine_rng_.uniform();
+    }
+  }
+  const int64_t vocab = config_.vocab_size;
+  for_rows(num_rows, [&](int64_t r, Scratch& s) {
+    sample_row(logits + r * vocab, rows[r], uniforms_[r], s, out[r]);
+  });
+}
+
+void Sampler::sample_row(const float* raw, const SamplingRow& row, double u, Scratch& s,
+                         SampleOutput& out) {
+  const SamplingParams& p = *row.params;
+  const int64_t vocab = config_.vocab_size;
+  const int64_t num_output = static_cast<int64_t>(row.output_token_ids.size());
+
+  // Processors edit a copy; rows that need none are read in place.
+  const float* x = raw;
+  const bool bias = !p.logit_bias.empty();
+  const bool min_tokens = min_tokens_active(p, config_.eos_token_ids, num_output);
+  const bool penalties = p.uses_penalties();
+  if (bias || min_tokens || penalties) {
+    s.logits.resize(vocab);
+    std::memcpy(s.logits.data(), raw, sizeof(float) * vocab);
+    std::span<float> row_logits(s.logits);
+    if (bias) apply_logit_bias(row_logits, p.logit_bias);
+    if (min_tokens) apply_min_tokens(row_logits, p, config_.eos_token_ids, num_output);
+    if (penalties) {
+      apply_penalties(row_logits, p, row.prompt_token_ids, row.output_token_ids, s.penalty);
+    }
+    x = s.logits.data();
+  }
+
+  if (p.is_greedy()) {
+    out.token_id = argmax(x, vocab);
+  } else {
+    const FilterParams f{
+        .temperature = p.temperature, .top_k = p.top_k, .top_p = p.top_p, .min_p = p.min_p};
+    out.token_id = s.selector.sample(x, vocab, f, u);
+  }
+
+  out.has_logprobs = p.logprobs.has_value();
+  if (out.has_logprobs) {
+    s.logprobs.compute(raw, vocab, out.token_id, *p.logprobs, &out.logprobs);
+  } else {
+    out.logprobs.top.clear();
+  }
+}
+
+void Sampler::prompt_logprobs(const float* logits, std::span<const int32_t> target_ids, int num_top,
+                              std::span<TokenLogprobs> out) {
+  STRATA_CHECK_EQ(target_ids.size(), out.size());
+  const int64_t vocab = config_.vocab_size;
+  for (int32_t id : target_ids) {
+    STRATA_CHECK(id >= 0 && id < vocab) << "prompt token id " << id << " outside the vocabulary";
+  }
+  for_rows(static_cast<int64_t>(target_ids.size()), [&](int64_t r, Scratch& s) {
+    s.logprobs.compute(logits + r * vocab, vocab, target_ids[r], num_top, &out[r]);
+  });
+}
+
+}  // namespace strata::sampling

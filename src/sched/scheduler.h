@@ -1,0 +1,179 @@
+// The scheduler: continuous batching with chunked prefill over a paged KV cache, with forward
+// progress guaranteed by construction. Bookkeeping only; one engine thread owns it.
+//
+// Each step, schedule() gives requests tokens within max_num_batched_tokens and max_num_seqs;
+// there are no prefill or decode phases (a prompt chunk and a decode token are both "tokens to
+// run"), so chunked prefill, prefix-cache hits, recompute after preemption and decode all fall
+// out of num_computed_tokens vs num_tokens. update() then advances the requests, appends sampled
+// tokens, applies the stop rules and frees finished requests' blocks.
+//
+// FORWARD PROGRESS (docs/scheduler.md has the full argument)
+// Every request has a fixed key: (arrival time, submission number) under fcfs, (priority,
+// arrival time, submission number) under priority. Lower keys are "older".
+//  R1 Admission control at submit: a request is rejected with a clear error when its prompt is
+//     >= max_model_len, or when prompt + 1 token needs more blocks than the whole pool. So every
+//     admitted request fits in the pool on its own. Generation stops ("length") at
+//     min(max_model_len, pool tokens), so it keeps fitting while it grows.
+//  R2 Running requests are scheduled in key order, the oldest first, each getting at least one
+//     token when the budget allows; the oldest running request always gets >= 1 token.
+//  R3 Preemption (by recompute) only ever takes the youngest running request, and only on
+//     behalf of an older one that needs a block; if the requester is itself the youngest, it
+//     preempts itself. So the oldest running request is never preempted, and a request can be
+//     preempted only by strictly older ones: there is no cycle in "who preempts whom".
+//  R4 Admission is in key order and reserves: a waiting request is admitted only when blocks for
+//     ALL its known tokens (prompt, plus generated tokens when resuming) are free beyond a small
+//     watermark, and they are allocated at once; its prefill can then never cause a preemption,
+//     and a preempted request is not re-admitted until its whole recompute fits.
+//  R5 A waiting request that does not fit stops admission for this step: nobody younger jumps
+//     it for memory. (Only two kinds of waiting request are passed over: an n > 1 sibling waiting
+//     for its leader's prompt, and a prefill that would exceed the partial-prefill caps, unless
+//     it is the oldest request of all, which then also stops admission.)
+// Hence: the oldest running request finishes (R1-R3); when the oldest request of all is
+// waiting, nothing is admitted ahead of it, the running set drains, and then it fits (R1, R4,
+// R5). By induction on the key order every admitted request finishes, and a step is never empty
+// while a request is unfinished.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/cache_config.h"
+#include "kv/kv_cache_manager.h"
+#include "sched/clock.h"
+#include "sched/request.h"
+#include "sched/scheduler_config.h"
+#include "sched/scheduler_output.h"
+
+namespace strata::sched {
+
+class Scheduler {
+ public:
+  // Validates both configs. `num_kv_blocks` is the pool size including the null block (>= 2).
+  // `clock` (not owned, must outlive the scheduler) defaults to the steady clock.
+  static Result<std::unique_ptr<Scheduler>> create(const SchedulerConfig& config,
+                                                   const kv::CacheConfig& cache_config,
+                                                   int64_t num_kv_blocks,
+                                                   const Clock* clock = nullptr);
+
+  // Queues a request. Errors (nothing queued): empty or duplicate id, empty prompt, negative
+  // token ids, bad stop config, prompt >= max_model_len (kOutOfRange), prompt + 1 token larger
+  // than the whole KV pool (kResourceExhausted), sibling prompt/salt different from its leader.
+  Status add_request(RequestSpec spec);
+  // Aborts an unfinished request; its blocks are freed at once. kNotFound when unknown/finished.
+  Status abort_request(std::string_view request_id);
+  // Finishes an unfinished request with `reason` (the engine uses kStop when a stop string
+  // matched); frees its blocks at once. kNotFound when unknown or already finished.
+  Status finish_request(std::string_view request_id, FinishReason reason);
+
+  // Plans one step. Never empty while a request is unfinished.
+  SchedulerOutput schedule();
+  // Applies a step: `sampled_token_ids[i]` is the token sampled for plan.scheduled[i]
+  // (required when will_sample, ignored otherwise). Returns one output per sampled token.
+  // Requests aborted or finished since schedule() are skipped.
+  std::vector<RequestOutput> update(const SchedulerOutput& plan,
+                                    std::span<const int32_t> sampled_token_ids);
+
+  // The current block table of a scheduled request (valid until the next schedule()).
+  std::span<const kv::BlockId> block_table(const ScheduledRequest& s) const;
+  std::span<const kv::BlockId> block_table(RequestHandle h) const;
+
+  // Lookups; nullptr for unknown, finished-and-released or stale handles.
+  const Request* find_request(std::string_view request_id) const;
+  const Request* get(RequestHandle h) const;
+
+  // Requests in policy order (oldest first), for tests, the simulator and debugging.
+  std::vector<const Request*> running_requests() const {
+    return std::vector<const Request*>(running_.begin(), running_.end());
+  }
+  std::vector<const Request*> waiting_requests() const {
+    return std::vector<const Request*>(waiting_.begin(), waiting_.end());
+  }
+  // True when `a` comes before `b` in the policy order (older / higher priority).
+  static bool runs_before(const Request& a, const Request& b) { return key_less(a, b); }
+
+  bool has_unfinished_requests() const { return !running_.empty() || !waiting_.empty(); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  // Generation stops at this many tokens (prompt + output): min(max_model_len, pool tokens).
+  int64_t max_request_len() const { return max_request_len_; }
+  // Blocks left free (beyond a request's needs) when admitting while others run.
+  int64_t admission_watermark_blocks() const { return watermark_blocks_; }
+  const SchedulerConfig& config() const { return config_; }
+  const kv::CacheConfig& cache_config() const { return cache_config_; }
+  const kv::KvCacheManager& kv() const { return kv_; }
+  SchedulerStats stats() const;
+
+  // Aborts with a message when the queues, request states, block tables, the pool or the
+  // partial-prefill caps disagree. O(requests + pool): for tests.
+  void check_invariants() const;
+
+ private:
+  struct KeyLess {
+    bool operator()(const Request* a, const Request* b) const { return key_less(*a, *b); }
+  };
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  struct PrefillSlots {
+    int64_t partial = 0;
+    int64_t long_partial = 0;
+  };
+
+  Scheduler(const SchedulerConfig& config, const kv::CacheConfig& cache_config,
+            int64_t num_kv_blocks, const Clock* clock);
+  static bool key_less(const Request& a, const Request& b);
+  Request* lookup(std::string_view id) const;
+  Request* get_mutable(RequestHandle h) const;
+  kv::SeqId seq(const Request& r) const { return r.handle_.slot; }
+
+  // schedule() helpers (scheduler_schedule.cpp).
+  void release_finished(SchedulerOutput* plan);
+  void schedule_running(SchedulerOutput* plan, int64_t* budget, PrefillSlots* slots);
+  void schedule_waiting(SchedulerOutput* plan, int64_t* budget, PrefillSlots* slots);
+  bool sibling_gated(Request* r) const;
+  int64_t chunk_size(int64_t remaining, int64_t budget) const;
+  bool is_long(int64_t remaining) const {
+    return long_threshold_ > 0 && remaining > long_threshold_;
+  }
+  void preempt(Request* victim, SchedulerOutput* plan);
+  void add_entry(SchedulerOutput* plan, Request* r, int64_t n, std::span<const kv::BlockId> blocks,
+                 bool new_table);
+  void insert_running(Request* r);
+  void erase_running(Request* r);
+
+  // update() helpers (scheduler.cpp).
+  FinishReason check_stop(Request* r, int32_t token) const;
+  void finish(Request* r, FinishReason reason, double now);
+
+  SchedulerConfig config_;
+  kv::CacheConfig cache_config_;
+  const Clock* clock_;
+  kv::KvCacheManager kv_;
+  int64_t max_request_len_;
+  int64_t long_threshold_;
+  int64_t watermark_blocks_;
+
+  std::vector<std::unique_ptr<Request>> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> by_id_;
+  std::vector<Request*> running_;  // sorted by key (oldest first)
+  std::set<Request*, KeyLess> waiting_;
+  std::vector<Request*> finished_;  // finished since the last schedule(); released there
+  uint64_t next_seq_no_ = 0;
+  uint64_t step_ = 0;
+
+  int64_t num_preemptions_ = 0;
+  int64_t prompt_tokens_ = 0;
+  int64_t generation_tokens_ = 0;
+  int64_t num_finished_ = 0;
+};
+
+}  // namespace strata::sched

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "core/file_util.h"
+#include "engine/engine.h"
+#include "test_util.h"
+
+namespace strata::testing {
+
+struct Completion {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish_reason;
+  std::vector<sampling::TokenLogprobs> logprobs;
+  std::vector<std::optional<sampling::TokenLogprobs>> prompt_logprobs;
+  Status error;
+};
+
+// Reads a stream to the end; one Completion per choice.
+inline std::vector<Completion> collect(engine::RequestStream& s) {
+  std::vector<Completion> out(s.num_choices());
+  while (auto c = s.next()) {
+    Completion& o = out[c->index];
+    o.tokens.insert(o.tokens.end(), c->token_ids.begin(), c->token_ids.end());
+    o.text += c->text;
+    o.logprobs.insert(o.logprobs.end(), c->logprobs.begin(), c->logprobs.end());
+    if (!c->prompt_logprobs.empty()) o.prompt_logprobs = c->prompt_logprobs;
+    if (c->finished) {
+      o.finish_reason = c->finish_reason;
+      o.error = c->error;
+    }
+  }
+  return out;
+}
+
+inline engine::EngineConfig engine_config(const std::string& model, const std::string& format,
+                                          int64_t kv_bytes) {
+  engine::EngineConfig c;
+  c.model.model = model;
+  c.model.load_format = format;
+  c.cache.kv_cache_memory_bytes = kv_bytes;
+  c.threads = 2;
+  return c;
+}
+
+inline engine::EngineRequest greedy_request(const std::string& id, std::vector<int32_t> prompt,
+                                            int max_tokens) {
+  engine::EngineRequest r;
+  r.request_id = id;
+  r.prompt_token_ids = std::move(prompt);
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  return r;
+}
+
+inline std::string write_config_dir(const std::string& json) {
+  char tmpl[] = "/tmp/strata_engine_XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  (void)write_file(dir + "/config.json", json);
+  return dir;
+}
+
+}  // namespace strata::testing

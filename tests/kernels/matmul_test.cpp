@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+
+namespace strata {
+namespace {
+
+using testing::fast_variants;
+using testing::random_vector;
+
+struct Case {
+  int64_t m, n, k;
+};
+
+// Row-major source matrix of `dtype` built from f32 values.
+std::vector<std::byte> make_source(const std::vector<float>& f, int64_t n, int64_t k, DType dtype) {
+  std::vector<std::byte> out(dtype_bytes(dtype, n * k));
+  for (int64_t r = 0; r < n; ++r)
+    quantize_row(dtype, f.data() + r * k, out.data() + r * dtype_bytes(dtype, k), k);
+  return out;
+}
+
+TEST(PackedWeightTest, PackKeepsValues) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    const int64_t n = 19, k = 64;
+    auto f = random_vector(n * k, 7);
+    auto src = make_source(f, n, k, dt);
+    auto w = PackedWeight::pack(src.data(), dt, n, k, dt);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    std::vector<float> row(k);
+    for (int64_t r = 0; r < n; ++r) {
+      dequantize_row(dt, src.data() + r * dtype_bytes(dt, k), row.data(), k);
+      for (int64_t c = 0; c < k; ++c) ASSERT_EQ(w->at(r, c), row[c]) << dtype_name(dt);
+    }
+  }
+}
+
+TEST(PackedWeightTest, PackRowsConcatenates) {
+  auto a = random_vector(3 * 32, 1), b = random_vector(20 * 32, 2);
+  PackedWeight::Part parts[] = {{a.data(), DType::kF32, 3}, {b.data(), DType::kF32, 20}};
+  auto w = PackedWeight::pack_rows(parts, 2, 32, DType::kBF16);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->n(), 23);
+  EXPECT_EQ(w->at(4, 5), bf16_to_f32(f32_to_bf16(b[1 * 32 + 5])));
+  EXPECT_FALSE(PackedWeight::pack(a.data(), DType::kF32, 3, 30, DType::kQ8_0).ok());
+}
+
+class MatmulParity : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulParity, FastMatchesReference) {
+  const DType dt = GetParam();
+  const Case cases[] = {{1, 1, 32},   {1, 17, 64},  {2, 33, 96},   {3, 16, 32},    {4, 100, 64},
+                        {5, 15, 128}, {7, 64, 288}, {13, 40, 544}, {150, 35, 320}, {200, 64, 96}};
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const Case& c : cases) {
+      int64_t k = c.k;
+      if (dt != DType::kQ8_0 && c.k % 3 == 0) k = c.k + 5;  // odd k for non-block types
+      auto wf = random_vector(c.n * k, 11 + c.n);
+      auto src = make_source(wf, c.n, k, dt);
+      auto w = PackedWeight::pack(src.data(), dt, c.n, k, dt);
+      ASSERT_TRUE(w.ok());
+      const int64_t ldx = k + 3, ldy = c.n + 2;
+      auto x = random_vector(c.m * ldx, 5 + c.m);
+      std::vector<float> ref(c.m * ldy, 0), y(c.m * ldy, -7.0f);
+      kernel_ops(KernelVariant::kReference).matmul(x.data(), c.m, ldx, *w, ref.data(), ldy, pool);
+      for (KernelVariant v : fast_variants()) {
+        kernel_ops(v).matmul(x.data(), c.m, ldx, *w, y.data(), ldy, pool);
+        for (int64_t i = 0; i < c.m; ++i) {
+          for (int64_t n = 0; n < c.n; ++n) {
+            double mag = 0;
+            for (int64_t kk = 0; kk < k; ++kk) mag += std::fabs(x[i * ldx + kk] * w->at(n, kk));
+            ASSERT_NEAR(y[i * ldy + n], ref[i * ldy + n], 1e-5 * mag + 1e-6)
+                << kernel_variant_name(v) << " m=" << c.m << " n=" << c.n << " k=" << k << " at "
+                << i << "," << n << " threads=" << threads;
+          }
+          // Padding columns past n are never written.
+          ASSERT_EQ(y[i * ldy + c.n], -7.0f) << kernel_variant_name(v);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulParity,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// A row's result is bit-identical alone, inside any batch size, and with any thread count.
+TEST(MatmulInvariance, RowResultIndependentOfBatchAndThreads) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
+    const int64_t n = 70, k = 320;
+    auto wf = random_vector(n * k, 3);
+    auto src = make_source(wf, n, k, dt);
+    auto w = PackedWeight::pack(src.data(), dt, n, k, dt);
+    ASSERT_TRUE(w.ok());
+    const int64_t big = 300;
+    auto x = random_vector(big * k, 9);
+    for (KernelVariant v : fast_variants()) {
+      ThreadPool p1(1), p3(3);
+      std::vector<float> all(big * n);
+      kernel_ops(v).matmul(x.data(), big, k, *w, all.data(), n, p3);
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 11, 150}) {
+        std::vector<float> part(m * n);
+        const int64_t start = 17;
+        kernel_ops(v).matmul(x.data() + start * k, m, k, *w, part.data(), n, m % 2 ? p1 : p3);
+        ASSERT_EQ(std::memcmp(part.data(), all.data() + start * n, m * n * 4), 0)
+            << kernel_variant_name(v) << " " << dtype_name(dt) << " m=" << m;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

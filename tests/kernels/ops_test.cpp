@@ -1,0 +1,91 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+
+namespace strata {
+namespace {
+
+using testing::fast_variants;
+using testing::random_vector;
+
+TEST(OpsParity, RmsNorm) {
+  ThreadPool pool(2);
+  for (int64_t n : {1, 7, 8, 33, 64, 100, 1000}) {
+    const int64_t m = 5, ld = n + 1;
+    auto x = random_vector(m * ld, n, 3.0f);
+    auto w = random_vector(n, n + 1);
+    std::vector<float> ref(m * ld), y(m * ld);
+    kernel_ops(KernelVariant::kReference)
+        .rms_norm(x.data(), ld, w.data(), 1e-6f, m, n, ref.data(), ld, pool);
+    for (KernelVariant v : fast_variants()) {
+      kernel_ops(v).rms_norm(x.data(), ld, w.data(), 1e-6f, m, n, y.data(), ld, pool);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_NEAR(y[i * ld + j], ref[i * ld + j], 1e-5f * std::fabs(ref[i * ld + j]) + 1e-6f)
+              << kernel_variant_name(v) << " n=" << n;
+      // In place.
+      std::vector<float> xi = x;
+      kernel_ops(v).rms_norm(xi.data(), ld, w.data(), 1e-6f, m, n, xi.data(), ld, pool);
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(xi[j], y[j]);
+    }
+  }
+}
+
+TEST(OpsParity, SiluMul) {
+  ThreadPool pool(2);
+  for (int64_t f : {1, 8, 13, 172, 2048}) {
+    const int64_t m = 3;
+    auto gu = random_vector(m * 2 * f, f, 6.0f);
+    gu[0] = -100.0f;  // saturating inputs
+    gu[1 % f] = 90.0f;
+    std::vector<float> ref(m * f), y(m * f);
+    kernel_ops(KernelVariant::kReference).silu_mul(gu.data(), 2 * f, m, f, ref.data(), f, pool);
+    for (KernelVariant v : fast_variants()) {
+      kernel_ops(v).silu_mul(gu.data(), 2 * f, m, f, y.data(), f, pool);
+      for (int64_t i = 0; i < m * f; ++i)
+        ASSERT_NEAR(y[i], ref[i], 2e-6f * std::fabs(ref[i]) + 1e-6f)
+            << kernel_variant_name(v) << " " << i;
+    }
+  }
+}
+
+TEST(OpsParity, RopeBothLayouts) {
+  for (bool neox : {true, false}) {
+    for (int head_dim : {8, 64, 80, 128}) {
+      for (int rot_dim : {head_dim, head_dim / 2}) {
+        const int64_t m = 4;
+        const int heads = 3;
+        const int64_t ld = heads * head_dim + 5;
+        auto x = random_vector(m * ld, head_dim);
+        std::vector<float> cos(m * rot_dim / 2), sin(m * rot_dim / 2);
+        for (int64_t i = 0; i < m; ++i)
+          for (int j = 0; j < rot_dim / 2; ++j) {
+            double ang = (i + 3) * std::pow(10000.0, -2.0 * j / rot_dim);
+            cos[i * rot_dim / 2 + j] = static_cast<float>(std::cos(ang));
+            sin[i * rot_dim / 2 + j] = static_cast<float>(std::sin(ang));
+          }
+        std::vector<float> ref = x;
+        kernel_ops(KernelVariant::kReference)
+            .rope(ref.data(), m, ld, heads, head_dim, rot_dim, cos.data(), sin.data(), neox);
+        for (KernelVariant v : fast_variants()) {
+          std::vector<float> y = x;
+          kernel_ops(v).rope(y.data(), m, ld, heads, head_dim, rot_dim, cos.data(), sin.data(),
+                             neox);
+          for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_NEAR(y[i], ref[i], 1e-6f * (1 + std::fabs(ref[i]))) << kernel_variant_name(v);
+        }
+        // The rotation is the one we mean: neox pairs (j, j+half), else (2j, 2j+1).
+        int a = neox ? 1 : 2, b = neox ? 1 + rot_dim / 2 : 3;
+        float c = cos[1], s = sin[1];
+        EXPECT_NEAR(ref[a], x[a] * c - x[b] * s, 1e-5f);
+        EXPECT_NEAR(ref[b], x[b] * c + x[a] * s, 1e-5f);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,175 @@
+// Runs a scripted workload through the real scheduler with a stub model, checking after every
+// step what the forward-progress design promises (docs/scheduler.md):
+//  - pool, queue and request invariants (Scheduler::check_invariants),
+//  - no empty step while a request is unfinished,
+//  - the oldest running request is scheduled first (it always progresses),
+//  - the oldest unfinished request is never preempted,
+//  - every admitted request finishes, by its own stop rules unless the script aborts it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "sched/scheduler.h"
+
+namespace strata::sched::testing {
+
+struct ScriptedRequest {
+  int64_t arrival_step = 0;
+  RequestSpec spec;
+  int64_t abort_at_step = -1;  // abort (or finish with stop, when finish_instead) at this step
+  bool finish_instead = false;
+  bool expect_rejected = false;
+  StatusCode expected_code = StatusCode::kOk;
+};
+
+struct RequestResult {
+  bool accepted = false;
+  FinishReason reason = FinishReason::kNone;
+  int64_t num_output_tokens = 0;
+  int64_t num_preemptions = 0;
+  int64_t finish_step = -1;
+  int32_t last_token = kNoToken;
+};
+
+struct WorkloadResult {
+  int64_t steps = 0;
+  std::map<std::string, RequestResult> requests;
+  SchedulerStats stats;
+};
+
+inline int32_t stub_token(uint64_t seed, std::string_view id, int64_t position, int32_t vocab) {
+  uint64_t h =
+      seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(position) * 0xbf58476d1ce4e5b9ull;
+  for (char c : id) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  uint64_t s = h;
+  return static_cast<int32_t>(splitmix64(s) % static_cast<uint64_t>(vocab));
+}
+
+// Returns false (with gtest failures recorded) when a promise is broken.
+inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::CacheConfig& cache,
+                                   int64_t num_blocks, std::vector<ScriptedRequest> script,
+                                   uint64_t seed, int64_t max_steps, int32_t vocab = 31) {
+  WorkloadResult result;
+  ManualClock clock(0.0);
+  auto created = Scheduler::create(config, cache, num_blocks, &clock);
+  EXPECT_TRUE(created.ok()) << created.status().to_string();
+  if (!created.ok()) return result;
+  Scheduler& s = **created;
+  std::sort(script.begin(), script.end(),
+            [](const auto& a, const auto& b) { return a.arrival_step < b.arrival_step; });
+  std::map<std::string, const ScriptedRequest*> by_id;
+  for (const auto& r : script) by_id[r.spec.request_id] = &r;
+  size_t next = 0;
+  for (int64_t step = 0; step < max_steps; ++step) {
+    while (next < script.size() && script[next].arrival_step <= step) {
+      const ScriptedRequest& r = script[next++];
+      Status st = s.add_request(r.spec);
+      RequestResult& res = result.requests[r.spec.request_id];
+      res.accepted = st.ok();
+      if (r.expect_rejected) {
+        EXPECT_FALSE(st.ok()) << r.spec.request_id << " should be rejected at submit";
+        EXPECT_EQ(st.code(), r.expected_code) << st.to_string();
+      } else {
+        EXPECT_TRUE(st.ok()) << r.spec.request_id << ": " << st.to_string();
+      }
+    }
+    for (const auto& r : script) {
+      if (r.abort_at_step != step) continue;
+      if (const Request* q = s.find_request(r.spec.request_id)) {
+        int64_t outputs = q->num_output_tokens();
+        int64_t preemptions = q->num_preemptions();
+        Status st = r.finish_instead ? s.finish_request(r.spec.request_id, FinishReason::kStop)
+                                     : s.abort_request(r.spec.request_id);
+        EXPECT_TRUE(st.ok()) << st.to_string();
+        RequestResult& res = result.requests[r.spec.request_id];
+        res.reason = r.finish_instead ? FinishReason::kStop : FinishReason::kAbort;
+        res.num_output_tokens = outputs;
+        res.num_preemptions = preemptions;
+        res.finish_step = step;
+        EXPECT_EQ(s.kv().num_blocks_held(q->handle().slot), 0) << "abort must free blocks at once";
+      }
+    }
+    s.check_invariants();
+    if (!s.has_unfinished_requests()) {
+      if (next == script.size()) break;
+      continue;
+    }
+    // The oldest unfinished request, and the oldest running one, before this step.
+    const Request* oldest = nullptr;
+    for (const auto* q : s.running_requests())
+      if (!oldest || Scheduler::runs_before(*q, *oldest)) oldest = q;
+    for (const auto* q : s.waiting_requests())
+      if (!oldest || Scheduler::runs_before(*q, *oldest)) oldest = q;
+    auto running = s.running_requests();
+    const std::string oldest_id = oldest->request_id();
+    const std::string head_id = running.empty() ? "" : running.front()->request_id();
+
+    SchedulerOutput plan = s.schedule();
+    s.check_invariants();
+    ++result.steps;
+    EXPECT_FALSE(plan.empty()) << "empty step " << step << " with unfinished requests";
+    if (plan.empty()) break;
+    EXPECT_LE(plan.total_num_scheduled_tokens, config.max_num_batched_tokens);
+    for (const auto& id : plan.preempted_ids) {
+      EXPECT_NE(id, oldest_id) << "the oldest request was preempted at step " << step;
+    }
+    if (!head_id.empty()) {
+      EXPECT_EQ(plan.scheduled.front().request_id, head_id)
+          << "the oldest running request did not run first at step " << step;
+    }
+    std::vector<int32_t> sampled;
+    for (const auto& e : plan.scheduled) {
+      sampled.push_back(e.will_sample
+                            ? stub_token(seed, e.request_id,
+                                         e.num_computed_tokens + e.num_scheduled_tokens, vocab)
+                            : kNoToken);
+    }
+    auto outputs = s.update(plan, sampled);
+    s.check_invariants();
+    for (const auto& o : outputs) {
+      RequestResult& res = result.requests[std::string(o.request_id)];
+      res.num_output_tokens = o.num_output_tokens;
+      res.last_token = o.new_token_id;
+      if (o.finished()) {
+        res.reason = o.finish_reason;
+        res.finish_step = step;
+        if (const Request* q = s.get(o.handle)) res.num_preemptions = q->num_preemptions();
+      }
+    }
+  }
+  result.stats = s.stats();
+  EXPECT_FALSE(s.has_unfinished_requests())
+      << "requests still unfinished after " << max_steps << " steps (seed " << seed << ")";
+  // Every accepted request ended, and by a rule that holds.
+  for (const auto& [id, res] : result.requests) {
+    if (!res.accepted) continue;
+    const ScriptedRequest& r = *by_id.at(id);
+    EXPECT_NE(res.reason, FinishReason::kNone) << id << " never finished (seed " << seed << ")";
+    if (res.reason == FinishReason::kLength) {
+      const int64_t total =
+          static_cast<int64_t>(r.spec.prompt_token_ids.size()) + res.num_output_tokens;
+      EXPECT_TRUE(res.num_output_tokens == r.spec.stop.max_tokens || total == s.max_request_len())
+          << id << " stopped for length at " << res.num_output_tokens << " outputs";
+    } else if (res.reason == FinishReason::kStop && r.abort_at_step < 0) {
+      const auto& st = r.spec.stop;
+      bool eos = !st.ignore_eos &&
+                 std::count(st.eos_token_ids.begin(), st.eos_token_ids.end(), res.last_token);
+      bool stop = std::count(st.stop_token_ids.begin(), st.stop_token_ids.end(), res.last_token);
+      EXPECT_TRUE(eos || stop) << id << " stopped on token " << res.last_token;
+      EXPECT_GE(res.num_output_tokens, st.min_tokens) << id;
+    } else if (res.reason == FinishReason::kAbort) {
+      EXPECT_EQ(r.abort_at_step, res.finish_step) << id << " aborted by nobody";
+    }
+  }
+  EXPECT_EQ(s.kv().usage().referenced, 0) << "blocks leaked";
+  return result;
+}
+
+}  // namespace strata::sched::testing
