@@ -206,6 +206,26 @@ TEST(BenchE2E, CliShareGptAgainstChat) {
                    "Total generated tokens:                  30"});
 }
 
+TEST(BenchE2E, CliWithLocalTokenizer) {
+  STRATA_REQUIRE_SHARED("models/stories260K-hf/tokenizer.json");
+  FakeServerHarness h(quick());
+  std::string dir = fresh_dir("localtok");
+  std::string tok = strata::testing::shared_data_path("models/stories260K-hf");
+  auto r = run_cli("bench serve --base-url " + h.base_url() + " --tokenizer " + tok +
+                   " --num-prompts 4 --random-input-len 40 --random-output-len 3 --disable-tqdm "
+                   "--save-result --result-dir " +
+                   dir + " --result-filename t.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(*read_file(dir + "/t.json"));
+  EXPECT_EQ(j["tokenizer_id"], tok);
+  EXPECT_EQ(j["completed"], 4);
+  EXPECT_EQ(j["total_output_tokens"], 12);
+  auto bad = run_cli("bench serve --base-url " + h.base_url() +
+                     " --tokenizer /nonexistent/tok --num-prompts 1");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("--tokenizer /nonexistent/tok"), std::string::npos) << bad.out;
+}
+
 TEST(BenchE2E, CliErrorsAreClear) {
   int port = 0;
   {
