@@ -48,11 +48,17 @@ void ThreadPool::work_on(uint32_t epoch) {
   for (;;) {
     if (static_cast<uint32_t>(s >> 32) != epoch) return;
     const uint32_t chunk = static_cast<uint32_t>(s);
-    // Read the job before claiming: if the claim succeeds the job was still `epoch`'s, because the
-    // caller only writes a new job after every chunk of this one is done.
-    FunctionRef<void(int64_t, int64_t)>* fn = fn_;
-    const int64_t n = n_, size = chunk_;
-    if (chunk >= num_chunks_) return;
+    if (chunk == kClosed) return;  // the next job is being written
+    // Read the job, then claim a chunk. The caller closes the epoch (state_ = next epoch, kClosed)
+    // before it rewrites the job, so if the claim below succeeds the values read here were this
+    // epoch's: seeing a rewritten value would, through the fences, make the claim see the closing
+    // store and fail.
+    FunctionRef<void(int64_t, int64_t)>* fn = fn_.load(std::memory_order_relaxed);
+    const int64_t n = n_.load(std::memory_order_relaxed);
+    const int64_t size = chunk_.load(std::memory_order_relaxed);
+    const uint32_t num_chunks = num_chunks_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (chunk >= num_chunks) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
                                       std::memory_order_acquire))
       continue;
@@ -98,20 +104,25 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   }
   const int64_t target = std::min<int64_t>(blocks, kChunksPerThread * num_threads_);
   const int64_t blocks_per_chunk = (blocks + target - 1) / target;
-  fn_ = &fn;
-  n_ = n;
-  chunk_ = blocks_per_chunk * grain;
-  num_chunks_ = static_cast<uint32_t>((n + chunk_ - 1) / chunk_);
-  done_chunks_.store(0, std::memory_order_relaxed);
+  // Close the finished epoch before touching the job: a worker still holding the old state then
+  // fails its claim instead of running a chunk of a half-written job.
   const uint32_t epoch = static_cast<uint32_t>(state_.load() >> 32) + 1;
+  state_.store((static_cast<uint64_t>(epoch) << 32) | kClosed, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_release);
+  fn_.store(&fn, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_relaxed);
+  const int64_t chunk = blocks_per_chunk * grain;
+  chunk_.store(chunk, std::memory_order_relaxed);
+  const auto num_chunks = static_cast<uint32_t>((n + chunk - 1) / chunk);
+  num_chunks_.store(num_chunks, std::memory_order_relaxed);
+  done_chunks_.store(0, std::memory_order_relaxed);
   state_.store(static_cast<uint64_t>(epoch) << 32, std::memory_order_release);
   wake_.fetch_add(1, std::memory_order_acq_rel);
   if (sleepers_.load() > 0) wake_.notify_all();
   t_in_parallel_region = true;
   work_on(epoch);
   t_in_parallel_region = false;
-  while (done_chunks_.load(std::memory_order_acquire) != num_chunks_) STRATA_CPU_RELAX();
-  fn_ = nullptr;
+  while (done_chunks_.load(std::memory_order_acquire) != num_chunks) STRATA_CPU_RELAX();
 }
 
 void ThreadPool::for_each(int64_t count, FunctionRef<void(int64_t)> fn) {

@@ -50,11 +50,14 @@ class ThreadPool {
 
   int num_threads_;
   std::vector<std::thread> workers_;
-  // Job, written by the caller before publishing a new epoch in state_.
-  FunctionRef<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, chunk_ = 1;
-  uint32_t num_chunks_ = 0;
-  // state_: epoch in the high 32 bits, next unclaimed chunk in the low 32 bits.
+  // Job, written by the caller between closing the old epoch and publishing the new one in state_
+  // (atomics because a worker late for the old epoch may read them while they change).
+  std::atomic<FunctionRef<void(int64_t, int64_t)>*> fn_{nullptr};
+  std::atomic<int64_t> n_{0}, chunk_{1};
+  std::atomic<uint32_t> num_chunks_{0};
+  // state_: epoch in the high 32 bits, next unclaimed chunk in the low 32 bits (kClosed while the
+  // job for that epoch is being written).
+  static constexpr uint32_t kClosed = 0xFFFFFFFFu;
   std::atomic<uint64_t> state_{0};
   std::atomic<uint32_t> wake_{0};  // bumped per job; workers wait on it
   std::atomic<uint32_t> done_chunks_{0};

@@ -68,5 +68,24 @@ TEST(ThreadPoolTest, CallerFinishesWhenWorkersAreSlow) {
   EXPECT_EQ(sum.load(), 20000 * 16);
 }
 
+TEST(ThreadPoolTest, LateWorkerNeverRunsAChunkOfTheNextJob) {
+  // Alternate jobs of few and many chunks back to back, each with its own stack state. A worker
+  // late for a small job must not claim a chunk of the larger job being written (it once did: it
+  // ran a destroyed functor or counted a chunk twice, crashing or hanging the caller).
+  ThreadPool pool(2);
+  int bad = 0;
+  for (int rep = 0; rep < 50000; ++rep) {
+    const int64_t n = rep % 2 ? 2 : 64;
+    std::atomic<int64_t> covered{0};
+    std::atomic<int> out_of_range{0};
+    pool.parallel_for(n, 1, [&, n](int64_t b, int64_t e) {
+      if (b < 0 || e > n || b >= e) out_of_range++;
+      covered += e - b;
+    });
+    if (covered.load() != n || out_of_range.load() != 0) ++bad;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 }  // namespace
 }  // namespace strata

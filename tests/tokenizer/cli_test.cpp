@@ -1,0 +1,81 @@
+// `strata tokenize`, `strata detokenize` and `strata bench tokenizer` driven as a user would,
+// through the built binary.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+CliRun run(const std::string& args) {
+  std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>&1";
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string stories() { return testing::shared_data_path("models/stories260K-hf"); }
+
+TEST(TokenizerCliTest, TokenizeAndDetokenize) {
+  STRATA_REQUIRE_SHARED("models/stories260K-hf/tokenizer.json");
+  CliRun r = run("tokenize " + stories() + " --text 'Once upon a time'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "[1, 403, 407, 261, 378]\n");
+  r = run("tokenize " + stories() + " --text 'Once upon a time' --no-special --pieces");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "[403, 407, 261, 378]\n[\"▁Once\", \"▁upon\", \"▁a\", \"▁time\"]\n");
+  r = run("detokenize " + stories() + " --ids 1,403,407,261,378");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "Once upon a time\n");
+  r = run("detokenize " + stories() + " --ids 1,403 --no-skip-special-tokens");
+  EXPECT_EQ(r.out, "<s> Once\n");
+}
+
+TEST(TokenizerCliTest, ClearErrors) {
+  CliRun r = run("tokenize /no/such/model --text hi");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("/no/such/model"), std::string::npos) << r.out;
+  std::string tiny = testing::repo_path("models/strata-tiny");
+  r = run("tokenize " + tiny);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--text"), std::string::npos) << r.out;
+  r = run("detokenize " + tiny + " --ids 1,99999");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("99999"), std::string::npos) << r.out;
+  r = run("detokenize " + tiny + " --ids 1,x");
+  EXPECT_EQ(r.code, 2);
+  r = run("tokenize " + tiny + " --text \"$(printf '\\377')\"");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("UTF-8"), std::string::npos) << r.out;
+}
+
+TEST(TokenizerCliTest, BenchPrintsThroughput) {
+  std::string file = ::testing::TempDir() + "/bench_text.txt";
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("The quick brown fox jumps over the lazy dog. Le café est prêt. 今日は。\n", f);
+  fclose(f);
+  CliRun r = run("bench tokenizer " + testing::repo_path("models/strata-tiny") + " --file " + file +
+              " --seconds 0.05");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("encode:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MB/s"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace strata
