@@ -58,6 +58,10 @@ class Model {
 
   // Bytes of weights one decode step streams (all matmul weights incl. the LM head).
   virtual int64_t weight_bytes_per_token() const = 0;
+  // Floating-point operations of one forward pass over `num_tokens` tokens whose attention spans
+  // `sum_context` keys in all, returning `num_logit_rows` logits rows (2 per multiply-add).
+  virtual double forward_flops(int64_t num_tokens, int64_t sum_context,
+                               int64_t num_logit_rows) const = 0;
   // Bytes of all weights held in memory.
   virtual int64_t weight_bytes_total() const = 0;
   virtual int64_t parameter_count() const = 0;
