@@ -3,14 +3,10 @@
 #include "core/json.h"
 #include "server/openai_request.h"
 #include "server/request_common.h"
-#include "tokenizer/tokenizer.h"
-#if __has_include("tokenizer/chat_template.h")
 #include "tokenizer/chat_template.h"
-#define STRATA_SERVER_HAVE_CHAT_TEMPLATE 1
-#endif
+#include "tokenizer/tokenizer.h"
 
 namespace strata::server {
-#if STRATA_SERVER_HAVE_CHAT_TEMPLATE
 namespace {
 
 constexpr int64_t kInt32Max = 2147483647;
@@ -116,9 +112,14 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
     if (choice == "none") {
       tools = nullptr;  // the model is told about no tools
     } else if (choice != "auto") {
-      f.fail("tool_choice", "tool_choice " +
-                                (choice.empty() ? std::string("objects") : "'" + choice + "'") +
-                                " are not supported yet (tool-call parsing is not built); use "
+      std::string what = "tool_choice objects";
+      if (!choice.empty()) {
+        what = "tool_choice '";
+        what += choice;
+        what += "'";
+      }
+      f.fail("tool_choice", what +
+                                " is not supported yet (tool-call parsing is not built); use "
                                 "\"auto\" or \"none\"");
     }
   }
@@ -156,13 +157,5 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
   if (f.failed()) return f.error();
   return r;
 }
-
-#else
-// TEMPORARY until the chat-template module lands on main (branch jinja): chat requests are
-// refused with a clear error instead of being served wrongly.
-ApiResult<GenerationRequest> parse_chat_request(const std::string&, const ParseContext&) {
-  return ApiError{501, "chat templates are not available in this build", "messages"};
-}
-#endif
 
 }  // namespace strata::server

@@ -1,5 +1,6 @@
 #include "server/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/json.h"
@@ -26,6 +27,35 @@ std::string json_type_name(const OrderedJson& v) {
     default:
       return "an unsupported value";
   }
+}
+
+std::string json_brief(const OrderedJson& v) {
+  if (v.is_number() || v.is_boolean() || v.is_null()) return v.dump();
+  if (v.is_string() && v.get_ref<const std::string&>().size() <= 40)
+    return v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+  return json_type_name(v);
+}
+
+int json_nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 bool json_to_int(const OrderedJson& v, int64_t min, int64_t max, int64_t* out) {
@@ -83,7 +113,7 @@ std::optional<int64_t> JsonFields::integer(const char* name, int64_t min, int64_
   }
   if (!json_to_int(*v, min, max, &x)) {
     fail(name, std::string(name) + " must be an integer in [" + std::to_string(min) + ", " +
-                   std::to_string(max) + "], got " + v->dump());
+                   std::to_string(max) + "], got " + json_brief(*v));
     return std::nullopt;
   }
   return x;
@@ -98,7 +128,7 @@ std::optional<double> JsonFields::number(const char* name) {
   }
   double d = v->get<double>();
   if (!std::isfinite(d) || std::fabs(d) > 3.4e38) {
-    fail(name, std::string(name) + " must be a finite number, got " + v->dump());
+    fail(name, std::string(name) + " must be a finite number, got " + json_brief(*v));
     return std::nullopt;
   }
   return d;
@@ -152,7 +182,7 @@ std::optional<std::vector<int64_t>> JsonFields::integers(const char* name, int64
     int64_t x = 0;
     if (!json_to_int(item, min, max, &x) || item.is_boolean()) {
       fail(name, std::string(name) + " must be an array of integers in [" + std::to_string(min) +
-                     ", " + std::to_string(max) + "]; got the item " + item.dump());
+                     ", " + std::to_string(max) + "]; got the item " + json_brief(item));
       return std::nullopt;
     }
     out.push_back(x);

@@ -47,6 +47,11 @@ class JsonFields {
 
 // "an integer", "a string", ...: the JSON type of `v` for error messages.
 std::string json_type_name(const nlohmann::ordered_json& v);
+// A short description of `v` for error messages: the value itself when it is a number, boolean
+// or short string, else its type (never a deep or long dump).
+std::string json_brief(const nlohmann::ordered_json& v);
+// The deepest nesting of arrays and objects in JSON text (brackets inside strings ignored).
+int json_nesting_depth(const std::string& text);
 // Reads an integer from a JSON value (integral floats accepted); false when not one or outside
 // [min, max].
 bool json_to_int(const nlohmann::ordered_json& v, int64_t min, int64_t max, int64_t* out);

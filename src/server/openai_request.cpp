@@ -14,9 +14,16 @@ namespace detail {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+constexpr int kMaxNesting = 100;
 
 ApiResult<OrderedJson> parse_body(const std::string& body) {
   if (trim(body).empty()) return ApiError{400, "the request body is empty; send a JSON object", ""};
+  // Deep nesting is never a real request, and later recursion (templates, dumps) must not see it.
+  if (json_nesting_depth(body) > kMaxNesting)
+    return ApiError{400,
+                    "the request body nests arrays/objects deeper than " +
+                        std::to_string(kMaxNesting) + " levels",
+                    ""};
   auto j = parse_ordered_json(body, "request body");
   if (!j.ok()) return ApiError{400, "malformed JSON: " + j.status().message(), ""};
   if (!j->is_object())
@@ -148,7 +155,8 @@ void read_prompts(JsonFields& f, const ParseContext& ctx, bool add_special,
     for (const auto& item : arr) {
       int64_t id = 0;
       if (!json_to_int(item, 0, kInt32Max, &id) || item.is_boolean()) {
-        f.fail("prompt", "token id prompts must hold non-negative integers; got " + item.dump());
+        f.fail("prompt",
+               "token id prompts must hold non-negative integers; got " + json_brief(item));
         return;
       }
       in.token_ids.push_back(static_cast<int32_t>(id));

@@ -8,11 +8,8 @@
 #include "server/routes.h"
 #include "server/server_state.h"
 #include "server/stats_logger.h"
-#include "tokenizer/tokenizer.h"
-#if __has_include("tokenizer/chat_template.h")
 #include "tokenizer/chat_template.h"
-#define STRATA_SERVER_HAVE_CHAT_TEMPLATE 1
-#endif
+#include "tokenizer/tokenizer.h"
 
 namespace strata::server {
 
@@ -32,7 +29,6 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
   st.id_rng.seed(static_cast<uint64_t>(wall_seconds() * 1e6) ^
                  reinterpret_cast<uintptr_t>(s.get()));
   // Chat template: --chat-template, else the tokenizer's (or model's) own.
-#if STRATA_SERVER_HAVE_CHAT_TEMPLATE
   const std::string tok_dir =
       eng.config().tokenizer.empty() ? eng.config().model.model : eng.config().tokenizer;
   auto tmpl = load_chat_template(tok_dir, st.config.chat_template);
@@ -48,9 +44,6 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
     STRATA_LOG(WARNING) << "no chat template: " << tmpl.status().message()
                         << "; chat requests will be refused (use --chat-template)";
   }
-#else
-  st.parse.chat_template_error = "chat templates are not available in this build";
-#endif
   st.parse.tokenizer = st.tokenizer.get();
   st.parse.chat_template = st.chat_template.get();
   st.parse.defaults = eng.default_sampling_params();

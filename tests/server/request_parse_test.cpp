@@ -4,6 +4,7 @@
 
 #include "server/openai_request.h"
 #include "test_util.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {
@@ -183,8 +184,112 @@ TEST_F(RequestParse, MalformedBodies) {
 TEST_F(RequestParse, ChatWithoutTemplateIsRefusedWithTheReason) {
   auto r = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}]})", ctx_);
   ASSERT_FALSE(r.ok());
-  EXPECT_GE(r.error().status, 400);
+  EXPECT_EQ(r.error().status, 400);
   EXPECT_EQ(r.error().param, "messages");
+  EXPECT_EQ(r.error().message, "no template here");
+}
+
+TEST_F(RequestParse, DeepNestingIsRefused) {
+  std::string deep = "{\"prompt\": " + std::string(101, '[') + "1" + std::string(101, ']') + "}";
+  EXPECT_NE(bad_completion(deep).message.find("deeper than 100"), std::string::npos);
+  // Brackets inside strings do not count.
+  ok_completion("{\"prompt\": \"" + std::string(300, '[') + "\"}");
+}
+
+class ChatParse : public RequestParse {
+ protected:
+  void SetUp() override {
+    RequestParse::SetUp();
+    auto t = load_chat_template(strata::testing::repo_path("models/strata-tiny"));
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    tmpl_ = std::make_shared<ChatTemplate>(std::move(t).value());
+    ctx_.chat_template = tmpl_.get();
+  }
+  std::shared_ptr<ChatTemplate> tmpl_;
+};
+
+TEST_F(ChatParse, RendersTheTemplateAndTokenizesWithoutBos) {
+  auto r = parse_chat_request(
+      R"({"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+          {"role": "user", "content": [{"type": "text", "text": "Hi"},
+                                       {"type": "text", "text": "there"}]}],
+          "max_completion_tokens": 5, "logprobs": true, "top_logprobs": 2})",
+      ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::string want = "<|system|>Be brief.<|eos|><|user|>Hi\nthere<|eos|><|assistant|>";
+  EXPECT_EQ(r.value().prompts[0].text, want);
+  EXPECT_EQ(r.value().prompts[0].token_ids, *tok_->encode(want, false));
+  EXPECT_EQ(r.value().kind, ApiKind::kChat);
+  EXPECT_EQ(r.value().params.max_tokens, 5);
+  EXPECT_EQ(r.value().logprobs, 2);
+  EXPECT_EQ(r.value().params.logprobs, 2);
+  // No length given: until max_model_len.
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})", ctx_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r.value().params.max_tokens.has_value());
+  EXPECT_FALSE(r.value().logprobs.has_value());
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                             "add_generation_prompt": false})",
+                         ctx_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value().prompts[0].text, "<|user|>x<|eos|>");
+}
+
+TEST_F(ChatParse, EchoTakesTheFinalAssistantMessage) {
+  auto r = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "Once"}],
+          "echo": true, "continue_final_message": true})",
+      ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().echo_text, "Once");
+}
+
+TEST_F(ChatParse, ErrorsNameTheField) {
+  struct Case {
+    const char* body;
+    const char* param;
+    const char* text;
+  };
+  const Case cases[] = {
+      {R"({})", "messages", "messages is required"},
+      {R"({"messages": []})", "messages", "non-empty array"},
+      {R"({"messages": "hi"})", "messages", "non-empty array"},
+      {R"({"messages": [1]})", "messages", "messages[0] must be an object"},
+      {R"({"messages": [{"content": "x"}]})", "messages", "role is required"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages", "content must be"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
+       "messages", "only text parts"},
+      {R"({"messages": [{"role": "user", "content": [{"text": "x"}]}]})", "messages", "\"type\""},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs",
+       "needs logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs",
+       "must be a boolean"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+       "tool_choice", "not supported yet"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools",
+       "must be an array"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{ x }}"})",
+       "chat_template", "--chat-template"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": true,
+           "continue_final_message": true})",
+       "continue_final_message", "cannot both be true"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": "a"})",
+       "max_completion_tokens", "must be an integer"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_chat_request(c.body, ctx_);
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.error().status, 400) << c.body;
+    EXPECT_EQ(r.error().param, c.param) << c.body << " -> " << r.error().message;
+    EXPECT_NE(r.error().message.find(c.text), std::string::npos)
+        << c.body << " -> " << r.error().message;
+  }
+}
+
+TEST_F(ChatParse, TokenizeMessages) {
+  auto t = parse_tokenize_request(R"({"messages": [{"role": "user", "content": "Hi"}]})", ctx_);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t.value().token_ids, *tok_->encode("<|user|>Hi<|eos|><|assistant|>", false));
 }
 
 TEST_F(RequestParse, TokenizeAndDetokenize) {

@@ -97,6 +97,32 @@ TEST(ServerFuzz, MalformedRequestsGetErrorsAndTheServerKeepsServing) {
                         "invalid UTF-8 tokenize");
     sent += 2;
   }
+  // Chat: every field of a chat request with values of the wrong type.
+  const char* chat_fields[] = {"messages",
+                               "max_completion_tokens",
+                               "logprobs",
+                               "top_logprobs",
+                               "tools",
+                               "tool_choice",
+                               "add_generation_prompt",
+                               "continue_final_message",
+                               "chat_template_kwargs",
+                               "documents",
+                               "echo",
+                               "n",
+                               "stop"};
+  for (const char* f : chat_fields) {
+    for (const char* v : bad_values) {
+      std::string body = std::string(R"({"messages": [{"role": "user", "content": "x"}],
+                                         "max_tokens": 2, ")") +
+                         f + "\": " + v + "}";
+      if (std::string(f) == "messages") body = std::string("{\"messages\": ") + v + "}";
+      auto r = h.post("/v1/chat/completions", body);
+      ++sent;
+      if (r.status == 200) continue;
+      expect_client_error(r, body);
+    }
+  }
   // 4. Deep nesting, huge arrays of bad ids, wrong endpoints' bodies.
   expect_client_error(h.post("/v1/completions", std::string(100000, '[')), "deep nesting");
   expect_client_error(h.post("/v1/completions", "{\"prompt\": " + std::string(5000, '[') +

@@ -168,6 +168,38 @@ TEST_F(ServerHttp, CompletionLogprobsAndEcho) {
   }
 }
 
+TEST_F(ServerHttp, ChatBodyAndStreamAgree) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8,
+                              "temperature": 0, "ignore_eos": true)";
+  auto r = h_->post("/v1/chat/completions", "{" + msgs + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = testing::parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  // "<|user|>Hi<|eos|><|assistant|>" is 5 tokens (no BOS: the template is the whole prompt).
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+  r = h_->post("/v1/chat/completions",
+               "{" + msgs + R"(, "stream": true, "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(r.status, 200);
+  std::string content;
+  int with_role = 0;
+  auto data = testing::sse_data(r.body);
+  ASSERT_EQ(data.back(), "[DONE]");
+  for (size_t i = 0; i + 2 < data.size(); ++i) {
+    Json c = testing::parse(data[i]);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    const Json& d = c["choices"][0]["delta"];
+    with_role += d.contains("role");
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(with_role, 1);
+  EXPECT_EQ(content, j["choices"][0]["message"]["content"]);
+  EXPECT_EQ(testing::parse(data[data.size() - 2])["usage"]["completion_tokens"], 8);
+}
+
 TEST_F(ServerHttp, TokenizeDetokenize) {
   auto r = h_->post("/tokenize", R"({"prompt": "Hi there", "return_token_strs": true})");
   ASSERT_EQ(r.status, 200) << r.body;
@@ -227,8 +259,11 @@ TEST_F(ServerHttp, DisconnectAbortsAndFreesKvBlocks) {
   std::string got = testing::read_until(
       fd, [](const std::string& b) { return b.find("data: {") != std::string::npos; });
   ASSERT_NE(got.find("200"), std::string::npos) << got;
-  EXPECT_EQ(h_->metric("vllm:num_requests_running"), 1);
-  EXPECT_GT(h_->metric("strata:kv_cache_blocks", "state=\"referenced\""), 0);
+  // The engine publishes its stats after each step, a moment after the chunks.
+  EXPECT_TRUE(testing::wait_for([&] {
+    return h_->metric("vllm:num_requests_running") == 1 &&
+           h_->metric("strata:kv_cache_blocks", "state=\"referenced\"") > 0;
+  }));
   ::close(fd);
   ASSERT_TRUE(testing::wait_for([&] {
     return h_->metric("vllm:num_requests_running") == 0 &&
