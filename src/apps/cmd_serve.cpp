@@ -60,6 +60,13 @@ int run(const Args& args) {
   for (const auto& w : warnings) STRATA_LOG(WARNING) << w;
   scfg->version = STRATA_VERSION;
 
+  // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded even
+  // when blocked: install a (never run) handler so sigwait() sees it.
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   // Every thread created from here on (engine, compute pool, HTTP loop) inherits the blocked
   // signals; only signal_loop receives them.
   sigset_t set;

@@ -20,7 +20,9 @@ class ServerProcess {
  public:
   // Starts `strata serve <args>` (with --port 0 added unless given); waits for the listening
   // line. ok() is false when the binary exited or did not start listening in time.
-  explicit ServerProcess(std::vector<std::string> args, double start_timeout_s = 60) {
+  // `ignore_sigint`: start it as a shell starts a background job, with SIGINT ignored.
+  explicit ServerProcess(std::vector<std::string> args, double start_timeout_s = 60,
+                         bool ignore_sigint = false) {
     std::string bin = std::string(STRATA_BINARY_DIR) + "/strata";
     std::vector<std::string> argv = {bin, "serve"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -32,6 +34,7 @@ class ServerProcess {
       ::dup2(fds[1], 2);
       ::close(fds[0]);
       ::close(fds[1]);
+      if (ignore_sigint) ::signal(SIGINT, SIG_IGN);
       std::vector<char*> cargv;
       for (auto& a : argv) cargv.push_back(a.data());
       cargv.push_back(nullptr);

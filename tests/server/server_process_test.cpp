@@ -100,10 +100,13 @@ TEST(ServeBinary, SigtermFinishesThenAbortsInFlightStreams) {
 }
 
 TEST(ServeBinary, IdleSigintExitsZero) {
-  ServerProcess p(tiny_serve_args());
-  ASSERT_TRUE(p.ok()) << p.output();
-  p.signal(SIGINT);
-  EXPECT_EQ(p.wait_exit(20), 0) << p.output();
+  for (bool background : {false, true}) {
+    // A background job of a shell starts with SIGINT ignored; Ctrl-C semantics must still hold.
+    ServerProcess p(tiny_serve_args(), 60, /*ignore_sigint=*/background);
+    ASSERT_TRUE(p.ok()) << p.output();
+    p.signal(SIGINT);
+    EXPECT_EQ(p.wait_exit(20), 0) << "background " << background << "\n" << p.output();
+  }
 }
 
 }  // namespace
