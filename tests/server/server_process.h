@@ -89,6 +89,7 @@ class ServerProcess {
     pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (reader_.joinable()) reader_.join();  // the rest of its output, up to EOF
       return false;
     }
     return true;
