@@ -80,4 +80,12 @@ function(strata_test)
                                                STRATA_BINARY_DIR="${PROJECT_BINARY_DIR}")
   gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+  # `cmake --build DIR --target strata_unit_tests` builds just what `ctest -L unit` runs (the
+  # sanitizer build uses it).
+  if("unit" IN_LIST T_LABELS)
+    if(NOT TARGET strata_unit_tests)
+      add_custom_target(strata_unit_tests)
+    endif()
+    add_dependencies(strata_unit_tests ${T_NAME})
+  endif()
 endfunction()

@@ -6,6 +6,7 @@
 
 #include "core/file_util.h"
 #include "core/json.h"
+#include "core/strings.h"
 
 namespace strata::bench {
 
@@ -44,17 +45,6 @@ void shuffle_items(std::vector<T>* v, Rng* rng) {
   for (size_t i = v->size(); i > 1; --i) std::swap((*v)[i - 1], (*v)[rng->below(i)]);
 }
 
-// Ids that may appear in generated prompts: the vocabulary minus special tokens.
-std::vector<int32_t> allowed_ids(const PromptTokenizer& tok) {
-  std::vector<int32_t> specials = tok.special_ids();
-  std::set<int32_t> banned(specials.begin(), specials.end());
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < tok.vocab_size(); ++i) {
-    if (!banned.count(static_cast<int32_t>(i))) out.push_back(static_cast<int32_t>(i));
-  }
-  return out;
-}
-
 std::string mismatch_note(int64_t mismatch) {
   return "Across all generated prompts there were " + std::to_string(std::llabs(mismatch)) + " " +
          (mismatch > 0 ? "more" : "fewer") +
@@ -77,7 +67,7 @@ Result<std::vector<FitCandidate>> exact_pieces(PromptTokenizer& tok,
       c[i].text = random_words(targets[i], rng);
     }
   }
-  STRATA_ASSIGN_OR_RETURN(int64_t mm, fit_to_token_counts(tok, &c, rng));
+  STRATA_ASSIGN_OR_RETURN(int64_t mm, fit_to_token_counts(tok, &c, allowed, rng));
   *mismatch += mm;
   return c;
 }
@@ -94,11 +84,39 @@ std::string random_words(int64_t n, Rng* rng) {
   return out;
 }
 
-Result<int64_t> fit_to_token_counts(PromptTokenizer& tok, std::vector<FitCandidate>* candidates,
-                                    Rng* rng) {
-  auto& c = *candidates;
+Result<std::vector<int32_t>> allowed_prompt_ids(PromptTokenizer& tok) {
   int64_t vocab = tok.vocab_size();
-  std::vector<int32_t> allowed = vocab > 0 ? allowed_ids(tok) : std::vector<int32_t>{};
+  if (vocab <= 0) return std::vector<int32_t>{};
+  std::vector<int32_t> specials = tok.special_ids();
+  std::set<int32_t> banned(specials.begin(), specials.end());
+  std::vector<TokenIds> singles;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (!banned.count(static_cast<int32_t>(i))) singles.push_back({static_cast<int32_t>(i)});
+  }
+  STRATA_ASSIGN_OR_RETURN(auto texts, tok.decode(singles));
+  std::vector<int32_t> out;
+  for (size_t k = 0; k < singles.size(); ++k) {
+    const std::string& t = texts[k];
+    // Byte-fallback pieces of multi-byte characters decode to U+FFFD alone and re-encode to
+    // several tokens; control characters may be normalised away. Neither keeps counts stable.
+    bool clean = !t.empty() && is_valid_utf8(t) && t.find("\xEF\xBF\xBD") == std::string::npos;
+    for (unsigned char ch : t) {
+      if (ch < 0x20 && ch != '\n' && ch != '\t') clean = false;
+      if (ch == 0x7f) clean = false;
+    }
+    if (clean) out.push_back(singles[k][0]);
+  }
+  if (out.empty()) {
+    return failed_precondition(tok.description() +
+                               ": no vocabulary entry decodes to plain text, so prompts cannot be "
+                               "generated from token ids");
+  }
+  return out;
+}
+
+Result<int64_t> fit_to_token_counts(PromptTokenizer& tok, std::vector<FitCandidate>* candidates,
+                                    const std::vector<int32_t>& allowed, Rng* rng) {
+  auto& c = *candidates;
   // Candidates given as ids are decoded to text first.
   std::vector<size_t> to_decode;
   for (size_t i = 0; i < c.size(); ++i) {
@@ -194,7 +212,7 @@ Result<Dataset> sample_random(PromptTokenizer& tok, const RandomDatasetOptions& 
   }
   Dataset ds;
   int64_t mismatch = 0;
-  std::vector<int32_t> allowed = vocab > 0 ? allowed_ids(tok) : std::vector<int32_t>{};
+  STRATA_ASSIGN_OR_RETURN(std::vector<int32_t> allowed, allowed_prompt_ids(tok));
   // The shared prefix.
   TokenIds prefix_ids;
   std::string prefix_text;
@@ -220,7 +238,7 @@ Result<Dataset> sample_random(PromptTokenizer& tok, const RandomDatasetOptions& 
       cand.text = prefix_text + random_words(in_lens[static_cast<size_t>(i)], &rng);
     }
   }
-  STRATA_ASSIGN_OR_RETURN(int64_t mm, fit_to_token_counts(tok, &c, &rng));
+  STRATA_ASSIGN_OR_RETURN(int64_t mm, fit_to_token_counts(tok, &c, allowed, &rng));
   mismatch += mm;
   for (int64_t i = 0; i < o.num_prompts; ++i) {
     auto& cand = c[static_cast<size_t>(i)];
@@ -351,8 +369,7 @@ Result<Dataset> sample_prefix_repetition(PromptTokenizer& tok, const PrefixRepet
                             std::to_string(o.num_prefixes) + ")");
   }
   Rng rng(o.seed);
-  int64_t vocab = tok.vocab_size();
-  std::vector<int32_t> allowed = vocab > 0 ? allowed_ids(tok) : std::vector<int32_t>{};
+  STRATA_ASSIGN_OR_RETURN(std::vector<int32_t> allowed, allowed_prompt_ids(tok));
   int64_t mismatch = 0;
   std::vector<FitCandidate> prefixes, suffixes;
   if (o.prefix_len > 0) {

@@ -70,10 +70,16 @@ struct FitCandidate {
   std::string text;
   TokenIds ids;  // when vocab_size() > 0 and text is empty: decoded first
 };
-// Makes every candidate's text encode to exactly `target` tokens (ids end up holding them).
-// Returns the summed difference (actual - target) over candidates that did not converge.
+// Makes every candidate's text encode to exactly `target` tokens (ids end up holding them),
+// extending short ones with random `allowed` ids (or words when `allowed` is empty). Returns the
+// summed difference (actual - target) over candidates that did not converge.
 Result<int64_t> fit_to_token_counts(PromptTokenizer& tok, std::vector<FitCandidate>* candidates,
-                                    Rng* rng);
+                                    const std::vector<int32_t>& allowed, Rng* rng);
+
+// Ids random prompts are drawn from: the vocabulary minus special tokens and pieces that do not
+// decode to plain text on their own (byte-fallback halves of characters, control characters).
+// Empty when the vocabulary is unknown.
+Result<std::vector<int32_t>> allowed_prompt_ids(PromptTokenizer& tok);
 
 // `n` random words from a small built-in English list, each preceded by a space.
 std::string random_words(int64_t n, Rng* rng);

@@ -98,12 +98,19 @@ void FakeOpenAiServer::handle(net::HttpRequest request, net::ResponseWriter writ
     writer.send(net::default_error_response(400, "the body must be a JSON object"));
     return;
   }
+  bool llama = o_.tokenize_api == "llama.cpp";
+  if ((path == "/tokenize" || path == "/detokenize") && o_.tokenize_api == "none") {
+    writer.send(net::default_error_response(404, "no route POST " + path));
+    return;
+  }
   if (path == "/tokenize") {
     Json tokens = Json::array();
-    bool special = body->value("add_special_tokens", true);
+    bool special =
+        llama ? body->value("add_special", false) : body->value("add_special_tokens", true);
     if (special) tokens.push_back(kBosId);
     std::string text;
-    if (body->contains("prompt") && (*body)["prompt"].is_string()) text = (*body)["prompt"];
+    const char* key = llama ? "content" : "prompt";
+    if (body->contains(key) && (*body)[key].is_string()) text = (*body)[key];
     for (unsigned char c : text) tokens.push_back(static_cast<int>(c));
     int64_t count = static_cast<int64_t>(tokens.size());
     writer.send(json_response(
@@ -121,7 +128,7 @@ void FakeOpenAiServer::handle(net::HttpRequest request, net::ResponseWriter writ
         if (t.get<int64_t>() != kBosId) text += static_cast<char>(t.get<int>());
       }
     }
-    writer.send(json_response(200, Json{{"prompt", text}}));
+    writer.send(json_response(200, Json{{llama ? "content" : "prompt", text}}));
     return;
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {

@@ -29,6 +29,9 @@ struct FakeServerOptions {
   int error_event_every = 0;  // the stream ends with an error event instead of usage/[DONE]
   int hang_every = 0;         // the request is never answered
   bool report_usage = true;   // honour stream_options.include_usage
+  // /tokenize and /detokenize: "vllm" ({"prompt"} -> {"tokens"}, {"tokens"} -> {"prompt"}),
+  // "llama.cpp" ({"content"} -> {"tokens"}, {"tokens"} -> {"content"}) or "none" (404).
+  std::string tokenize_api = "vllm";
 };
 
 class FakeOpenAiServer {

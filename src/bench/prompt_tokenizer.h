@@ -42,4 +42,8 @@ struct ServerTokenizerOptions {
 };
 std::unique_ptr<PromptTokenizer> make_server_tokenizer(ServerTokenizerOptions options);
 
+// Uses the local tokenizer module (tokenizer/tokenizer.h) loaded from `path`: a model or
+// tokenizer directory, or a .gguf file.
+Result<std::unique_ptr<PromptTokenizer>> make_local_tokenizer(const std::string& path);
+
 }  // namespace strata::bench

@@ -15,8 +15,8 @@ class ServerTokenizer : public PromptTokenizer {
   Result<std::vector<TokenIds>> encode(const std::vector<std::string>& texts) override {
     std::vector<std::string> bodies;
     for (const auto& t : texts) {
-      bodies.push_back(Json{{"model", o_.model}, {"prompt", t}, {"add_special_tokens", false}}.dump(
-          -1, ' ', false, Json::error_handler_t::replace));
+      bodies.push_back(
+          tokenize_body(t, false).dump(-1, ' ', false, Json::error_handler_t::replace));
     }
     STRATA_ASSIGN_OR_RETURN(auto replies, post_all("/tokenize", std::move(bodies)));
     std::vector<TokenIds> out;
@@ -41,10 +41,12 @@ class ServerTokenizer : public PromptTokenizer {
     STRATA_ASSIGN_OR_RETURN(auto replies, post_all("/detokenize", std::move(bodies)));
     std::vector<std::string> out;
     for (const auto& j : replies) {
-      if (!j.contains("prompt") || !j["prompt"].is_string()) {
+      // vLLM answers {"prompt": ...}; llama.cpp's server answers {"content": ...}.
+      const char* key = j.contains("prompt") ? "prompt" : "content";
+      if (!j.contains(key) || !j[key].is_string()) {
         return data_loss(url("/detokenize") + " answered without a \"prompt\" string");
       }
-      out.push_back(j["prompt"].get<std::string>());
+      out.push_back(j[key].get<std::string>());
     }
     return out;
   }
@@ -53,9 +55,8 @@ class ServerTokenizer : public PromptTokenizer {
 
   int num_special_tokens_to_add() override {
     if (num_special_) return *num_special_;
-    std::vector<std::string> bodies = {
-        Json{{"model", o_.model}, {"prompt", "hello"}, {"add_special_tokens", true}}.dump(),
-        Json{{"model", o_.model}, {"prompt", "hello"}, {"add_special_tokens", false}}.dump()};
+    std::vector<std::string> bodies = {tokenize_body("hello", true).dump(),
+                                       tokenize_body("hello", false).dump()};
     auto replies = post_all("/tokenize", std::move(bodies));
     int n = 0;
     if (replies.ok() && (*replies)[0].contains("tokens") && (*replies)[1].contains("tokens")) {
@@ -70,6 +71,31 @@ class ServerTokenizer : public PromptTokenizer {
 
  private:
   std::string url(const std::string& path) const { return net::join_url(o_.base_url, path); }
+
+  // vLLM (and Strata) read {"prompt", "add_special_tokens"}; llama.cpp's server reads
+  // {"content", "add_special"}. The first call finds out which one the server speaks.
+  Json tokenize_body(const std::string& text, bool add_special) {
+    if (!style_) detect_style();
+    if (*style_ == Style::kLlamaCpp) {
+      return Json{{"content", text}, {"add_special", add_special}};
+    }
+    return Json{{"model", o_.model}, {"prompt", text}, {"add_special_tokens", add_special}};
+  }
+
+  void detect_style() {
+    style_ = Style::kVllm;
+    auto reply = post_all(
+        "/tokenize",
+        {Json{{"model", o_.model}, {"prompt", "hello"}, {"add_special_tokens", false}}.dump()});
+    bool ok = reply.ok() && (*reply)[0].contains("tokens") && (*reply)[0]["tokens"].is_array() &&
+              !(*reply)[0]["tokens"].empty();
+    if (ok) return;
+    auto alt = post_all("/tokenize", {Json{{"content", "hello"}, {"add_special", false}}.dump()});
+    if (alt.ok() && (*alt)[0].contains("tokens") && (*alt)[0]["tokens"].is_array() &&
+        !(*alt)[0]["tokens"].empty()) {
+      style_ = Style::kLlamaCpp;
+    }
+  }
 
   Result<std::vector<Json>> post_all(const std::string& path, std::vector<std::string> bodies) {
     auto u = net::parse_url(url(path));
@@ -99,8 +125,10 @@ class ServerTokenizer : public PromptTokenizer {
     return out;
   }
 
+  enum class Style { kVllm, kLlamaCpp };
   ServerTokenizerOptions o_;
   std::optional<int> num_special_;
+  std::optional<Style> style_;
 };
 
 }  // namespace

@@ -4,11 +4,7 @@ namespace strata::bench {
 
 Result<std::unique_ptr<PromptTokenizer>> make_prompt_tokenizer(const ServeBenchConfig& c,
                                                                const std::string& model_name) {
-  if (!c.tokenizer_path.empty()) {
-    return unimplemented(
-        "--tokenizer: this build has no local tokenizer module yet; omit "
-        "--tokenizer to count tokens with the server's /tokenize endpoint");
-  }
+  if (!c.tokenizer_path.empty()) return make_local_tokenizer(c.tokenizer_path);
   ServerTokenizerOptions o;
   o.base_url = c.base_url;
   o.model = model_name;

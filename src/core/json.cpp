@@ -7,7 +7,7 @@ namespace strata {
 Result<Json> parse_json(const std::string& text, const std::string& what) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for huge numbers
     return invalid_argument(what + " is not valid JSON: " + e.what());
   }
 }
@@ -15,7 +15,7 @@ Result<Json> parse_json(const std::string& text, const std::string& what) {
 Result<OrderedJson> parse_ordered_json(const std::string& text, const std::string& what) {
   try {
     return OrderedJson::parse(text);
-  } catch (const OrderedJson::parse_error& e) {
+  } catch (const OrderedJson::exception& e) {
     return invalid_argument(what + " is not valid JSON: " + e.what());
   }
 }

@@ -115,7 +115,9 @@ void ResponseWriter::on_disconnect(std::function<void()> cb) {
 
 void ResponseWriter::on_drain(std::function<void()> cb) {
   if (!ex_) return;
-  on_loop(ex_, [ex = ex_, cb = std::move(cb)]() mutable { ex->on_drain = std::move(cb); });
+  on_loop(ex_, [ex = ex_, cb = std::move(cb)]() mutable {
+    if (!ex->finished.load()) ex->on_drain = std::move(cb);
+  });
 }
 
 bool ResponseWriter::connected() const {

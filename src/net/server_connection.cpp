@@ -288,7 +288,11 @@ void Connection::end_stream(uint64_t seq) {
 void Connection::abort(uint64_t seq) {
   if (!live(seq)) return;
   exchange_open_ = false;
-  if (auto ex = current_.lock()) ex->finished = true;
+  if (auto ex = current_.lock()) {
+    ex->finished = true;
+    ex->on_disconnect = nullptr;
+    ex->on_drain = nullptr;
+  }
   if (server_) server_->exchange_done();
   close_connection();
 }
@@ -313,7 +317,12 @@ void Connection::set_on_disconnect(const std::shared_ptr<Exchange>& ex, std::fun
 
 void Connection::finish_exchange() {
   exchange_open_ = false;
-  if (auto ex = current_.lock()) ex->finished = true;
+  if (auto ex = current_.lock()) {
+    ex->finished = true;
+    // Callbacks often hold the writer (and so the exchange): drop them to break the cycle.
+    ex->on_disconnect = nullptr;
+    ex->on_drain = nullptr;
+  }
   current_.reset();
   bool draining = server_ == nullptr || server_->draining_;
   if (server_) server_->exchange_done();
@@ -392,7 +401,10 @@ void Connection::flush() {
   buffered_ = out_.size() - out_off_;
   if (above_high_ && buffered_ <= high_watermark_ / 4) {
     above_high_ = false;
-    if (auto ex = current_.lock(); ex && ex->on_drain && exchange_open_) ex->on_drain();
+    if (auto ex = current_.lock(); ex && ex->on_drain && exchange_open_) {
+      auto cb = ex->on_drain;  // a copy: the callback may finish the exchange and clear it
+      cb();
+    }
   }
   if (state_ == State::kClosing && out_off_ == out_.size()) finish_closing();
 }
@@ -415,18 +427,18 @@ void Connection::close_connection() {
   exchange_open_ = false;
   std::shared_ptr<Exchange> ex = current_.lock();
   current_.reset();
+  std::function<void()> on_disconnect;
   if (ex) {
     ex->finished = true;
     ex->disconnected = notify;
+    on_disconnect = std::move(ex->on_disconnect);
+    ex->on_disconnect = nullptr;
+    ex->on_drain = nullptr;
   }
   HttpServer* server = server_;
   if (notify && server) server->exchange_done();
   if (server) server->connection_closed(this);
-  if (notify && ex && ex->on_disconnect) {
-    auto cb = std::move(ex->on_disconnect);
-    ex->on_disconnect = nullptr;
-    cb();
-  }
+  if (notify && on_disconnect) on_disconnect();
 }
 
 }  // namespace strata::net::detail

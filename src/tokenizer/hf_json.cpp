@@ -271,6 +271,7 @@ Status parse_bpe(const Ctx& ctx, const Json& m, bool byte_level, TokenizerParts*
   }
   std::vector<std::pair<std::string, std::string>> merges;
   const Json& merges_json = m.at("merges");
+  if (!merges_json.is_array()) return ctx.error("model", "BPE merges must be a list");
   merges.reserve(merges_json.size());
   for (const auto& e : merges_json) {
     if (e.is_string()) {

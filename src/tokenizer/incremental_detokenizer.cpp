@@ -18,6 +18,11 @@ size_t common_prefix(std::string_view a, std::string_view b) {
   return n;
 }
 
+// "<0xAB>": a SentencePiece byte-fallback piece.
+bool is_byte_piece(const std::string& p) {
+  return p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>';
+}
+
 bool ends_with_replacement(std::string_view s) {
   return s.size() >= 3 && s.substr(s.size() - 3) == tok::kReplacementUtf8;
 }
@@ -33,7 +38,15 @@ IncrementalDetokenizer::IncrementalDetokenizer(std::shared_ptr<const Tokenizer> 
     if (skip_special_ && tok_->is_special(id)) continue;
     ids_.push_back(id);
   }
-  if (ids_.size() > kContextIds) ids_.erase(ids_.begin(), ids_.end() - kContextIds);
+  // Keep a few ids of context, starting at the beginning of a run of byte-fallback tokens: the
+  // decoder reads such a run as a whole, so a window starting inside one would garble it.
+  size_t start = ids_.size() > kContextIds ? ids_.size() - kContextIds : 0;
+  for (size_t extra = 0; start > 0 && extra < 16 && is_byte_piece(tok_->id_to_piece(ids_[start])) &&
+                         is_byte_piece(tok_->id_to_piece(ids_[start - 1]));
+       ++extra) {
+    --start;
+  }
+  ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(start));
   prefix_offset_ = 0;
   read_offset_ = ids_.size();
 }

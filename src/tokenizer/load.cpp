@@ -238,10 +238,6 @@ Result<TokenizerParts> load_sentencepiece(const std::string& path) {
   return parts;
 }
 
-Result<TokenizerParts> load_gguf_vocab(const std::string& path) {
-  return unimplemented("'" + path + "': GGUF vocabularies are not supported yet");
-}
-
 }  // namespace tok
 
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::load(const std::string& path) {

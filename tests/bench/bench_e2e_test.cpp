@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "bench/metrics.h"
+#include "bench/serve.h"
 #include "core/file_util.h"
 #include "core/json.h"
 #include "fake_server_fixture.h"
@@ -205,6 +206,26 @@ TEST(BenchE2E, CliShareGptAgainstChat) {
                    "Total generated tokens:                  30"});
 }
 
+TEST(BenchE2E, CliWithLocalTokenizer) {
+  STRATA_REQUIRE_SHARED("models/stories260K-hf/tokenizer.json");
+  FakeServerHarness h(quick());
+  std::string dir = fresh_dir("localtok");
+  std::string tok = strata::testing::shared_data_path("models/stories260K-hf");
+  auto r = run_cli("bench serve --base-url " + h.base_url() + " --tokenizer " + tok +
+                   " --num-prompts 4 --random-input-len 40 --random-output-len 3 --disable-tqdm "
+                   "--save-result --result-dir " +
+                   dir + " --result-filename t.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(*read_file(dir + "/t.json"));
+  EXPECT_EQ(j["tokenizer_id"], tok);
+  EXPECT_EQ(j["completed"], 4);
+  EXPECT_EQ(j["total_output_tokens"], 12);
+  auto bad = run_cli("bench serve --base-url " + h.base_url() +
+                     " --tokenizer /nonexistent/tok --num-prompts 1");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("--tokenizer /nonexistent/tok"), std::string::npos) << bad.out;
+}
+
 TEST(BenchE2E, CliErrorsAreClear) {
   int port = 0;
   {
@@ -222,6 +243,32 @@ TEST(BenchE2E, CliErrorsAreClear) {
   auto unknown = run_cli("bench serve --no-such-flag 1");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.out.find("no-such-flag"), std::string::npos) << unknown.out;
+}
+
+TEST(BenchE2E, OutputTokensAreRecountedWhenTheServerSendsNoUsage) {
+  FakeServerOptions o = quick();
+  o.report_usage = false;
+  FakeServerHarness h(o);
+  OptionSet set;
+  add_serve_bench_options(set);
+  auto args = set.parse({"--base-url", h.base_url(), "--num-prompts", "3", "--random-input-len",
+                         "10", "--random-output-len", "4", "--disable-tqdm", "--temperature", "0"});
+  ASSERT_TRUE(args.ok());
+  auto config = parse_serve_bench_config(*args);
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(run_serve_bench(*config, out), 0);
+  std::rewind(out);
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), out)) > 0) text.append(buf, n);
+  std::fclose(out);
+  // Without usage the generated text " tok tok tok tok" is re-tokenized by the server's
+  // byte-level /tokenize: 16 tokens per request rather than 4 chunks.
+  expect_in_order(text, {"Total input tokens:                      27",
+                         "Total generated tokens:                  48"});
 }
 
 }  // namespace

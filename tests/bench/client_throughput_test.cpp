@@ -52,7 +52,11 @@ TEST(ClientThroughput, AtLeast20kStreamedChunksPerCoreSecond) {
         "%.3f s -> %.0f chunks per CPU-second\n",
         b == Backend::kChat ? "openai-chat" : "openai", static_cast<long long>(chunks), wall,
         static_cast<double>(chunks) / wall, cpu, per_cpu);
+#ifdef STRATA_SANITIZE
+    (void)per_cpu;  // sanitizers slow everything several-fold: the bar is for optimized builds
+#else
     EXPECT_GE(per_cpu, 20000.0);
+#endif
   }
 }
 

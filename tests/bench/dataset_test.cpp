@@ -89,7 +89,10 @@ TEST(FitToTokenCounts, ConvergesThroughMergesAndReportsMismatch) {
   std::vector<FitCandidate> c(1);
   c[0].target = 20;
   for (int i = 0; i < 20; ++i) c[0].ids.push_back(i % 2 == 0 ? 19 : 7);
-  auto mm = fit_to_token_counts(tok, &c, &rng);
+  auto allowed = allowed_prompt_ids(tok);
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_EQ(allowed->size(), 28u);  // all but the BOS special
+  auto mm = fit_to_token_counts(tok, &c, *allowed, &rng);
   ASSERT_TRUE(mm.ok());
   EXPECT_EQ(*mm, 0);
   EXPECT_EQ(c[0].ids.size(), 20u);

@@ -1,5 +1,7 @@
 #include "bench/report.h"
 
+#include "bench/progress.h"
+
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -230,6 +232,31 @@ TEST(Report, SweepTableAndChart) {
   ASSERT_EQ(sj.size(), 3u);
   EXPECT_EQ(sj[1]["max_concurrency"], 4);
   EXPECT_TRUE(sj[2]["max_concurrency"].is_null());
+}
+
+}  // namespace
+}  // namespace strata::bench
+
+namespace strata::bench {
+namespace {
+
+TEST(ProgressOutput, BarAndLines) {
+  Progress lines(ProgressMode::kLines, 10, stdout, 5);
+  lines.start(100.0);
+  for (int i = 0; i < 3; ++i) lines.request_done(i != 1);
+  lines.add_tokens(50);
+  EXPECT_EQ(lines.render(102.0),
+            "Progress: 3/10 requests done (30%), 2.0 s elapsed, 25.0 output tok/s, 1 failed");
+  EXPECT_EQ(lines.tick_interval(), 5);
+  Progress bar(ProgressMode::kBar, 4, stdout);
+  bar.start(0.0);
+  bar.request_done(true);
+  bar.request_done(true);
+  bar.add_tokens(10);
+  EXPECT_EQ(bar.render(65.0),
+            " 50% |###############...............| 2/4 [01:05 elapsed, 0.2 tok/s]");
+  EXPECT_EQ(bar.tick_interval(), 0.1);
+  EXPECT_EQ(choose_progress_mode(stdout, /*disabled=*/true), ProgressMode::kOff);
 }
 
 }  // namespace

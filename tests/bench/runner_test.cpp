@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/dataset.h"
 #include "bench/metrics.h"
+#include "bench/prompt_tokenizer.h"
 #include "core/clock.h"
 #include "fake_server_fixture.h"
 #include "net/socket.h"
@@ -144,6 +146,39 @@ TEST(Runner, RequestRateSpreadsArrivals) {
   // Rescaled arrivals end at 8 / 40 = 0.2 s after the start.
   EXPECT_GT(r->duration_s, 0.19);
   EXPECT_GT(last - first, 0.05);
+}
+
+TEST(ServerTokenizer, BuildsExactPromptsThroughVllmAndLlamaCppEndpoints) {
+  for (const char* api : {"vllm", "llama.cpp"}) {
+    FakeServerOptions o = fast();
+    o.tokenize_api = api;
+    FakeServerHarness h(o);
+    auto tok = make_server_tokenizer({.base_url = h.base_url(), .model = "fake-model"});
+    EXPECT_EQ(tok->num_special_tokens_to_add(), 1) << api;  // the fake server's BOS
+    EXPECT_EQ(tok->vocab_size(), 0);
+    auto ds = sample_random(
+        *tok, {.num_prompts = 6, .input_len = 40, .output_len = 3, .range_ratio = 0.3, .seed = 4});
+    ASSERT_TRUE(ds.ok()) << api << ": " << ds.status().to_string();
+    for (const auto& r : ds->requests) {
+      // The fake tokenizer is byte-level: the prompt has exactly prompt_len bytes.
+      EXPECT_EQ(static_cast<int64_t>(r.prompt.size()), r.prompt_len) << api;
+      EXPECT_GE(r.prompt_len, 27);
+      EXPECT_LE(r.prompt_len, 51);
+    }
+    auto back = tok->decode({{104, 105}});
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ((*back)[0], "hi");
+  }
+}
+
+TEST(ServerTokenizer, MissingEndpointsAreAClearError) {
+  FakeServerOptions o = fast();
+  o.tokenize_api = "none";
+  FakeServerHarness h(o);
+  auto tok = make_server_tokenizer({.base_url = h.base_url(), .model = "fake-model"});
+  auto ds = sample_random(*tok, {.num_prompts = 2, .input_len = 10});
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.status().message().find("--tokenizer"), std::string::npos) << ds.status().message();
 }
 
 }  // namespace

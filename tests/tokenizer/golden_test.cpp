@@ -7,6 +7,8 @@
 
 #include "core/file_util.h"
 #include "core/json.h"
+#include "core/strings.h"
+#include "io/writers.h"
 #include "test_util.h"
 #include "tokenizer/loaders.h"
 #include "tokenizer/tokenizer.h"
@@ -222,6 +224,140 @@ TEST(GoldenStories260K, TokenizerJsonMatchesGoldenPrompts) {
     ++n;
   }
   EXPECT_EQ(n, 3);
+}
+
+TEST(GoldenStories260K, GgufVocabularyMatchesGoldenPromptsAndTokenizerJson) {
+  STRATA_REQUIRE_SHARED("models/stories260K.gguf");
+  auto g = load_tok("models/stories260K.gguf");
+  auto h = load_tok("models/stories260K-hf");
+  ASSERT_TRUE(g && h);
+  EXPECT_EQ(g->info().format, "gguf");
+  EXPECT_EQ(g->vocab_size(), 512);
+  EXPECT_EQ(g->bos_token_id(), 1);
+  EXPECT_EQ(g->eos_token_id(), 2);
+  Json golden = load_json("golden/stories260K.json");
+  for (const auto& c : golden["cases"]) {
+    EXPECT_EQ(encode(*g, c["prompt"], true), c["prompt_ids"].get<std::vector<int32_t>>());
+  }
+  // The GGUF and tokenizer.json vocabularies tokenize and detokenize alike.
+  Json inputs = load_json("tokenizer-tests/swift-transformers-multilingual/inputs.json");
+  for (const auto& in : inputs["inputs"]) {
+    std::string text = in["text"];
+    auto ids = encode(*g, text, true);
+    EXPECT_EQ(ids, encode(*h, text, true)) << text;
+    EXPECT_EQ(g->decode(ids, true), h->decode(ids, true)) << text;
+    EXPECT_EQ(g->decode(ids, true), text);
+  }
+}
+
+// Writes a GGUF holding a byte-level BPE vocabulary from vocab.json + merges.txt (added tokens
+// typed control or user-defined, as llama.cpp's converter does).
+std::string write_bpe_gguf(const std::string& name, const std::string& vocab_rel,
+                           const std::string& merges_rel, const Json& added, const std::string& pre,
+                           std::vector<io::GgufMeta> extra) {
+  Json vocab = load_json(vocab_rel);
+  std::vector<std::string> tokens(vocab.size());
+  for (const auto& [piece, id] : vocab.items()) tokens[id.get<size_t>()] = piece;
+  std::vector<int32_t> types(tokens.size(), 1);
+  for (const auto& [id_text, t] : added.items()) {
+    size_t id = std::stoul(id_text);
+    if (id >= tokens.size()) {
+      tokens.resize(id + 1);
+      types.resize(id + 1, 1);
+    }
+    tokens[id] = t["content"];
+    types[id] = t.value("special", false) ? 3 : 4;
+  }
+  auto merges_text = read_file(shared_data_path(merges_rel));
+  EXPECT_TRUE(merges_text.ok());
+  std::vector<std::string> merges;
+  for (const auto& line : split(*merges_text, '\n')) {
+    if (!line.empty() && !starts_with(line, "#version")) merges.push_back(line);
+  }
+  std::vector<io::GgufMeta> meta = {
+      {"general.architecture", std::string("llama")},
+      {"tokenizer.ggml.model", std::string("gpt2")},
+      {"tokenizer.ggml.pre", pre},
+      {"tokenizer.ggml.tokens", tokens},
+      {"tokenizer.ggml.token_type", types},
+      {"tokenizer.ggml.merges", merges},
+  };
+  meta.insert(meta.end(), extra.begin(), extra.end());
+  std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  Status st = io::write_gguf(path, meta, {});
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return path;
+}
+
+TEST(GoldenGguf, Qwen2VocabularyMatchesVocabMergesFiles) {
+  STRATA_REQUIRE_SHARED("tokenizers/qwen2.5/vocab.json");
+  Json config = load_json("tokenizers/qwen2.5/tokenizer_config.json");
+  std::string path =
+      write_bpe_gguf("qwen25_vocab", "tokenizers/qwen2.5/vocab.json",
+                     "tokenizers/qwen2.5/merges.txt", config["added_tokens_decoder"], "qwen2",
+                     {{"tokenizer.ggml.eos_token_id", uint32_t{151645}},
+                      {"tokenizer.ggml.padding_token_id", uint32_t{151643}},
+                      {"tokenizer.ggml.add_bos_token", false},
+                      {"tokenizer.chat_template", config["chat_template"].get<std::string>()}});
+  auto g = Tokenizer::load(path);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto d = load_tok("tokenizers/qwen2.5");
+  ASSERT_TRUE(d);
+  EXPECT_EQ((*g)->vocab_size(), d->vocab_size());
+  EXPECT_EQ((*g)->eos_token_id(), 151645);
+  EXPECT_EQ((*g)->chat_template(), d->chat_template());
+  check_multilingual(**g, "Qwen__Qwen2.5-0.5B.json");
+  for (std::string text :
+       {"<|im_start|>system\nYou are helpful.<|im_end|>\n<tool_call>{}</tool_call>",
+        "  leading and trailing  ", "a\n\n\tb 12345 ''s 'LL"}) {
+    auto ids = encode(**g, text, true);
+    EXPECT_EQ(ids, encode(*d, text, true)) << text;
+    EXPECT_EQ((*g)->decode(ids, true), d->decode(ids, true)) << text;
+    EXPECT_EQ((*g)->decode(ids, false), text);
+  }
+}
+
+TEST(GoldenGguf, Llama3VocabularyMatchesVectors) {
+  STRATA_REQUIRE_SHARED("tokenizers/llama3/llama3.2_encoder.json");
+  Json vectors = load_json("tokenizer-tests/llama3_tokenizer_vectors.json");
+  Json added = Json::object();
+  for (const auto& [content, id] : vectors["special_tokens"].items()) {
+    added[std::to_string(id.get<int>())] = {{"content", content}, {"special", true}};
+  }
+  std::string path = write_bpe_gguf("llama3_vocab", "tokenizers/llama3/llama3.2_encoder.json",
+                                    "tokenizers/llama3/llama3.2_vocab.bpe", added, "llama-bpe",
+                                    {{"tokenizer.ggml.bos_token_id", uint32_t{128000}},
+                                     {"tokenizer.ggml.eos_token_id", uint32_t{128009}}});
+  auto g = Tokenizer::load(path);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  // Without tokenizer.ggml.add_bos_token, Llama-3 vocabularies add BOS (llama.cpp's default).
+  EXPECT_TRUE((*g)->info().add_bos);
+  for (const auto& c : vectors["encode"]) {
+    std::string text = c["text"];
+    auto ids = encode(**g, text, false);
+    if (c.value("with_bos_eos", false)) {
+      ids.insert(ids.begin(), 128000);
+      ids.push_back(128001);
+    }
+    EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>()) << text;
+  }
+}
+
+TEST(GoldenRepoModel, StrataTinyByteLevelTokenizer) {
+  auto t = Tokenizer::load(testing::repo_path("models/strata-tiny"));
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  const Tokenizer& tok = **t;
+  EXPECT_EQ(tok.bos_token_id(), 256);
+  EXPECT_EQ(tok.eos_token_id(), 257);
+  EXPECT_EQ(tok.info().tokenizer_class, "PreTrainedTokenizerFast");
+  EXPECT_FALSE(tok.chat_template().empty());
+  // No merges: one token per byte, BOS first; special tokens written in the text are matched.
+  auto ids = encode(tok, "Hé<|eos|>", true);
+  ASSERT_EQ(ids.size(), 5u);
+  EXPECT_EQ(ids[0], 256);
+  EXPECT_EQ(ids[4], 257);
+  EXPECT_EQ(tok.decode(ids, true), "Hé");
+  EXPECT_EQ(tok.decode(ids, false), "<|bos|>Hé<|eos|>");
 }
 
 TEST(GoldenMixtral, TokenizerJsonLoadsAndRoundTrips) {
