@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
+echo "== openai npm client for the e2e tests (tests/e2e)"
+npm ci --prefix tests/e2e --no-audit --no-fund --loglevel=error
+
 echo "== Release build"
 scripts/build.sh build
 echo "== Tests (Release, all but slow)"

@@ -1,0 +1,161 @@
+// /v1/chat/completions request parsing: messages (string or content-part arrays), tools and
+// tool_choice, template flags, then the chat template and the tokenizer.
+#include "core/json.h"
+#include "server/openai_request.h"
+#include "server/request_common.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::server {
+namespace {
+
+constexpr int64_t kInt32Max = 2147483647;
+
+// Copies the messages, turning content-part arrays into one string (text parts joined by "\n",
+// as vLLM does for string-format templates). Fails on anything a text-only model cannot take.
+bool normalize_messages(const OrderedJson& in, OrderedJson* out, JsonFields& f) {
+  if (!in.is_array() || in.empty()) {
+    f.fail("messages", "messages must be a non-empty array of message objects");
+    return false;
+  }
+  *out = OrderedJson::array();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const OrderedJson& m = in[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) {
+      f.fail("messages", where + " must be an object, got " + json_type_name(m));
+      return false;
+    }
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      f.fail("messages", where + ".role is required and must be a string");
+      return false;
+    }
+    OrderedJson copy = m;
+    auto content = m.find("content");
+    if (content != m.end() && content->is_array()) {
+      std::string text;
+      bool first = true;
+      for (const auto& part : *content) {
+        auto type = part.is_object() ? part.find("type") : part.end();
+        if (!part.is_object() || type == part.end() || !type->is_string()) {
+          f.fail("messages", where + ".content parts must be objects with a \"type\"");
+          return false;
+        }
+        const std::string t = type->get<std::string>();
+        if (t != "text") {
+          f.fail("messages", where + ".content has a part of type '" + t +
+                                 "'; only text parts are supported (this is a text-only model)");
+          return false;
+        }
+        auto txt = part.find("text");
+        if (txt == part.end() || !txt->is_string()) {
+          f.fail("messages", where + ".content text parts need a string \"text\"");
+          return false;
+        }
+        if (!first) text += "\n";
+        text += txt->get<std::string>();
+        first = false;
+      }
+      copy["content"] = text;
+    } else if (content != m.end() && !content->is_string() && !content->is_null()) {
+      f.fail("messages", where +
+                             ".content must be a string, an array of content parts or null; "
+                             "got " +
+                             json_type_name(*content));
+      return false;
+    }
+    out->push_back(std::move(copy));
+  }
+  return true;
+}
+
+}  // namespace
+
+ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const ParseContext& ctx) {
+  auto parsed = detail::parse_body(body);
+  if (!parsed.ok()) return parsed.error();
+  const OrderedJson& j = parsed.value();
+  JsonFields f(j);
+  GenerationRequest r;
+  r.kind = ApiKind::kChat;
+  detail::read_common_fields(f, ctx, &r);
+  // Chat has no default length limit: generation runs to EOS or max_model_len.
+  r.params.max_tokens = std::nullopt;
+  if (auto v = f.integer("max_tokens", 0, kInt32Max)) r.params.max_tokens = static_cast<int>(*v);
+  if (auto v = f.integer("max_completion_tokens", 0, kInt32Max))
+    r.params.max_tokens = static_cast<int>(*v);
+  bool logprobs = false;
+  if (auto v = f.boolean("logprobs")) logprobs = *v;
+  auto top = f.integer("top_logprobs", 0, kInt32Max);
+  if (top && !logprobs) f.fail("top_logprobs", "top_logprobs needs logprobs set to true");
+  if (logprobs) r.logprobs = static_cast<int>(top.value_or(0));
+  r.params.logprobs = r.logprobs;
+  if (auto v = f.boolean("echo")) r.echo = *v;
+  bool add_generation_prompt = true, continue_final = false, add_special = false;
+  if (auto v = f.boolean("add_generation_prompt")) add_generation_prompt = *v;
+  if (auto v = f.boolean("continue_final_message")) continue_final = *v;
+  if (auto v = f.boolean("add_special_tokens")) add_special = *v;
+  if (continue_final && add_generation_prompt && f.has("add_generation_prompt"))
+    f.fail("continue_final_message",
+           "continue_final_message and add_generation_prompt cannot both be true");
+  if (continue_final) add_generation_prompt = false;
+  if (f.has("chat_template"))
+    f.fail("chat_template",
+           "a per-request chat_template is not supported; start the server with --chat-template");
+  const OrderedJson* kwargs = f.object("chat_template_kwargs");
+  const OrderedJson* tools = f.raw("tools");
+  if (tools != nullptr && !tools->is_array())
+    f.fail("tools", "tools must be an array of tool definitions, got " + json_type_name(*tools));
+  if (const OrderedJson* tc = f.raw("tool_choice")) {
+    std::string choice = tc->is_string() ? tc->get<std::string>() : "";
+    if (choice == "none") {
+      tools = nullptr;  // the model is told about no tools
+    } else if (choice != "auto") {
+      std::string what = "tool_choice objects";
+      if (!choice.empty()) {
+        what = "tool_choice '";
+        what += choice;
+        what += "'";
+      }
+      f.fail("tool_choice", what +
+                                " is not supported yet (tool-call parsing is not built); use "
+                                "\"auto\" or \"none\"");
+    }
+  }
+  const OrderedJson* documents = f.raw("documents");
+  if (documents != nullptr && !documents->is_array())
+    f.fail("documents", "documents must be an array, got " + json_type_name(*documents));
+  if (f.failed()) return f.error();
+  const OrderedJson* messages_in = f.raw("messages");
+  if (messages_in == nullptr) return ApiError{400, "messages is required", "messages"};
+  OrderedJson messages;
+  if (!normalize_messages(*messages_in, &messages, f)) return f.error();
+  if (ctx.chat_template == nullptr) return ApiError{400, ctx.chat_template_error, "messages"};
+  if (ctx.tokenizer == nullptr)
+    return ApiError{400, "this model has no tokenizer, so chat requests cannot be served",
+                    "messages"};
+  ChatTemplateInputs in;
+  in.messages = &messages;
+  in.tools = tools;
+  in.documents = documents;
+  in.add_generation_prompt = add_generation_prompt;
+  in.continue_final_message = continue_final;
+  in.extra_kwargs = kwargs;
+  auto prompt = ctx.chat_template->render(in);
+  if (!prompt.ok()) return ApiError{400, "chat template: " + prompt.status().message(), "messages"};
+  auto ids = ctx.tokenizer->encode(*prompt, add_special);
+  if (!ids.ok()) return ApiError{400, ids.status().message(), "messages"};
+  r.prompts.push_back({std::move(ids).value(), std::move(prompt).value()});
+  if (r.echo) {
+    const OrderedJson& last = messages.back();
+    if (last["role"] == ctx.response_role && last.contains("content") &&
+        last["content"].is_string())
+      r.echo_text = last["content"].get<std::string>();
+  }
+  detail::check_fan_out(f, ctx, r);
+  if (f.failed()) return f.error();
+  return r;
+}
+
+}  // namespace strata::server

@@ -1,0 +1,97 @@
+// Parsing and validation of OpenAI (and vLLM extension) request bodies into plain structs:
+// /v1/completions, /v1/chat/completions, /tokenize and /detokenize. Every failure is an ApiError
+// whose message says what was wrong and whose `param` names the field. Nothing here throws.
+//
+// Parsing tokenizes prompts (and renders chat templates), so it needs the tokenizer and template;
+// it does not check limits that belong to the engine (prompt length against max_model_len,
+// sampling ranges): EngineClient::submit validates those.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+#include "server/api_error.h"
+
+namespace strata {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace strata
+
+namespace strata::server {
+
+// A value or the error to answer with.
+template <typename T>
+class ApiResult {
+ public:
+  ApiResult(T value) : v_(std::move(value)) {}         // NOLINT(implicit)
+  ApiResult(ApiError error) : v_(std::move(error)) {}  // NOLINT(implicit)
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  T& value() { return std::get<T>(v_); }
+  const T& value() const { return std::get<T>(v_); }
+  const ApiError& error() const { return std::get<ApiError>(v_); }
+
+ private:
+  std::variant<T, ApiError> v_;
+};
+
+enum class ApiKind { kCompletion, kChat };
+
+struct PromptInput {
+  std::vector<int32_t> token_ids;  // what the engine runs (BOS etc. applied)
+  std::string text;                // the prompt as text (decoded when given as ids)
+};
+
+struct GenerationRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;                 // as sent; empty when absent
+  std::vector<PromptInput> prompts;  // completions: one per prompt of a batch; chat: one
+  sampling::SamplingParams params;   // defaults applied, not yet validated
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage
+  bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats (vLLM)
+  bool echo = false;
+  // Completions: `logprobs` = number of alternatives. Chat: set when "logprobs": true, holding
+  // top_logprobs (0 when absent).
+  std::optional<int> logprobs;
+  bool report_prompt_logprobs = false;  // vLLM's prompt_logprobs field was asked for
+  bool return_tokens_as_token_ids = false;
+  int64_t priority = 0;
+  std::string user;
+  std::string cache_salt;
+  std::string echo_text;  // chat echo: the final message's content to prepend
+};
+
+// What parsing needs from the running server.
+struct ParseContext {
+  const Tokenizer* tokenizer = nullptr;         // null: text prompts are rejected
+  const ChatTemplate* chat_template = nullptr;  // null: chat requests are rejected
+  std::string chat_template_error;              // why there is none (shown to clients)
+  sampling::SamplingParams defaults;            // generation_config.json defaults
+  std::string response_role = "assistant";
+  bool return_tokens_as_token_ids = false;  // server default (--return-tokens-as-token-ids)
+  int max_n = 256;                          // largest n (and prompts x n) per request
+};
+
+ApiResult<GenerationRequest> parse_completion_request(const std::string& body,
+                                                      const ParseContext& ctx);
+ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const ParseContext& ctx);
+
+struct TokenizeRequest {
+  std::string model;
+  std::vector<int32_t> token_ids;
+  bool return_token_strs = false;
+};
+// {"prompt": "...", "add_special_tokens": true} or {"messages": [...], ...} (chat template).
+ApiResult<TokenizeRequest> parse_tokenize_request(const std::string& body, const ParseContext& ctx);
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> token_ids;
+};
+ApiResult<DetokenizeRequest> parse_detokenize_request(const std::string& body);
+
+}  // namespace strata::server

@@ -1,0 +1,63 @@
+// `strata serve`'s HTTP front end: OpenAI's /v1/completions, /v1/chat/completions and
+// /v1/models, vLLM's /tokenize, /detokenize, /health, /version and /metrics, API-key checks,
+// queue limits, the periodic stats line and graceful shutdown. Runs on one event loop (no thread
+// per connection) and talks to the engine only through EngineClient.
+//
+// Usage:
+//   auto server = OpenAiServer::create(config, engine_client, loop);   // loop thread
+//   (*server)->start();                       // listens; (*server)->port() is the bound port
+//   loop->run();
+//   ... from any thread: server->shutdown([&] { loop->stop(); });
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "net/event_loop.h"
+#include "net/http_server.h"
+#include "server/server_config.h"
+
+namespace strata::server {
+
+struct ServerState;
+class StatsLogger;
+
+class OpenAiServer {
+ public:
+  // `engine` and `loop` must outlive the server; create, start and destroy it on the loop thread
+  // (or while the loop is not running). Fails when --chat-template cannot be loaded.
+  static Result<std::unique_ptr<OpenAiServer>> create(ServerConfig config,
+                                                      engine::EngineClient* engine,
+                                                      net::EventLoop* loop);
+  ~OpenAiServer();
+
+  // Binds and starts accepting; logs the address.
+  Status start();
+  int port() const;
+
+  // Thread-safe, once. Stops accepting, answers new requests with 503, lets in-flight requests
+  // finish for config.shutdown_timeout seconds, then aborts the rest (streams get an error event
+  // and [DONE], other requests a 503) and shuts the engine down. `done` runs on the loop thread
+  // when every connection is closed.
+  void shutdown(std::function<void()> done);
+
+  // Handles one request (the HTTP server's handler; public for tests that drive it directly).
+  void handle(net::HttpRequest request, net::ResponseWriter writer);
+
+ private:
+  OpenAiServer() = default;
+  void schedule_stats();
+  void log_stats();
+
+  std::unique_ptr<ServerState> state_;
+  std::unique_ptr<net::HttpServer> http_;
+  std::unique_ptr<StatsLogger> stats_;
+  net::EventLoop::TimerId stats_timer_ = 0;
+  std::thread engine_stopper_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace strata::server

@@ -1,0 +1,233 @@
+#include "server/server_config.h"
+
+#include <algorithm>
+
+namespace strata::server {
+namespace {
+
+const char* kGroup = "Server";
+const char* kCompat = "Accepted for compatibility with vLLM";
+
+struct Ignored {
+  const char* name;
+  bool takes_value;
+  const char* reason;
+};
+
+// vLLM flags with no meaning on Strata's CPU backend, or for features not built yet. Each is
+// accepted and logs one warning line with its reason.
+constexpr Ignored kIgnored[] = {
+    // Meaningless on a CPU backend (or handled differently here).
+    {"trust-remote-code", false, "Strata never runs model code from the checkpoint"},
+    {"enforce-eager", false, "there are no CUDA graphs on the CPU backend"},
+    {"compilation-config", true, "Strata does not compile the model"},
+    {"enable-flashinfer-autotune", false, "there is no FlashInfer on the CPU backend"},
+    {"device", true, "Strata always runs on the CPU"},
+    {"distributed-executor-backend", true, "Strata runs in one process"},
+    {"disable-custom-all-reduce", false, "Strata runs in one process"},
+    {"worker-cls", true, "Strata runs in one process"},
+    {"max-parallel-loading-workers", true, "weights are memory-mapped"},
+    {"download-dir", true, "Strata loads local model directories only"},
+    {"revision", true, "Strata loads local model directories only"},
+    {"code-revision", true, "Strata loads local model directories only"},
+    {"tokenizer-revision", true, "Strata loads local model directories only"},
+    {"tokenizer-mode", true, "Strata has one tokenizer implementation"},
+    {"config-format", true, "config.json (or GGUF metadata) is always read"},
+    {"model-impl", true, "Strata has its own model implementations"},
+    {"max-seq-len-to-capture", true, "there are no CUDA graphs on the CPU backend"},
+    {"cuda-graph-sizes", true, "there are no CUDA graphs on the CPU backend"},
+    {"enable-chunked-prefill", false, "chunked prefill is always on"},
+    {"uvicorn-log-level", true, "Strata's HTTP server is not uvicorn (see STRATA_LOG_LEVEL)"},
+    {"disable-uvicorn-access-log", false, "Strata's HTTP server is not uvicorn"},
+    {"disable-frontend-multiprocessing", false, "the HTTP front end is a thread"},
+    {"disable-fastapi-docs", false, "there are no FastAPI docs"},
+    {"allow-credentials", false, "CORS headers are not sent"},
+    {"allowed-origins", true, "CORS headers are not sent"},
+    {"allowed-methods", true, "CORS headers are not sent"},
+    {"allowed-headers", true, "CORS headers are not sent"},
+    {"root-path", true, "routes are served at the root"},
+    {"middleware", true, "there is no ASGI middleware"},
+    {"block-allocator", true, "Strata has one block allocator"},
+    {"prefix-caching-hash-algo", true, "prefix hashes are always collision-resistant (xxh3-128)"},
+    {"calculate-kv-scales", false, "fp8 KV scales are computed as blocks are written"},
+    {"preemption-mode", true, "preemption is always by recompute"},
+    {"num-scheduler-steps", true, "the engine schedules every step"},
+    {"async-scheduling", false, "the engine schedules every step"},
+    {"scheduler-delay-factor", true, "requests are admitted at once"},
+    {"enable-server-load-tracking", false, "not needed: see /metrics"},
+    {"enable-prompt-tokens-details", false, "usage reports token totals only"},
+    {"disable-async-output-proc", false, "outputs are processed on the engine thread"},
+    {"enable-sleep-mode", false, "there is no GPU memory to release"},
+    // Features not built yet.
+    {"swap-space", true, "CPU swap space for preempted requests is not built yet"},
+    {"cpu-offload-gb", true, "weight offloading is not built yet (weights live in RAM)"},
+    {"num-gpu-blocks-override", true, "the KV pool size comes from --kv-cache-memory"},
+    {"tool-call-parser", true, "tool-call parsing is not built yet"},
+    {"tool-parser-plugin", true, "tool-call parsing is not built yet"},
+    {"enable-auto-tool-choice", false, "tool-call parsing is not built yet"},
+    {"reasoning-parser", true, "reasoning parsing is not built yet"},
+    {"speculative-config", true, "speculative decoding is not built yet"},
+    {"guided-decoding-backend", true, "guided decoding is not built yet"},
+    {"structured-outputs-config", true, "structured outputs are not built yet"},
+    {"enable-lora", false, "LoRA adapters are not built yet"},
+    {"lora-modules", true, "LoRA adapters are not built yet"},
+    {"max-loras", true, "LoRA adapters are not built yet"},
+    {"max-lora-rank", true, "LoRA adapters are not built yet"},
+    {"limit-mm-per-prompt", true, "multimodal inputs are not built yet"},
+    {"mm-processor-kwargs", true, "multimodal inputs are not built yet"},
+    {"disable-mm-preprocessor-cache", false, "multimodal inputs are not built yet"},
+    {"kv-transfer-config", true, "KV transfer between instances is not built yet"},
+    {"kv-events-config", true, "KV cache events are not built yet"},
+    {"otlp-traces-endpoint", true, "tracing is not built yet"},
+    {"collect-detailed-traces", true, "tracing is not built yet"},
+    {"override-generation-config", true, "use --generation-config none and request fields"},
+    {"enable-request-id-headers", false, "request ids are generated by the server"},
+    {"api-server-count", true, "one HTTP front end serves every connection"},
+};
+
+struct SizeFlag {
+  const char* name;
+  const char* what;
+};
+constexpr SizeFlag kParallelSizes[] = {
+    {"tensor-parallel-size", "tensor parallelism"},
+    {"pipeline-parallel-size", "pipeline parallelism"},
+    {"data-parallel-size", "data parallelism"},
+};
+
+}  // namespace
+
+bool ServerConfig::serves(const std::string& name) const {
+  if (served_model_names.empty()) return name == model_path;
+  return std::find(served_model_names.begin(), served_model_names.end(), name) !=
+         served_model_names.end();
+}
+
+void add_server_options(OptionSet& o) {
+  o.add_string("host", "0.0.0.0", "address to listen on", kGroup);
+  o.add_int("port", 8000, "port to listen on (0: a free port, printed at start-up)", kGroup);
+  o.add({.name = "served-model-name",
+         .help = "name clients use in \"model\" (repeat for aliases; the first is reported); "
+                 "default: the MODEL argument",
+         .group = kGroup,
+         .repeated = true,
+         .metavar = "NAME"});
+  o.add({.name = "api-key",
+         .help = "require \"Authorization: Bearer KEY\" on /v1 routes",
+         .group = kGroup,
+         .metavar = "KEY"});
+  o.add({.name = "chat-template",
+         .help = "chat template file, or the template text itself (default: the model's)",
+         .group = kGroup,
+         .metavar = "FILE"});
+  o.add_string("chat-template-content-format", "auto",
+               "how message content is given to the template: auto or string (content-part "
+               "arrays are joined into one string)",
+               kGroup);
+  o.add_string("response-role", "assistant", "role of the generated chat message", kGroup);
+  o.add_int("max-log-len", -1,
+            "prompt characters (or token ids) shown in request log lines (-1: all)", kGroup);
+  o.add_float("log-stats-interval", 10, "seconds between stats lines while busy (0: never)",
+              kGroup);
+  o.add_bool("disable-log-stats", false, "no periodic stats lines", kGroup);
+  o.add_bool("disable-log-requests", false, "no per-request log lines", kGroup);
+  o.add_bool("enable-log-requests", true, "one log line per finished request", kGroup);
+  o.add_int("max-queued-requests", 0,
+            "waiting requests beyond which new ones get 503 with Retry-After (0: no limit)",
+            kGroup);
+  o.add_float("request-timeout", 0,
+              "seconds a request may run before it is aborted with an error (0: no limit)", kGroup);
+  o.add_float("shutdown-timeout", 30,
+              "on SIGINT/SIGTERM, seconds in-flight requests may take to finish before they are "
+              "aborted",
+              kGroup);
+  o.add({.name = "max-request-body-size",
+         .default_value = "32MiB",
+         .help = "largest request body accepted (413 above it)",
+         .group = kGroup,
+         .metavar = "BYTES"});
+  o.add_bool("return-tokens-as-token-ids", false,
+             "logprob tokens are \"token_id:N\" instead of text", kGroup);
+  for (const auto& s : kParallelSizes)
+    o.add_int(s.name, 1,
+              std::string(s.what) +
+                  " size; Strata runs one process, sizes above 1 are accepted "
+                  "with a warning",
+              kCompat);
+  o.add_ignored("enable-expert-parallel", false, "expert parallelism is not built yet", kCompat);
+  o.add({.name = "quantization",
+         .help = "accepted with a warning: quantization methods are not built yet (GGUF "
+                 "checkpoints keep their own types)",
+         .group = kCompat,
+         .metavar = "METHOD"});
+  for (const auto& f : kIgnored) o.add_ignored(f.name, f.takes_value, f.reason, kCompat);
+  o.add({.name = "ssl-keyfile",
+         .help = "TLS is not supported: refused (terminate TLS in a reverse proxy)",
+         .group = kCompat,
+         .metavar = "FILE"});
+  o.add({.name = "ssl-certfile",
+         .help = "TLS is not supported: refused (terminate TLS in a reverse proxy)",
+         .group = kCompat,
+         .metavar = "FILE"});
+}
+
+Result<ServerConfig> server_config_from_args(const Args& args, std::vector<std::string>* warnings) {
+  ServerConfig c;
+  if (!args.positional().empty()) c.model_path = args.positional()[0];
+  c.host = args.get("host");
+  int64_t port = args.get_int("port");
+  if (port < 0 || port > 65535)
+    return invalid_argument("--port must be in [0, 65535], got " + std::to_string(port));
+  c.port = static_cast<int>(port);
+  c.served_model_names = args.get_all("served-model-name");
+  for (const auto& n : c.served_model_names)
+    if (n.empty()) return invalid_argument("--served-model-name cannot be empty");
+  c.api_key = args.get("api-key");
+  if (c.api_key.empty()) {
+    // vLLM's variable, for deployment notes that set it.
+    if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr) c.api_key = env;
+  }
+  c.chat_template = args.get("chat-template");
+  const std::string fmt = args.get("chat-template-content-format");
+  if (fmt != "auto" && fmt != "string")
+    return invalid_argument("--chat-template-content-format must be auto or string, got '" + fmt +
+                            "' (content-part arrays are always joined into a string)");
+  c.response_role = args.get("response-role");
+  if (c.response_role.empty()) return invalid_argument("--response-role cannot be empty");
+  c.max_log_len = args.get_int("max-log-len");
+  c.log_stats_interval = args.get_float("log-stats-interval");
+  c.log_stats = !args.get_bool("disable-log-stats") && c.log_stats_interval > 0;
+  c.log_requests = !args.get_bool("disable-log-requests") && args.get_bool("enable-log-requests");
+  c.max_queued_requests = args.get_int("max-queued-requests");
+  if (c.max_queued_requests < 0)
+    return invalid_argument("--max-queued-requests must be >= 0 (0: no limit)");
+  c.request_timeout = args.get_float("request-timeout");
+  if (c.request_timeout < 0) return invalid_argument("--request-timeout must be >= 0 (0: none)");
+  c.shutdown_timeout = args.get_float("shutdown-timeout");
+  if (c.shutdown_timeout < 0) return invalid_argument("--shutdown-timeout must be >= 0");
+  STRATA_ASSIGN_OR_RETURN(
+      c.max_request_body_bytes,
+      parse_byte_size(args.get("max-request-body-size"), "--max-request-body-size"));
+  if (c.max_request_body_bytes < 1024)
+    return invalid_argument("--max-request-body-size must be at least 1KiB");
+  c.return_tokens_as_token_ids = args.get_bool("return-tokens-as-token-ids");
+  for (const auto& s : kParallelSizes) {
+    int64_t v = args.get_int(s.name);
+    if (v < 1) return invalid_argument("--" + std::string(s.name) + " must be at least 1");
+    if (v > 1)
+      warnings->push_back("--" + std::string(s.name) + " " + std::to_string(v) +
+                          " is accepted but has no effect: " + s.what +
+                          " is not built yet; running on one process");
+  }
+  if (args.is_set("quantization"))
+    warnings->push_back("--quantization " + args.get("quantization") +
+                        " is accepted but has no effect: quantization methods are not built yet; "
+                        "weights keep the checkpoint's types");
+  if (args.is_set("ssl-keyfile") || args.is_set("ssl-certfile"))
+    return unimplemented(
+        "TLS (--ssl-keyfile/--ssl-certfile) is not supported: serve plain HTTP behind a reverse "
+        "proxy that terminates TLS");
+  return c;
+}
+
+}  // namespace strata::server

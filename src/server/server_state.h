@@ -1,0 +1,46 @@
+// State shared by the server's handlers (server-internal). Lives on the loop thread: everything
+// here is touched only there, except `engine` (thread-safe) and the immutable fields.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "core/rng.h"
+#include "engine/engine.h"
+#include "net/event_loop.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/server_config.h"
+
+namespace strata::server {
+
+class Generation;
+
+struct ServerState {
+  ServerConfig config;
+  engine::EngineClient* engine = nullptr;
+  net::EventLoop* loop = nullptr;
+  std::shared_ptr<const Tokenizer> tokenizer;         // may be null
+  std::shared_ptr<const ChatTemplate> chat_template;  // may be null
+  ParseContext parse;                                 // points into the two above
+  int64_t max_model_len = 0;
+  int32_t vocab_size = 0;
+  bool priority_scheduling = false;
+  ServerMetrics metrics;
+  // Generation requests being answered, owned here until their engine streams are done.
+  std::unordered_map<const Generation*, std::shared_ptr<Generation>> live;
+  bool draining = false;  // shutting down: new requests get 503
+  Rng id_rng;
+
+  ServerState(ServerConfig c, int64_t max_model_len)
+      : config(std::move(c)),
+        max_model_len(max_model_len),
+        metrics(config.model_name(), max_model_len) {}
+
+  // "cmpl-" + 32 hex digits, unique per process.
+  std::string new_id(const char* prefix);
+};
+
+}  // namespace strata::server

@@ -1,0 +1,152 @@
+// serve's options: vLLM flags accepted with one warning each, unknown flags named, values read.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "engine/engine_config.h"
+#include "server/server_config.h"
+
+namespace strata::server {
+namespace {
+
+OptionSet serve_options() {
+  OptionSet o;
+  add_server_options(o);
+  engine::add_engine_options(o);
+  return o;
+}
+
+TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
+  OptionSet o = serve_options();
+  auto args = o.parse({"models/x",
+                       "--host",
+                       "127.0.0.1",
+                       "--port",
+                       "9000",
+                       "--served-model-name",
+                       "a",
+                       "--served-model-name",
+                       "b",
+                       "--trust-remote-code",
+                       "--enforce-eager",
+                       "--compilation-config",
+                       "{\"level\": 3}",
+                       "--no-enable-flashinfer-autotune",
+                       "--device",
+                       "cpu",
+                       "--distributed-executor-backend",
+                       "mp",
+                       "--tensor-parallel-size",
+                       "2",
+                       "--pipeline-parallel-size",
+                       "1",
+                       "--quantization",
+                       "awq",
+                       "--tool-call-parser",
+                       "hermes",
+                       "--enable-auto-tool-choice",
+                       "--reasoning-parser",
+                       "deepseek_r1",
+                       "--swap-space",
+                       "4",
+                       "--max-model-len",
+                       "256",
+                       "--api-key",
+                       "k",
+                       "--max-log-len",
+                       "20",
+                       "--log-stats-interval",
+                       "5",
+                       "--max-queued-requests",
+                       "3",
+                       "--request-timeout",
+                       "30",
+                       "--generation-config",
+                       "none",
+                       "--disable-log-requests"});
+  ASSERT_TRUE(args.ok()) << args.status().message();
+  std::vector<std::string> warnings = args->warnings();
+  auto c = server_config_from_args(*args, &warnings);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  // One line per ignored flag, each naming it; --pipeline-parallel-size 1 is not worth one.
+  for (const char* flag :
+       {"--trust-remote-code", "--enforce-eager", "--compilation-config",
+        "--enable-flashinfer-autotune", "--device", "--distributed-executor-backend",
+        "--tensor-parallel-size 2", "--quantization awq", "--tool-call-parser",
+        "--enable-auto-tool-choice", "--reasoning-parser", "--swap-space"}) {
+    int n = 0;
+    for (const auto& w : warnings) n += w.rfind(flag, 0) == 0;
+    EXPECT_EQ(n, 1) << flag;
+  }
+  EXPECT_EQ(warnings.size(), 12u);
+  for (const auto& w : warnings) EXPECT_NE(w.find("no effect"), std::string::npos) << w;
+  EXPECT_EQ(c->host, "127.0.0.1");
+  EXPECT_EQ(c->port, 9000);
+  EXPECT_EQ(c->served_model_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(c->model_name(), "a");
+  EXPECT_TRUE(c->serves("b"));
+  EXPECT_FALSE(c->serves("models/x"));
+  EXPECT_EQ(c->model_path, "models/x");
+  EXPECT_EQ(c->api_key, "k");
+  EXPECT_EQ(c->max_log_len, 20);
+  EXPECT_DOUBLE_EQ(c->log_stats_interval, 5);
+  EXPECT_EQ(c->max_queued_requests, 3);
+  EXPECT_DOUBLE_EQ(c->request_timeout, 30);
+  EXPECT_FALSE(c->log_requests);
+  auto e = engine::engine_config_from_args(*args);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->scheduler.max_model_len, 256);
+  EXPECT_EQ(e->generation_config, "none");
+}
+
+TEST(ServerConfig, UnknownFlagIsNamed) {
+  OptionSet o = serve_options();
+  auto args = o.parse({"m", "--max-num-seqz", "4"});
+  ASSERT_FALSE(args.ok());
+  EXPECT_NE(args.status().message().find("--max-num-seqz"), std::string::npos);
+}
+
+TEST(ServerConfig, DefaultsAndErrors) {
+  OptionSet o = serve_options();
+  auto args = o.parse({"m"});
+  ASSERT_TRUE(args.ok());
+  std::vector<std::string> w;
+  ::unsetenv("STRATA_API_KEY");
+  auto c = server_config_from_args(*args, &w);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->port, 8000);
+  EXPECT_EQ(c->model_name(), "m");
+  EXPECT_TRUE(c->serves("m"));
+  EXPECT_DOUBLE_EQ(c->log_stats_interval, 10);
+  EXPECT_TRUE(c->log_requests);
+  EXPECT_EQ(c->max_request_body_bytes, 32 << 20);
+  EXPECT_TRUE(w.empty());
+  for (std::vector<std::string> bad : {std::vector<std::string>{"m", "--port", "70000"},
+                                       {"m", "--max-queued-requests", "-1"},
+                                       {"m", "--ssl-keyfile", "k.pem"},
+                                       {"m", "--tensor-parallel-size", "0"},
+                                       {"m", "--max-request-body-size", "12"}}) {
+    auto a = o.parse(bad);
+    ASSERT_TRUE(a.ok());
+    auto r = server_config_from_args(*a, &w);
+    EXPECT_FALSE(r.ok()) << bad[1];
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find(bad[1]), std::string::npos);
+    }
+  }
+}
+
+TEST(ServerConfig, ApiKeyFromTheEnvironment) {
+  ::setenv("STRATA_API_KEY", "secret", 1);
+  OptionSet o = serve_options();
+  auto args = o.parse({"m"});
+  ::unsetenv("STRATA_API_KEY");
+  ASSERT_TRUE(args.ok());
+  std::vector<std::string> w;
+  auto c = server_config_from_args(*args, &w);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->api_key, "secret");
+}
+
+}  // namespace
+}  // namespace strata::server
