@@ -89,7 +89,8 @@ int run(const Args& args) {
   }
   std::vector<PagedKvLayer> layers;
   for (int64_t l = 0; l < ks.num_layers; ++l)
-    layers.push_back({kv_dtype, block, ks.num_kv_heads, ks.head_dim, storage->k(l), storage->v(l)});
+    layers.push_back({kv_dtype, block, ks.num_kv_heads, ks.head_dim, storage->k(l), storage->v(l),
+                      1.0f, 1.0f, storage->k_scales(l), storage->v_scales(l)});
   std::vector<int32_t> tables(batch * blocks_per_seq);
   for (int64_t i = 0; i < batch * blocks_per_seq; ++i) tables[i] = static_cast<int32_t>(i + 1);
 
@@ -151,6 +152,7 @@ int run(const Args& args) {
     }
   }
   const double bw = measure_read_bandwidth(pool, args.get_int("bandwidth-mib") << 20);
+  const double peak = measure_fma_peak(pool);
   const double prefill_tps = batch * in_len / best_prefill;
   const int64_t decode_steps = std::max<int64_t>(1, out_len - 1);
   const double steps_per_s = decode_steps / best_decode;
@@ -168,6 +170,13 @@ int run(const Args& args) {
               static_cast<long long>(ks.bytes_per_token(kv_dtype)), dtype_name(kv_dtype));
   std::printf("measured read bandwidth: %.2f GB/s\n", bw / 1e9);
   std::printf("decode bandwidth utilisation = %.3f\n", util);
+  if (peak > 0) {
+    // Prefill: every prompt token attends to the tokens before it (sum of 1..in_len per sequence).
+    const double flops = model.forward_flops(batch * in_len, batch * in_len * (in_len + 1) / 2, batch);
+    std::printf("measured f32 FMA peak: %.1f GFLOP/s (%d threads)\n", peak / 1e9, pool.size());
+    std::printf("prefill compute utilisation = %.3f (%.1f GFLOP/s of %.2f GFLOP per prefill)\n",
+                flops / best_prefill / peak, flops / best_prefill / 1e9, flops / 1e9);
+  }
   return 0;
 }
 

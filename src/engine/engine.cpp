@@ -396,7 +396,7 @@ void Engine::emit(Choice& c, const sched::RequestOutput& out,
     if (!(stopped_by_token && !c.params.include_stop_str_in_output)) delta = c.detok->add(tok);
     if (out.finished()) delta += c.detok->flush();
     if (c.matcher) {
-      auto upd = c.matcher->feed(delta, c.num_output_tokens >= c.params.min_tokens);
+      auto upd = c.matcher->feed(delta, sampling::stop_strings_active(c.params, c.num_output_tokens));
       chunk.text = std::string(upd.text);
       if (upd.stopped) {
         if (!out.finished()) (void)scheduler_->finish_request(c.seq_id, sched::FinishReason::kStop);

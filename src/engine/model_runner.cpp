@@ -9,7 +9,7 @@ ModelRunner::ModelRunner(Model& model, KvStorage& storage, const KernelOps& ops)
   const KvStorageSpec& s = storage.spec();
   for (int64_t l = 0; l < s.num_layers; ++l)
     layers_.push_back({s.dtype, s.block_size, s.num_kv_heads, s.head_dim, storage.k(l),
-                       storage.v(l), 1.0f, 1.0f});
+                       storage.v(l), 1.0f, 1.0f, storage.k_scales(l), storage.v_scales(l)});
 }
 
 Status ModelRunner::execute(const sched::SchedulerOutput& plan, const sched::Scheduler& scheduler,

@@ -11,6 +11,7 @@
 namespace strata {
 namespace kernels::avx2 {
 float sum_floats(const float* p, int64_t n);
+double fma_chains(int64_t iterations, const float* seeds);  // returns FLOPs done
 }
 
 namespace {
@@ -44,6 +45,27 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int passes) {
       sink += static_cast<int64_t>(s);
     });
     best = std::max(best, static_cast<double>(n) * 4 / sw.elapsed());
+  }
+  return best;
+}
+
+}  // namespace strata
+
+namespace strata {
+
+double measure_fma_peak(ThreadPool& pool, int passes) {
+  if (!kernel_variant_supported(KernelVariant::kAvx2)) return 0;
+  alignas(32) float seeds[12 * 8];
+  for (int i = 0; i < 12 * 8; ++i) seeds[i] = 1.0f + 0.001f * static_cast<float>(i);
+  double best = 0;
+  const int64_t iters = 2'000'000;
+  for (int p = 0; p < passes; ++p) {
+    std::atomic<int64_t> flops{0};
+    Stopwatch sw;
+    pool.for_each(pool.size(), [&](int64_t) {
+      flops += static_cast<int64_t>(kernels::avx2::fma_chains(iters, seeds));
+    });
+    best = std::max(best, static_cast<double>(flops.load()) / sw.elapsed());
   }
   return best;
 }

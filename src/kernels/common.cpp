@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -22,6 +24,10 @@ void read_kv_row(const PagedKvLayer& kv, const std::byte* base, int64_t slot, in
                  float scale, float* out) {
   const std::byte* p = base + kv.offset(slot, kv_head);
   dequantize_row(kv.dtype, p, out, kv.head_dim);
+  if (kv.dtype == DType::kF8E4M3) {
+    const float* rs = base == kv.k ? kv.k_row_scale : kv.v_row_scale;
+    if (rs != nullptr) scale *= rs[kv.row_index(slot, kv_head)];
+  }
   if (scale != 1.0f)
     for (int64_t e = 0; e < kv.head_dim; ++e) out[e] *= scale;
 }
@@ -36,9 +42,15 @@ void write_kv_rows(const float* k, int64_t ldk, const float* v, int64_t ldv, int
       for (int part = 0; part < 2; ++part) {
         const float* src = (part == 0 ? k + i * ldk : v + i * ldv) + h * kv.head_dim;
         std::byte* dst = (part == 0 ? kv.k : kv.v) + kv.offset(slots[i], h);
-        float scale = part == 0 ? kv.k_scale : kv.v_scale;
-        if (kv.dtype == DType::kF8E4M3 && scale != 1.0f) {
-          float inv = 1.0f / scale;
+        if (kv.dtype == DType::kF8E4M3) {
+          // Scale the row into e4m3's range: value = q * row_scale * layer_scale.
+          const float layer_scale = part == 0 ? kv.k_scale : kv.v_scale;
+          float* row_scales = part == 0 ? kv.k_row_scale : kv.v_row_scale;
+          float amax = 0;
+          for (int64_t e = 0; e < kv.head_dim; ++e) amax = std::max(amax, std::fabs(src[e]));
+          float rs = row_scales != nullptr && amax > 0 ? amax / (kFp8E4M3Max * layer_scale) : 1.0f;
+          if (row_scales != nullptr) row_scales[kv.row_index(slots[i], h)] = rs;
+          const float inv = 1.0f / (rs * layer_scale);
           for (int64_t e = 0; e < kv.head_dim; ++e) tmp[e] = src[e] * inv;
           src = tmp;
         }

@@ -2,6 +2,7 @@
 // work as the AVX2 variant).
 #include "kernels/mla.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -18,13 +19,21 @@ void mla_kv_write(const float* latent, int64_t ld_latent, const float* k_pe, int
   STRATA_CHECK(kv.num_kv_heads == 1 && D > kv_lora_rank && D <= 2048)
       << "MLA cache rows of " << D << " values for a latent of " << kv_lora_rank;
   float row[2048];
-  const float inv = kv.dtype == DType::kF8E4M3 && kv.k_scale != 1.0f ? 1.0f / kv.k_scale : 1.0f;
   for (int64_t i = 0; i < m; ++i) {
     if (slots[i] < 0) continue;  // padding token: not cached
     std::memcpy(row, latent + i * ld_latent, kv_lora_rank * sizeof(float));
     std::memcpy(row + kv_lora_rank, k_pe + i * ld_pe, (D - kv_lora_rank) * sizeof(float));
-    if (inv != 1.0f)
-      for (int64_t e = 0; e < D; ++e) row[e] *= inv;
+    if (kv.dtype == DType::kF8E4M3) {
+      // As for every fp8 cache row: value = e4m3 * row_scale * k_scale, row_scale = amax / 448.
+      float amax = 0;
+      for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(row[e]));
+      const float rs =
+          kv.k_row_scale != nullptr && amax > 0 ? amax / (kFp8E4M3Max * kv.k_scale) : 1.0f;
+      if (kv.k_row_scale != nullptr) kv.k_row_scale[kv.row_index(slots[i], 0)] = rs;
+      const float inv = 1.0f / (rs * kv.k_scale);
+      if (inv != 1.0f)
+        for (int64_t e = 0; e < D; ++e) row[e] *= inv;
+    }
     quantize_row(kv.dtype, row, kv.k + kv.offset(slots[i], 0), D);
   }
 }

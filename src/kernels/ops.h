@@ -16,9 +16,11 @@
 namespace strata {
 
 // One layer's paged KV cache. Layout of k and v: [num_blocks][num_kv_heads][block_size][head_dim]
-// in `dtype` (F32, F16, BF16, or F8E4M3 holding value / scale). Slot s = block * block_size + i.
-// v is null for caches without values (MLA: one latent + rotary-key row per token in k; see
-// kernels/mla.h); kv_write and attention need both.
+// in `dtype` (F32, F16, BF16 or F8E4M3). Slot s = block * block_size + i. An fp8 cache stores each
+// row (one token, one head) as e4m3 values of value / row_scale, with row_scale = max|value| / 448
+// kept in k_row_scale / v_row_scale ([num_blocks][num_kv_heads][block_size] f32).
+// v (and v_row_scale) is null for caches without values (MLA: one latent + rotary-key row per
+// token in k; see kernels/mla.h); kv_write and attention need both.
 struct PagedKvLayer {
   DType dtype = DType::kF32;
   int64_t block_size = 16;
@@ -26,10 +28,17 @@ struct PagedKvLayer {
   int64_t head_dim = 0;
   std::byte* k = nullptr;
   std::byte* v = nullptr;
-  float k_scale = 1.0f;
+  float k_scale = 1.0f;  // extra per-layer factors (checkpoint kv scales); 1 by default
   float v_scale = 1.0f;
+  float* k_row_scale = nullptr;  // fp8 only
+  float* v_row_scale = nullptr;
 
   int64_t elem_bytes() const { return dtype_block_bytes(dtype); }
+  // Index of (slot, kv_head) among rows (for the row scales).
+  int64_t row_index(int64_t slot, int64_t kv_head) const {
+    int64_t block = slot / block_size, i = slot % block_size;
+    return (block * num_kv_heads + kv_head) * block_size + i;
+  }
   // Byte offset of (slot, kv_head) in k or v.
   int64_t offset(int64_t slot, int64_t kv_head) const {
     int64_t block = slot / block_size, i = slot % block_size;

@@ -252,3 +252,24 @@ float sum_floats(const float* p, int64_t n) {
 }
 
 }  // namespace strata::kernels::avx2
+
+namespace strata::kernels::avx2 {
+
+// Twelve independent FMA chains with distinct values (so no two can be merged), `iterations`
+// steps each. Returns the FLOPs performed.
+double fma_chains(int64_t iterations, const float* seeds) {
+  __m256 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_loadu_ps(seeds + 8 * i);
+  const __m256 m = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-4f);  // converges, no overflow
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+  }
+  __m256 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
+  volatile float sink = hsum8(s);
+  (void)sink;
+  return static_cast<double>(iterations) * 12 * 16;
+}
+
+}  // namespace strata::kernels::avx2

@@ -21,6 +21,8 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec) {
   KvStorage s;
   s.spec_ = spec;
   s.layer_bytes_ = spec.num_blocks * spec.block_bytes_per_layer();
+  s.values_bytes_ = spec.num_blocks * spec.num_kv_heads * spec.block_size * spec.head_dim *
+                    dtype_block_bytes(spec.dtype);
   s.mapped_ = static_cast<size_t>(spec.total_bytes());
   void* p = ::mmap(nullptr, s.mapped_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -33,7 +35,11 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec) {
 }
 
 KvStorage::KvStorage(KvStorage&& o) noexcept
-    : spec_(o.spec_), layer_bytes_(o.layer_bytes_), base_(o.base_), mapped_(o.mapped_) {
+    : spec_(o.spec_),
+      layer_bytes_(o.layer_bytes_),
+      values_bytes_(o.values_bytes_),
+      base_(o.base_),
+      mapped_(o.mapped_) {
   o.base_ = nullptr;
   o.mapped_ = 0;
 }
@@ -41,6 +47,7 @@ KvStorage::KvStorage(KvStorage&& o) noexcept
 KvStorage& KvStorage::operator=(KvStorage&& o) noexcept {
   std::swap(spec_, o.spec_);
   std::swap(layer_bytes_, o.layer_bytes_);
+  std::swap(values_bytes_, o.values_bytes_);
   std::swap(base_, o.base_);
   std::swap(mapped_, o.mapped_);
   return *this;

@@ -21,8 +21,11 @@ struct KvStorageSpec {
   DType dtype = DType::kF32;  // F32, F16, BF16 or F8E4M3
   bool has_v = true;          // false: K entries only (MLA)
 
-  int64_t block_bytes_per_layer() const {  // K + V of one block in one layer
-    return (has_v ? 2 : 1) * num_kv_heads * block_size * head_dim * dtype_block_bytes(dtype);
+  // fp8 caches keep one f32 scale per cached row (token x head) next to the values.
+  bool has_row_scales() const { return dtype == DType::kF8E4M3; }
+  int64_t block_bytes_per_layer() const {  // K + V of one block in one layer (+ row scales)
+    return (has_v ? 2 : 1) * num_kv_heads * block_size *
+           (head_dim * dtype_block_bytes(dtype) + (has_row_scales() ? 4 : 0));
   }
   int64_t total_bytes() const { return num_layers * num_blocks * block_bytes_per_layer(); }
 };
@@ -31,10 +34,21 @@ class KvStorage {
  public:
   static Result<KvStorage> allocate(const KvStorageSpec& spec);
   const KvStorageSpec& spec() const { return spec_; }
+  // Per layer: K values, V values, then (fp8 only) K and V row scales.
   std::byte* k(int64_t layer) { return base_ + layer * layer_bytes_; }
   // nullptr when the spec has no V.
-  std::byte* v(int64_t layer) {
-    return spec_.has_v ? base_ + layer * layer_bytes_ + layer_bytes_ / 2 : nullptr;
+  std::byte* v(int64_t layer) { return spec_.has_v ? k(layer) + values_bytes_ : nullptr; }
+  // [num_blocks][num_kv_heads][block_size] f32 scales of fp8 rows; nullptr for other dtypes (and
+  // v_scales without V).
+  float* k_scales(int64_t layer) {
+    return spec_.has_row_scales()
+               ? reinterpret_cast<float*>(k(layer) + (spec_.has_v ? 2 : 1) * values_bytes_)
+               : nullptr;
+  }
+  float* v_scales(int64_t layer) {
+    return spec_.has_row_scales() && spec_.has_v
+               ? k_scales(layer) + values_bytes_ / dtype_block_bytes(spec_.dtype) / spec_.head_dim
+               : nullptr;
   }
   int64_t bytes() const { return spec_.total_bytes(); }
 
@@ -46,6 +60,7 @@ class KvStorage {
  private:
   KvStorageSpec spec_;
   int64_t layer_bytes_ = 0;
+  int64_t values_bytes_ = 0;  // K (or V) values of one layer
   // One anonymous mapping: pages are committed (zeroed) by the OS on first touch, so a large pool
   // costs memory only as it fills.
   std::byte* base_ = nullptr;

@@ -61,6 +61,15 @@ class LlamaModel : public Model {
   int64_t weight_bytes_total() const override {
     return matmul_bytes_ + other_bytes_ + inactive_expert_bytes_;
   }
+  double forward_flops(int64_t num_tokens, int64_t sum_context,
+                       int64_t num_logit_rows) const override {
+    const ModelConfig& c = config_;
+    const double per_token_params =
+        static_cast<double>(qkv_dim_ + q_dim_) * c.hidden_size + 3.0 * c.intermediate_size * c.hidden_size;
+    const double attention = 4.0 * c.num_attention_heads * c.head_dim * static_cast<double>(sum_context);
+    return c.num_hidden_layers * (2.0 * per_token_params * num_tokens + attention) +
+           2.0 * num_logit_rows * c.vocab_size * c.hidden_size;
+  }
   int64_t parameter_count() const override { return params_; }
   int64_t workspace_bytes() const override {
     return static_cast<int64_t>(ws_.size()) + moe_ws_.bytes();

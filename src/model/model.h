@@ -25,9 +25,11 @@ struct KvSpec {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   bool has_v = true;
-  // Bytes per token for all layers (K and V) at `dtype`.
+  // Bytes per token for all layers (K and V) at `dtype`, with the f32 row scale of each fp8 row
+  // (as KvStorageSpec allocates them).
   int64_t bytes_per_token(DType dtype) const {
-    return num_layers * (has_v ? 2 : 1) * num_kv_heads * head_dim * dtype_block_bytes(dtype);
+    return num_layers * (has_v ? 2 : 1) * num_kv_heads *
+           (head_dim * dtype_block_bytes(dtype) + (dtype == DType::kF8E4M3 ? 4 : 0));
   }
 };
 
@@ -61,6 +63,10 @@ class Model {
 
   // Bytes of weights one decode step streams (all matmul weights incl. the LM head).
   virtual int64_t weight_bytes_per_token() const = 0;
+  // Floating-point operations of one forward pass over `num_tokens` tokens whose attention spans
+  // `sum_context` keys in all, returning `num_logit_rows` logits rows (2 per multiply-add).
+  virtual double forward_flops(int64_t num_tokens, int64_t sum_context,
+                               int64_t num_logit_rows) const = 0;
   // Bytes of all weights held in memory.
   virtual int64_t weight_bytes_total() const = 0;
   virtual int64_t parameter_count() const = 0;

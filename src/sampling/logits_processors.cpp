@@ -37,6 +37,7 @@ void PenaltyScratch::prepare(int64_t vocab_size) {
   if (static_cast<int64_t>(stamp.size()) != vocab_size) {
     stamp.assign(vocab_size, 0);
     count.assign(vocab_size, 0);
+    touched.reserve(vocab_size);  // at most every token once: no growth while generating
     epoch_ = 0;
   }
 }

@@ -16,6 +16,7 @@ void LogprobsComputer::compute(const float* x, int64_t n, int32_t token, int num
                                TokenLogprobs* out) {
   // Chunk maxima give the row maximum and let the top-k scan skip whole chunks.
   chunk_max_.resize((n + kChunk - 1) / kChunk);
+  heap_.reserve(std::max(num_top, 0));
   chunk_max(x, n, kChunk, chunk_max_.data());
   float m = kNegInf;
   for (float c : chunk_max_) m = c > m ? c : m;

@@ -10,8 +10,9 @@
 // one uniform per step; greedy rows consume none.
 //
 // Threads: with a pool, rows are split across its threads; each thread has its own scratch, and
-// every row's random draw is made before the split, so results do not depend on the threads. No allocation per
-// call once the scratch has grown to the vocabulary size (and the caller reuses its outputs).
+// every row's random draw is made before the split, so results do not depend on the threads.
+// No allocation per call once the scratch has grown to the vocabulary size (and the caller
+// reuses its outputs).
 #pragma once
 
 #include <cstdint>
@@ -68,7 +69,9 @@ class Sampler {
 
   // Prompt logprobs: for each row i of logits [target_ids.size(), vocab_size] (the model's output
   // at prompt position i), the logprob and rank of target_ids[i] (the prompt token that follows)
-  // and the num_top most likely tokens.
+  // and the num_top most likely tokens. As in vLLM the first prompt token has no entry (null in
+  // the response); a prompt of P tokens needs the logits of positions 0..P-2.
+  // Precondition: every target id is in [0, vocab_size) (validated at submit).
   void prompt_logprobs(const float* logits, std::span<const int32_t> target_ids, int num_top,
                        std::span<TokenLogprobs> out);
 

@@ -5,6 +5,8 @@
 namespace strata::sampling {
 namespace {
 
+constexpr size_t kTypicalPieceBytes = 256;
+
 bool contains(std::span<const int32_t> ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
@@ -74,6 +76,9 @@ StopStringMatcher::StopStringMatcher(std::vector<std::string> stop, bool include
       std::remove_if(stop_.begin(), stop_.end(), [](const std::string& s) { return s.empty(); }),
       stop_.end());
   for (const auto& s : stop_) max_len_ = std::max(max_len_, s.size());
+  // Room for typical streamed pieces, so feeding them does not allocate.
+  buf_.reserve(max_len_ + kTypicalPieceBytes);
+  out_.reserve(max_len_ + kTypicalPieceBytes);
 }
 
 StopStringMatcher::Update StopStringMatcher::feed(std::string_view text, bool can_stop) {

@@ -11,16 +11,16 @@ namespace strata::sampling {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-// top_k up to this finds the k-th logit with a heap; larger k uses nth_element on a copy.
+// top_k up to this finds the k-th logit with a heap; larger k counts tokens per bucket.
 constexpr int64_t kHeapTopKMax = 512;
 // When top_k / min_p leave at most this many tokens they form an explicit list; otherwise the draw
 // runs densely over the row.
 constexpr int64_t kListMax = 4096;
-// Dense top_p first tries this many of the most likely tokens before the radix select.
+// Dense top_p first tries this many of the most likely tokens before the bucket select.
 constexpr int64_t kTopPFirstTry = 64;
-// Buckets per level of the top_p select; a bucket with at most kRadixSortMax members is sorted.
-constexpr int64_t kRadixBuckets = 2048;
-constexpr int64_t kRadixSortMax = 2048;
+// Buckets per level of the top_p select; a bucket with at most kSelectSortMax members is sorted.
+constexpr int64_t kSelectBuckets = 2048;
+constexpr int64_t kSelectSortMax = 2048;
 // Values per chunk of the chunk maxima that let scans skip most of a row.
 constexpr int64_t kChunk = 64;
 // argmax takes chunk maxima this many chunks at a time (a stack buffer).
@@ -86,13 +86,13 @@ float TokenSelector::kth_largest(const float* x, int64_t n, int64_t k) {
   float hi = kNegInf;
   for (float c : chunk_max_) hi = c > hi ? c : hi;
   if (!(hi > kNegInf)) return kNegInf;  // nothing finite
-  const float scale = hi > lo ? static_cast<float>(kRadixBuckets) / (hi - lo) : 0.0f;
+  const float scale = hi > lo ? static_cast<float>(kSelectBuckets) / (hi - lo) : 0.0f;
   bucket_.resize(n);
-  bucket_indices_all(x, n, lo, scale, kRadixBuckets, bucket_.data());
-  counts_.assign(kRadixBuckets, 0);
+  bucket_indices_all(x, n, lo, scale, kSelectBuckets, bucket_.data());
+  counts_.assign(kSelectBuckets, 0);
   for (int64_t i = 0; i < n; ++i) counts_[bucket_[i]]++;
   int64_t above = 0, chosen = 0;
-  for (int64_t b = kRadixBuckets - 1; b >= 0; --b) {
+  for (int64_t b = kSelectBuckets - 1; b >= 0; --b) {
     if (above + counts_[b] >= k) {
       chosen = b;
       break;
@@ -164,24 +164,24 @@ void TokenSelector::cands_to_list() {
   use_list_ = true;
 }
 
-void TokenSelector::radix_top_p(const float* x, int64_t n, double target, float lo, float hi) {
+void TokenSelector::bucket_top_p(const float* x, int64_t n, double target, float lo, float hi) {
   // Find the token at which the best-first mass reaches target without sorting the row: bucket
   // the survivors linearly over their logit range (a mass histogram), keep the bucket where the
   // mass crosses target, and repeat on that bucket's members until few remain; sort those.
   // Bucketing is monotone in the logit, so every token of a higher bucket ranks first.
   double above = 0.0;  // mass of the tokens ranked before every remaining candidate
   auto choose = [&]() -> int64_t {
-    for (int64_t b = kRadixBuckets - 1; b >= 0; --b) {
+    for (int64_t b = kSelectBuckets - 1; b >= 0; --b) {
       if (hist_[b] > 0.0 && above + hist_[b] >= target) return b;
       above += hist_[b];
     }
     return -1;  // rounding left the target out of reach
   };
-  // Level 1 over the whole row; the spare bucket kRadixBuckets collects the dropped tokens.
-  float scale = hi > lo ? static_cast<float>(kRadixBuckets) / (hi - lo) : 0.0f;
+  // Level 1 over the whole row; the spare bucket kSelectBuckets collects the dropped tokens.
+  float scale = hi > lo ? static_cast<float>(kSelectBuckets) / (hi - lo) : 0.0f;
   bucket_.resize(n);
-  bucket_indices(x, w_.data(), n, lo, scale, kRadixBuckets, bucket_.data());
-  hist_.assign(kRadixBuckets + 1, 0.0);
+  bucket_indices(x, w_.data(), n, lo, scale, kSelectBuckets, bucket_.data());
+  hist_.assign(kSelectBuckets + 1, 0.0);
   for (int64_t i = 0; i < n; ++i) hist_[bucket_[i]] += w_[i];
   int64_t chosen = choose();
   if (chosen < 0) return;  // keep everything
@@ -191,7 +191,7 @@ void TokenSelector::radix_top_p(const float* x, int64_t n, double target, float 
   }
   // Narrow down while the bucket is large and splits further (members stay in id order).
   bool all_equal = false;
-  while (static_cast<int64_t>(cands_.size()) > kRadixSortMax) {
+  while (static_cast<int64_t>(cands_.size()) > kSelectSortMax) {
     lo = hi = cands_[0].x;
     for (const Cand& c : cands_) {
       lo = std::min(lo, c.x);
@@ -199,12 +199,14 @@ void TokenSelector::radix_top_p(const float* x, int64_t n, double target, float 
     }
     all_equal = lo == hi;
     if (all_equal) break;
-    scale = static_cast<float>(kRadixBuckets) / (hi - lo);
+    scale = static_cast<float>(kSelectBuckets) / (hi - lo);  // may be inf for a tiny range
     auto bucket = [&](float v) {
-      const int64_t b = static_cast<int64_t>((v - lo) * scale);
-      return b < kRadixBuckets ? b : kRadixBuckets - 1;
+      float b = (v - lo) * scale;
+      b = b > 0.0f ? b : 0.0f;  // NaN (0 * inf) -> 0
+      b = b < static_cast<float>(kSelectBuckets - 1) ? b : static_cast<float>(kSelectBuckets - 1);
+      return static_cast<int64_t>(b);
     };
-    hist_.assign(kRadixBuckets, 0.0);
+    hist_.assign(kSelectBuckets, 0.0);
     for (const Cand& c : cands_) hist_[bucket(c.x)] += c.w;
     const double above_before = above;
     chosen = choose();
@@ -261,7 +263,26 @@ bool TokenSelector::gather_list(const float* x, int64_t n, float m, float inv_t,
   return true;
 }
 
+void TokenSelector::reserve(int64_t n) {
+  if (n <= reserved_) return;
+  // Worst cases, so that steady-state sampling never allocates: a bucket (or nth_element set)
+  // can hold the whole row, lists hold at most kListMax tokens.
+  w_.reserve(n);
+  bucket_.reserve(n);
+  tmp_.reserve(n);
+  cands_.reserve(n);
+  chunk_max_.reserve((n + kChunk - 1) / kChunk);
+  block_sum_.reserve((n + kBlock - 1) / kBlock);
+  list_.reserve(kListMax);
+  list_w_.reserve(kListMax);
+  heap_.reserve(kHeapTopKMax);
+  hist_.reserve(kSelectBuckets + 1);
+  counts_.reserve(kSelectBuckets);
+  reserved_ = n;
+}
+
 bool TokenSelector::select(const float* x, int64_t n, const FilterParams& f) {
+  reserve(n);
   // Chunk maxima: the row maximum, and whole chunks skipped by the top_k / top_p scans.
   chunk_max_.resize((n + kChunk - 1) / kChunk);
   chunk_max(x, n, kChunk, chunk_max_.data());
@@ -306,13 +327,14 @@ bool TokenSelector::select(const float* x, int64_t n, const FilterParams& f) {
   // Every token with a weight lies in [max - 87.3 T, max] (exp underflows below); a little
   // slack keeps rounding inside, and bucket_indices clamps anyway.
   const float lo = std::max(threshold, m - 88.0f * f.temperature);
-  radix_top_p(x, n, target, std::min(lo, m), m);
+  bucket_top_p(x, n, target, std::min(lo, m), m);
   sum_blocks(n);
   return true;
 }
 
 int32_t TokenSelector::sample(const float* x, int64_t n, const FilterParams& f, double u) {
   if (!select(x, n, f)) return 0;
+  if (!(total_ > 0.0)) return argmax(x, n);  // only with +inf logits: every weight is 0 or NaN
   const double target = u * total_;
   if (use_list_) {
     double cum = 0.0;
@@ -356,6 +378,10 @@ void TokenSelector::distribution(const float* x, int64_t n, const FilterParams& 
   out->clear();
   if (!select(x, n, f)) {
     out->emplace_back(0, 1.0);
+    return;
+  }
+  if (!(total_ > 0.0)) {
+    out->emplace_back(argmax(x, n), 1.0);
     return;
   }
   if (use_list_) {

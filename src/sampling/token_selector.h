@@ -71,10 +71,14 @@ class TokenSelector {
   void cands_to_list();
   // Dense top_p: zeroes w_ outside the shortest best-first prefix whose mass reaches target.
   // Every token with a weight has its logit in [lo, hi].
-  void radix_top_p(const float* x, int64_t n, double target, float lo, float hi);
+  void bucket_top_p(const float* x, int64_t n, double target, float lo, float hi);
   // block_sum_ and total_ from w_.
   void sum_blocks(int64_t n);
 
+  // Grows every buffer to its worst case for rows of n tokens (once per vocabulary size).
+  void reserve(int64_t n);
+
+  int64_t reserved_ = 0;
   bool use_list_ = false;
   double total_ = 0.0;             // sum of the kept weights
   std::vector<float> w_;           // [n] dense weights (0 = dropped)

@@ -62,11 +62,14 @@ TEST(EngineTest, AbortFreesBlocksAtOnce) {
   ASSERT_TRUE(s.ok());
   auto first = (*s)->next();  // generation has started
   ASSERT_TRUE(first.has_value());
+  // Stats are published after each step: wait for the one that produced the first token.
+  for (int i = 0; i < 400 && client->stats().kv_blocks_referenced == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_GT(client->stats().kv_blocks_referenced, 0);
   client->abort("long");
   auto rest = collect(**s);
   EXPECT_EQ(rest[0].finish_reason, "abort");
-  for (int i = 0; i < 100 && client->stats().kv_blocks_referenced != 0; ++i)
+  for (int i = 0; i < 400 && client->stats().kv_blocks_referenced != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(client->stats().kv_blocks_referenced, 0);
   EXPECT_EQ(client->stats().requests_finished_abort, 1);

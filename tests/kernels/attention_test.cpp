@@ -21,7 +21,7 @@ struct Fixture {
   std::vector<int> seq_lens, q_lens;
   std::vector<int> ids;  // data identity of each sequence (defaults to its index)
   int64_t max_blocks = 0;
-  AlignedBuffer k, v;
+  AlignedBuffer k, v, ks, vs;
   PagedKvLayer kv;
   std::vector<int32_t> block_tables, query_start;
   std::vector<float> q;
@@ -38,7 +38,12 @@ struct Fixture {
     k.resize(num_blocks * row);
     v.resize(num_blocks * row);
     kv = {dtype, block_size, num_kv_heads, head_dim, k.data(), v.data(), 1.0f, 1.0f};
-    if (dtype == DType::kF8E4M3) kv.k_scale = kv.v_scale = 0.05f;
+    if (dtype == DType::kF8E4M3) {
+      ks.resize(num_blocks * num_kv_heads * block_size * 4);
+      vs.resize(num_blocks * num_kv_heads * block_size * 4);
+      kv.k_row_scale = ks.as<float>();
+      kv.v_row_scale = vs.as<float>();
+    }
     block_tables.assign(num_seqs * max_blocks, 0);
     // Scrambled physical blocks (block 0 unused, like a null block).
     int64_t next = 1;

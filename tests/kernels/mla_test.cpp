@@ -27,6 +27,7 @@ struct MlaCase {
   int64_t row() const { return rank + rope; }
   int64_t blocks_per_seq = 0;
   std::vector<std::byte> cache;
+  std::vector<float> row_scales;  // fp8: one per cached row
   PagedKvLayer kv;
   std::vector<int32_t> query_start, seq_lens, tables;
   std::vector<int64_t> slots;
@@ -39,7 +40,9 @@ struct MlaCase {
     blocks_per_seq = (max_len + block_size - 1) / block_size;
     const int64_t num_blocks = S * blocks_per_seq + 1;
     cache.assign(num_blocks * block_size * row() * dtype_block_bytes(dtype), std::byte{0});
-    kv = {dtype, block_size, 1, row(), cache.data(), nullptr, 1.0f, 1.0f};
+    row_scales.assign(num_blocks * block_size, 0.0f);
+    kv = {dtype, block_size, 1, row(), cache.data(), nullptr, 1.0f, 1.0f,
+          dtype == DType::kF8E4M3 ? row_scales.data() : nullptr, nullptr};
     tables.resize(S * blocks_per_seq);
     for (int s = 0; s < S; ++s)
       for (int64_t b = 0; b < blocks_per_seq; ++b)
@@ -188,19 +191,29 @@ TEST(MlaKvWrite, StoresLatentThenRotaryKeyInTheCacheDtype) {
   const int64_t r = 16, rope = 8, D = r + rope, bs = 4;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     std::vector<std::byte> cache(3 * bs * D * dtype_block_bytes(dtype));
+    std::vector<float> row_scales(3 * bs, 0.0f);
     PagedKvLayer kv{dtype, bs, 1, D, cache.data(), nullptr, 1.0f, 1.0f};
-    if (dtype == DType::kF8E4M3) kv.k_scale = 0.5f;
-    auto lat = random_vector(3 * r, 1, 2.0f), pe = random_vector(3 * rope, 2, 2.0f);
+    if (dtype == DType::kF8E4M3) {
+      kv.k_scale = 0.5f;
+      kv.k_row_scale = row_scales.data();
+    }
+    auto lat = random_vector(3 * r, 1, 2.0f), pe = random_vector(3 * rope, 2, 20.0f);
     const int64_t slots[] = {9, -1, 4};
     mla_kv_write(lat.data(), r, pe.data(), rope, 3, r, slots, kv);
     for (int i : {0, 2}) {
       std::vector<float> row(D);
       dequantize_row(dtype, cache.data() + kv.offset(slots[i], 0), row.data(), D);
+      float amax = 0;
+      for (int64_t e = 0; e < D; ++e)
+        amax = std::max(amax, std::fabs(e < r ? lat[i * r + e] : pe[i * rope + e - r]));
+      const float rs = dtype == DType::kF8E4M3 ? row_scales[kv.row_index(slots[i], 0)] : 1.0f;
+      if (dtype == DType::kF8E4M3) EXPECT_FLOAT_EQ(rs * kv.k_scale * kFp8E4M3Max, amax);
       for (int64_t e = 0; e < D; ++e) {
         const float want = e < r ? lat[i * r + e] : pe[i * rope + e - r];
-        const float got = row[e] * kv.k_scale;
+        const float got = row[e] * rs * kv.k_scale;
         const float tol = dtype == DType::kF32 ? 0 : (dtype == DType::kBF16 ? 1e-2f : 0.07f);
-        ASSERT_NEAR(got, want, tol * std::fabs(want) + 1e-3f) << dtype_name(dtype) << " " << e;
+        ASSERT_NEAR(got, want, tol * std::fabs(want) + amax * 1e-3f)
+            << dtype_name(dtype) << " " << e;
       }
     }
     // The padding token's slot (-1) wrote nothing: block 0 slot 1 is still zero.

@@ -52,7 +52,7 @@ TEST(DeepseekModel, KvCacheHoldsOnlyTheLatentAndRotaryKey) {
   EXPECT_EQ(kv.head_dim, 32 + 8);  // kv_lora_rank + qk_rope_head_dim
   EXPECT_FALSE(kv.has_v);
   EXPECT_EQ(kv.bytes_per_token(DType::kBF16), 3 * 40 * 2);
-  EXPECT_EQ(kv.bytes_per_token(DType::kF8E4M3), 3 * 40);
+  EXPECT_EQ(kv.bytes_per_token(DType::kF8E4M3), 3 * (40 + 4));  // + an f32 scale per row
   // Per-head K and V of the same attention would be 2 x 5 heads x (16 + 8 | 16) values.
   EXPECT_EQ(m.model->weight_dtype(), DType::kF8E4M3);
 }

@@ -25,7 +25,7 @@ class ModelHarness {
     storage_ = std::move(st).value();
     for (int64_t l = 0; l < s.num_layers; ++l)
       layers_.push_back({kv_dtype, block_size, s.num_kv_heads, s.head_dim, storage_.k(l),
-                         storage_.v(l), 1.0f, 1.0f});
+                         storage_.v(l), 1.0f, 1.0f, storage_.k_scales(l), storage_.v_scales(l)});
     // Sequence i owns blocks in a scrambled order (block 0 is never used).
     tables_.resize(num_seqs * blocks_per_seq_);
     for (int i = 0; i < num_seqs; ++i)

@@ -132,6 +132,12 @@ TEST(TokenSelectorTest, NeverPicksNaNOrMaskedTokens) {
   EXPECT_EQ(sel.sample(x.data(), 5, {}, 0.7), 3);
   const std::vector<float> dead = {kNegInf, kNaN};
   EXPECT_EQ(sel.sample(dead.data(), 2, {}, 0.5), 0);
+  // A +inf logit (a broken model) is taken, never a token with no weight.
+  const std::vector<float> inf = {0.0f, 1.0f, std::numeric_limits<float>::infinity(), 2.0f};
+  for (const FilterParams& f :
+       {FilterParams{}, FilterParams{.top_k = 2}, FilterParams{.top_p = 0.5f}}) {
+    EXPECT_EQ(sel.sample(inf.data(), 4, f, 0.7), 2);
+  }
 }
 
 TEST(TokenSelectorTest, MatchesFullSortReferenceOnEveryPath) {

@@ -1,0 +1,94 @@
+// Drives the real `strata chat-template` binary: the golden Qwen3 renders (with and without
+// thinking), tools from a request-shaped file, and clear failures.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+
+#include "core/file_util.h"
+#include "core/json.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+};
+
+// Runs `strata ARGS` with stderr folded into the captured output.
+CliRun run_strata(const std::string& args) {
+  std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>&1";
+  CliRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/strata_chat_cli_XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+TEST(ChatTemplateCli, RendersGoldenConversations) {
+  STRATA_REQUIRE_SHARED("golden/chat_templates.json");
+  auto text = read_file(testing::shared_data_path("golden/chat_templates.json"));
+  ASSERT_TRUE(text.ok());
+  auto golden = parse_ordered_json(*text, "golden");
+  ASSERT_TRUE(golden.ok());
+  std::string dir = temp_dir();
+  int checked = 0;
+  for (const auto& r : (*golden)["renders"]) {
+    if (r["tokenizer_config"] != "tokenizers/qwen3/tokenizer_config.json") continue;
+    OrderedJson request = {{"messages", r["messages"]}};
+    if (r.contains("tools")) request["tools"] = r["tools"];
+    ASSERT_TRUE(write_file(dir + "/request.json", request.dump()).ok());
+    std::string args = "chat-template " + testing::shared_data_path("tokenizers/qwen3") +
+                       " --messages " + dir + "/request.json";
+    if (r["add_generation_prompt"].get<bool>()) args += " --add-generation-prompt";
+    if (!r["extra"].empty()) args += " --kwargs '" + r["extra"].dump() + "'";
+    CliRun run = run_strata(args);
+    EXPECT_EQ(run.exit_code, 0) << run.out;
+    EXPECT_EQ(run.out, r["expected"].get<std::string>()) << r["case"];
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
+}
+
+TEST(ChatTemplateCli, ErrorsAreClearAndExitNonZero) {
+  std::string dir = temp_dir();
+  ASSERT_TRUE(write_file(dir + "/msgs.json", R"([{"role": "user", "content": "hi"}])").ok());
+  CliRun missing = run_strata("chat-template " + dir + " --messages " + dir + "/msgs.json");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.out.find("has no chat template"), std::string::npos) << missing.out;
+
+  ASSERT_TRUE(write_file(dir + "/bad.jinja",
+                         "{% if messages %}\n{{ messages[0].content + 1 }}\n{% endif %}")
+                  .ok());
+  CliRun bad = run_strata("chat-template " + dir + " --messages " + dir +
+                          "/msgs.json --chat-template " + dir + "/bad.jinja");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("template error at line 2: can only concatenate str (not \"int\") to str"),
+            std::string::npos)
+      << bad.out;
+
+  CliRun bad_json = run_strata("chat-template " + dir + " --messages " + dir +
+                               "/bad.jinja --chat-template " + dir + "/bad.jinja");
+  EXPECT_EQ(bad_json.exit_code, 1);
+  EXPECT_NE(bad_json.out.find("is not valid JSON"), std::string::npos) << bad_json.out;
+
+  CliRun no_messages = run_strata("chat-template " + dir);
+  EXPECT_EQ(no_messages.exit_code, 2);
+  EXPECT_NE(no_messages.out.find("--messages FILE is required"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
