@@ -81,8 +81,8 @@ int run(const Args& args) {
   const int64_t block = 16;
   const int64_t blocks_per_seq = (max_len + block - 1) / block;
   DType kv_dtype = kv_dtype_for(args.get("kv-cache-dtype"), model.weight_dtype());
-  auto storage = KvStorage::allocate(
-      {ks.num_layers, batch * blocks_per_seq + 1, block, ks.num_kv_heads, ks.head_dim, kv_dtype});
+  auto storage = KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block,
+                                      ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v});
   if (!storage.ok()) {
     std::fprintf(stderr, "strata bench latency: %s\n", storage.status().message().c_str());
     return 1;
@@ -166,6 +166,8 @@ int run(const Args& args) {
   std::printf("decode: %.1f tokens/s (%.2f ms per step)\n", decode_tps, 1e3 / steps_per_s);
   std::printf("weight bytes per decode step: %s\n",
               format_bytes(model.weight_bytes_per_token()).c_str());
+  std::printf("KV bytes per token: %lld (%s)\n",
+              static_cast<long long>(ks.bytes_per_token(kv_dtype)), dtype_name(kv_dtype));
   std::printf("measured read bandwidth: %.2f GB/s\n", bw / 1e9);
   std::printf("decode bandwidth utilisation = %.3f\n", util);
   if (peak > 0) {

@@ -175,8 +175,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in) {
                    << format_bytes(plan.weight_bytes) << ", activation workspace "
                    << format_bytes(plan.workspace_bytes) << " (max_num_batched_tokens "
                    << sc.max_num_batched_tokens << "), KV cache " << format_bytes(plan.kv_bytes)
-                   << " (" << dtype_name(kv_dtype) << ", " << plan.kv_bytes_per_token
-                   << " bytes per token)";
+                   << " (" << dtype_name(kv_dtype) << ")";
+  STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
+                   << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
+                   << " x " << ks.head_dim << " values, " << dtype_name(kv_dtype) << ")";
   STRATA_LOG(INFO) << "KV cache: " << plan.num_blocks << " blocks x " << plan.block_size
                    << " tokens = " << plan.num_tokens() << " tokens; max_model_len "
                    << sc.max_model_len << ", max_num_seqs " << sc.max_num_seqs
@@ -184,7 +186,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in) {
 
   STRATA_ASSIGN_OR_RETURN(e->storage_,
                           KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
-                                               ks.num_kv_heads, ks.head_dim, kv_dtype}));
+                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v}));
   STRATA_ASSIGN_OR_RETURN(e->scheduler_,
                           sched::Scheduler::create(sc, c.cache, plan.num_blocks + 1));
   sampling::SamplerConfig samp;

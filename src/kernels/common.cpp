@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/logging.h"
+#include "kernels/fp8_matmul.h"
 #include "kernels/kernel_impl.h"
 
 namespace strata {
@@ -109,17 +110,30 @@ KernelVariant best_kernel_variant() {
                                                         : KernelVariant::kPortable;
 }
 
+// The portable and AVX2 tables send F8E4M3 weights to the FP8 kernels (kernels/fp8_matmul.h);
+// the reference matmul reads any storage through PackedWeight::at().
 const KernelOps& kernel_ops(KernelVariant v) {
   switch (v) {
     case KernelVariant::kReference:
       return kernels::reference::kOps;
     case KernelVariant::kPortable:
-      return kernels::portable::kOps;
+      return kernels::portable_ops_with_fp8();
     case KernelVariant::kAvx2:
       STRATA_CHECK(kernel_variant_supported(v)) << "AVX2 kernels on a CPU without AVX2/FMA/F16C";
-      return kernels::avx2::kOps;
+      return kernels::avx2_ops_with_fp8();
   }
-  return kernels::portable::kOps;
+  return kernels::portable_ops_with_fp8();
+}
+
+KernelVariant kernel_variant_of(const KernelOps& ops) {
+  if (&ops == &kernels::reference::kOps) return KernelVariant::kReference;
+  if (&ops == &kernels::portable_ops_with_fp8()) return KernelVariant::kPortable;
+  if (kernel_variant_supported(KernelVariant::kAvx2) && &ops == &kernels::avx2_ops_with_fp8())
+    return KernelVariant::kAvx2;
+  std::string name = ops.name;
+  if (name == "reference") return KernelVariant::kReference;
+  if (name == "avx2" && kernel_variant_supported(KernelVariant::kAvx2)) return KernelVariant::kAvx2;
+  return KernelVariant::kPortable;
 }
 
 }  // namespace strata

@@ -19,6 +19,8 @@ namespace strata {
 // in `dtype` (F32, F16, BF16 or F8E4M3). Slot s = block * block_size + i. An fp8 cache stores each
 // row (one token, one head) as e4m3 values of value / row_scale, with row_scale = max|value| / 448
 // kept in k_row_scale / v_row_scale ([num_blocks][num_kv_heads][block_size] f32).
+// v (and v_row_scale) is null for caches without values (MLA: one latent + rotary-key row per
+// token in k; see kernels/mla.h); kv_write and attention need both.
 struct PagedKvLayer {
   DType dtype = DType::kF32;
   int64_t block_size = 16;
@@ -102,6 +104,9 @@ struct KernelOps {
 enum class KernelVariant { kReference, kPortable, kAvx2 };
 
 const KernelOps& kernel_ops(KernelVariant variant);
+// The variant a table belongs to (kernels outside KernelOps, such as kernels/mla.h, dispatch on
+// it); tables not from kernel_ops() are matched by name.
+KernelVariant kernel_variant_of(const KernelOps& ops);
 // AVX2 when this CPU has AVX2+FMA+F16C, else portable. STRATA_KERNELS=portable|avx2|reference
 // overrides.
 KernelVariant best_kernel_variant();

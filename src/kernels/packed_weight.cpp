@@ -15,6 +15,15 @@ Result<PackedWeight> PackedWeight::pack(const void* src, DType src_dtype, int64_
 
 Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, int64_t k,
                                              DType storage) {
+  if (storage == DType::kF8E4M3) {  // quantised here with DeepSeek's 128 x 128 blocks
+    std::vector<Fp8Part> fp8;
+    for (int i = 0; i < num_parts; ++i) {
+      if (parts[i].dtype == DType::kF8E4M3)
+        return invalid_argument("FP8 weights need their block scales (use pack_fp8_rows)");
+      fp8.push_back({parts[i].data, parts[i].dtype, parts[i].n, nullptr});
+    }
+    return pack_fp8_rows(fp8.data(), num_parts, k, 128, 128);
+  }
   if (storage != DType::kF32 && storage != DType::kF16 && storage != DType::kBF16 &&
       storage != DType::kQ8_0)
     return unimplemented(std::string("matmul weights cannot be stored as ") + dtype_name(storage));
@@ -80,6 +89,14 @@ float PackedWeight::at(int64_t row, int64_t col) const {
   STRATA_DCHECK(row < n_ && col < k_);
   int64_t p = row / kPanelRows, lane = row % kPanelRows;
   const std::byte* pan = panel(p);
+  if (dtype_ == DType::kF8E4M3) {
+    const std::byte* blk = pan + fp8_block_offset(col / fp8_block_k_);
+    float scale;
+    std::memcpy(&scale, blk + lane * 4, 4);
+    const auto q =
+        static_cast<uint8_t>(blk[kFp8ScaleBytes + (col % fp8_block_k_) * kPanelRows + lane]);
+    return fp8_e4m3_to_f32(q) * scale;
+  }
   if (dtype_ == DType::kQ8_0) {
     const std::byte* blk = pan + (col / 32) * kQ8PanelBlockBytes;
     uint16_t d;

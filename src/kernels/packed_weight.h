@@ -5,6 +5,11 @@
 //   F32/F16/BF16:  element (row, col) at panel = row/16, offset (panel*k + col)*16 + row%16
 //   Q8_0:          per panel and per 32-column block: 16 f16 scales, then 32x16 int8 (col-major
 //                  within the block as above): value = scale[row] * q. k must be a multiple of 32.
+//   F8E4M3:        block-scaled FP8 (DeepSeek/Qwen FP8 checkpoints: e4m3 weights with one f32
+//                  `weight_scale_inv` per block_n x block_k block). Per panel and per block of
+//                  fp8_block_k() columns (the last may be shorter): 16 f32 scales (each row's
+//                  block scale), then cols x 16 e4m3 bytes: value = scale[row] * e4m3. Panels are
+//                  padded to 64 bytes. Kernels in kernels/fp8_matmul*.cpp.
 // Rows past n in the last panel are zero. Every kernel computes each output element as one
 // sequential chain of fused multiply-adds over k = 0..k-1 from the same f32 weight values, so a
 // token's result never depends on the batch it is in, how many rows were computed, or the thread
@@ -38,14 +43,37 @@ class PackedWeight {
   };
   static Result<PackedWeight> pack_rows(const Part* parts, int num_parts, int64_t k, DType storage);
 
+  // F8E4M3 block-scaled weight from parts stacked as rows (kernels/fp8_weight.cpp). An F8E4M3
+  // part comes with its checkpoint scales: `scales` row-major [ceil(n / block_n),
+  // ceil(k / block_k)], value = e4m3 * scale. Any other float part is quantised here, each
+  // block_n x block_k block with scale = amax / 448. block_k must be a multiple of 16.
+  struct Fp8Part {
+    const void* data;
+    DType dtype;
+    int64_t n;
+    const float* scales = nullptr;  // F8E4M3 parts only
+  };
+  static Result<PackedWeight> pack_fp8_rows(const Fp8Part* parts, int num_parts, int64_t k,
+                                            int64_t block_n, int64_t block_k);
+
   DType dtype() const { return dtype_; }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   int64_t num_panels() const { return (n_ + kPanelRows - 1) / kPanelRows; }
   // Bytes of one panel (all k).
   int64_t panel_bytes() const {
+    if (dtype_ == DType::kF8E4M3)
+      return (fp8_num_blocks() * kFp8ScaleBytes + k_ * kPanelRows + 63) / 64 * 64;
     return dtype_ == DType::kQ8_0 ? (k_ / 32) * kQ8PanelBlockBytes
                                   : k_ * kPanelRows * dtype_block_bytes(dtype_);
+  }
+  // F8E4M3: columns per scale block, the number of column blocks, and the byte offset of column
+  // block b inside a panel (its 16 scales, then its bytes).
+  static constexpr int64_t kFp8ScaleBytes = kPanelRows * 4;
+  int64_t fp8_block_k() const { return fp8_block_k_; }
+  int64_t fp8_num_blocks() const { return (k_ + fp8_block_k_ - 1) / fp8_block_k_; }
+  int64_t fp8_block_offset(int64_t b) const {
+    return b * (kFp8ScaleBytes + fp8_block_k_ * kPanelRows);
   }
   const std::byte* panel(int64_t p) const { return data_.data() + p * panel_bytes(); }
   // Bytes a matmul streams per token when reading every weight once.
@@ -57,6 +85,7 @@ class PackedWeight {
  private:
   DType dtype_ = DType::kF32;
   int64_t n_ = 0, k_ = 0;
+  int64_t fp8_block_k_ = 1;  // F8E4M3 only
   AlignedBuffer data_;
 };
 

@@ -1,6 +1,6 @@
 // The KV cache tensors: per layer, K and V as [num_blocks][num_kv_heads][block_size][head_dim]
-// in the cache dtype. The only file of kv/ that holds tensor data; the bookkeeping (which block
-// belongs to whom) never touches it.
+// in the cache dtype (K only when the spec has no V, as for MLA's latent cache). The only file of
+// kv/ that holds tensor data; the bookkeeping (which block belongs to whom) never touches it.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +19,12 @@ struct KvStorageSpec {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   DType dtype = DType::kF32;  // F32, F16, BF16 or F8E4M3
+  bool has_v = true;          // false: K entries only (MLA)
 
   // fp8 caches keep one f32 scale per cached row (token x head) next to the values.
   bool has_row_scales() const { return dtype == DType::kF8E4M3; }
   int64_t block_bytes_per_layer() const {  // K + V of one block in one layer (+ row scales)
-    return 2 * num_kv_heads * block_size *
+    return (has_v ? 2 : 1) * num_kv_heads * block_size *
            (head_dim * dtype_block_bytes(dtype) + (has_row_scales() ? 4 : 0));
   }
   int64_t total_bytes() const { return num_layers * num_blocks * block_bytes_per_layer(); }
@@ -35,14 +36,17 @@ class KvStorage {
   const KvStorageSpec& spec() const { return spec_; }
   // Per layer: K values, V values, then (fp8 only) K and V row scales.
   std::byte* k(int64_t layer) { return base_ + layer * layer_bytes_; }
-  std::byte* v(int64_t layer) { return k(layer) + values_bytes_; }
-  // [num_blocks][num_kv_heads][block_size] f32 scales of fp8 rows; nullptr for other dtypes.
+  // nullptr when the spec has no V.
+  std::byte* v(int64_t layer) { return spec_.has_v ? k(layer) + values_bytes_ : nullptr; }
+  // [num_blocks][num_kv_heads][block_size] f32 scales of fp8 rows; nullptr for other dtypes (and
+  // v_scales without V).
   float* k_scales(int64_t layer) {
-    return spec_.has_row_scales() ? reinterpret_cast<float*>(k(layer) + 2 * values_bytes_)
-                                  : nullptr;
+    return spec_.has_row_scales()
+               ? reinterpret_cast<float*>(k(layer) + (spec_.has_v ? 2 : 1) * values_bytes_)
+               : nullptr;
   }
   float* v_scales(int64_t layer) {
-    return spec_.has_row_scales()
+    return spec_.has_row_scales() && spec_.has_v
                ? k_scales(layer) + values_bytes_ / dtype_block_bytes(spec_.dtype) / spec_.head_dim
                : nullptr;
   }

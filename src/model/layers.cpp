@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/fp8.h"
+
 namespace strata {
 
 std::string tensor_name(const TensorName& name, TensorNaming naming, int64_t layer) {
@@ -24,16 +26,91 @@ DType matmul_storage(std::optional<DType> requested, DType tensor_dtype) {
   }
 }
 
+namespace {
+
+// The block scales of an FP8 checkpoint tensor ([ceil(rows / block_n), ceil(k / block_k)]).
+Result<std::vector<float>> load_fp8_scales(WeightSource& src, const std::string& name, int64_t rows,
+                                           int64_t k, const Fp8Quantization& fp8) {
+  const std::string scale_name = name + "_scale_inv";
+  const int64_t sn = fp8_block_count(rows, fp8.block_n), sk = fp8_block_count(k, fp8.block_k);
+  if (!src.has(scale_name))
+    return invalid_argument("FP8 tensor '" + name + "' in '" + src.describe() + "' has no '" +
+                            scale_name + "' (block scales)");
+  STRATA_ASSIGN_OR_RETURN(io::TensorRef s, src.get(scale_name, {sn, sk}));
+  if (!dtype_is_float(s.dtype) || s.dtype == DType::kF8E4M3 || s.dtype == DType::kQ8_0 ||
+      s.dtype == DType::kF64)
+    return unimplemented("block scales '" + scale_name + "' have dtype " + dtype_name(s.dtype));
+  std::vector<float> v(sn * sk);
+  dequantize_row(s.dtype, s.data, v.data(), sn * sk);
+  return v;
+}
+
+Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPart>& parts,
+                                     const std::vector<io::TensorRef>& tensors, int64_t k,
+                                     int64_t layer, std::optional<DType> storage,
+                                     const Fp8Quantization& fp8) {
+  std::vector<std::vector<float>> scales(parts.size());
+  std::vector<PackedWeight::Fp8Part> fp8_parts;
+  bool all_fp8 = true;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const io::TensorRef& t = tensors[i];
+    if (t.dtype == DType::kF8E4M3) {
+      STRATA_ASSIGN_OR_RETURN(scales[i], load_fp8_scales(src, t.name, parts[i].rows, k, fp8));
+    } else {
+      all_fp8 = false;
+    }
+    fp8_parts.push_back(
+        {t.data, t.dtype, parts[i].rows, scales[i].empty() ? nullptr : scales[i].data()});
+  }
+  std::string what = "'";
+  what += tensor_name(parts[0].name, src.naming(), layer);
+  what += "' from ";
+  what += src.describe();
+  if (all_fp8 || storage == DType::kF8E4M3) {
+    auto w = PackedWeight::pack_fp8_rows(fp8_parts.data(), static_cast<int>(fp8_parts.size()), k,
+                                         fp8.block_n, fp8.block_k);
+    if (!w.ok()) return w.status().with_context("packing " + what);
+    return w;
+  }
+  // FP8 fused with non-FP8 parts: dequantise the FP8 ones and pack all as the float storage.
+  std::vector<std::vector<float>> dense(parts.size());
+  std::vector<PackedWeight::Part> float_parts;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (tensors[i].dtype == DType::kF8E4M3) {
+      dense[i].resize(parts[i].rows * k);
+      dequantize_fp8_blocks(reinterpret_cast<const uint8_t*>(tensors[i].data), scales[i].data(),
+                            parts[i].rows, k, fp8.block_n, fp8.block_k, dense[i].data());
+      float_parts.push_back({dense[i].data(), DType::kF32, parts[i].rows});
+    } else {
+      float_parts.push_back({tensors[i].data, tensors[i].dtype, parts[i].rows});
+    }
+  }
+  DType st = matmul_storage(storage, DType::kBF16);
+  if (st == DType::kQ8_0 && k % 32 != 0) st = DType::kBF16;
+  auto w = PackedWeight::pack_rows(float_parts.data(), static_cast<int>(float_parts.size()), k, st);
+  if (!w.ok()) return w.status().with_context("packing " + what);
+  return w;
+}
+
+}  // namespace
+
 Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
-                                 int64_t layer, std::optional<DType> storage) {
+                                 int64_t layer, std::optional<DType> storage,
+                                 const Fp8Quantization& fp8) {
   std::vector<PackedWeight::Part> packed_parts;
+  std::vector<io::TensorRef> tensors;
   std::optional<DType> first_dtype;
+  bool any_fp8 = false;
   for (const RowPart& p : parts) {
     std::string name = tensor_name(p.name, src.naming(), layer);
     STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(name, {p.rows, k}));
     packed_parts.push_back({t.data, t.dtype, p.rows});
     if (!first_dtype) first_dtype = t.dtype;
+    any_fp8 = any_fp8 || t.dtype == DType::kF8E4M3;
+    tensors.push_back(std::move(t));
   }
+  if (any_fp8 || storage == DType::kF8E4M3)
+    return load_fp8_packed(src, parts, tensors, k, layer, storage, fp8);
   // Fused parts share one storage type: the requested one, else the first part's.
   DType st = matmul_storage(storage, *first_dtype);
   if (st == DType::kQ8_0 && k % 32 != 0) st = DType::kBF16;
@@ -43,6 +120,27 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
     return w.status().with_context("packing '" + tensor_name(parts[0].name, src.naming(), layer) +
                                    "' from " + src.describe());
   return w;
+}
+
+Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& name, int64_t n,
+                                           int64_t k, int64_t layer, const Fp8Quantization& fp8) {
+  const std::string full = tensor_name(name, src.naming(), layer);
+  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {n, k}));
+  std::vector<float> out(n * k);
+  if (t.dtype == DType::kF8E4M3) {
+    STRATA_ASSIGN_OR_RETURN(auto scales, load_fp8_scales(src, full, n, k, fp8));
+    dequantize_fp8_blocks(reinterpret_cast<const uint8_t*>(t.data), scales.data(), n, k,
+                          fp8.block_n, fp8.block_k, out.data());
+    return out;
+  }
+  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 ||
+      (t.dtype == DType::kQ8_0 && k % 32 != 0))
+    return unimplemented("tensor '" + full + "' in '" + src.describe() + "' has dtype " +
+                         dtype_name(t.dtype) + ", which cannot be used as a matrix");
+  const int64_t row_bytes = dtype_bytes(t.dtype, k);
+  for (int64_t r = 0; r < n; ++r)
+    dequantize_row(t.dtype, t.data + r * row_bytes, out.data() + r * k, k);
+  return out;
 }
 
 Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name, int64_t n,

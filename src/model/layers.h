@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/packed_weight.h"
+#include "model/model_config.h"
 #include "model/weight_source.h"
 
 namespace strata {
@@ -28,12 +29,22 @@ std::string tensor_name(const TensorName& name, TensorNaming naming, int64_t lay
 DType matmul_storage(std::optional<DType> requested, DType tensor_dtype);
 
 // Loads and packs one or more [n_i, k] tensors stacked as rows of one weight (fused QKV, gate/up).
+// FP8 checkpoint tensors (F8E4M3 with a sibling `<name>_scale_inv` of fp8 blocks) stay FP8 with
+// their scales whatever `storage` says; `storage` F8E4M3 quantises float tensors into fp8 blocks
+// (dummy weights of FP8 models).
 struct RowPart {
   TensorName name;
   int64_t rows;
 };
 Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
-                                 int64_t layer, std::optional<DType> storage);
+                                 int64_t layer, std::optional<DType> storage,
+                                 const Fp8Quantization& fp8 = {});
+
+// Loads a [n, k] tensor as a row-major f32 matrix (FP8 checkpoint tensors dequantised with their
+// `_scale_inv` block scales).
+Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& name, int64_t n,
+                                           int64_t k, int64_t layer,
+                                           const Fp8Quantization& fp8 = {});
 
 // Loads a 1-D tensor (norm weight, bias) as f32; `init` is what dummy weights use.
 Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name, int64_t n,

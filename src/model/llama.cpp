@@ -7,6 +7,7 @@
 #include "core/aligned_buffer.h"
 #include "core/check.h"
 #include "model/layers.h"
+#include "model/moe.h"
 #include "model/rope.h"
 
 namespace strata {
@@ -39,6 +40,7 @@ constexpr TensorName kRopeFreqs{"", "rope_freqs.weight"};
 struct Layer {
   std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, qkv_bias;
   PackedWeight qkv, o, gate_up, down;
+  std::optional<MoeBlock> moe;  // Mixtral / Qwen-MoE layers (model/moe.h) instead of gate_up/down
 };
 
 class LlamaModel : public Model {
@@ -56,7 +58,9 @@ class LlamaModel : public Model {
   Status compute_logits(std::span<const int32_t> rows, const KernelOps& ops,
                         float* logits) override;
   int64_t weight_bytes_per_token() const override { return matmul_bytes_; }
-  int64_t weight_bytes_total() const override { return matmul_bytes_ + other_bytes_; }
+  int64_t weight_bytes_total() const override {
+    return matmul_bytes_ + other_bytes_ + inactive_expert_bytes_;
+  }
   double forward_flops(int64_t num_tokens, int64_t sum_context,
                        int64_t num_logit_rows) const override {
     const ModelConfig& c = config_;
@@ -67,7 +71,9 @@ class LlamaModel : public Model {
            2.0 * num_logit_rows * c.vocab_size * c.hidden_size;
   }
   int64_t parameter_count() const override { return params_; }
-  int64_t workspace_bytes() const override { return static_cast<int64_t>(ws_.size()); }
+  int64_t workspace_bytes() const override {
+    return static_cast<int64_t>(ws_.size()) + moe_ws_.bytes();
+  }
   DType weight_dtype() const override { return lm_head_.dtype(); }
 
  private:
@@ -83,6 +89,9 @@ class LlamaModel : public Model {
   std::optional<RopeTable> rope_;
   WorkspaceLimits limits_;
   int64_t matmul_bytes_ = 0, other_bytes_ = 0, params_ = 0;
+  int64_t inactive_expert_bytes_ = 0;  // MoE: expert weights a token does not read
+  std::optional<MoeSpec> moe_spec_;
+  MoeWorkspace moe_ws_;
   int64_t q_dim_ = 0, kv_dim_ = 0, qkv_dim_ = 0;
   int64_t last_num_tokens_ = 0;  // tokens of the last forward (rows compute_logits may read)
   // Workspace, carved once from one buffer.
@@ -97,6 +106,7 @@ Status LlamaModel::load(const ModelBuildOptions& opt) {
   const ModelConfig& c = config_;
   WeightSource& w = *weights_;
   const int64_t H = c.hidden_size, F = c.intermediate_size, hd = c.head_dim;
+  STRATA_ASSIGN_OR_RETURN(moe_spec_, parse_moe_spec(c));
   q_dim_ = c.num_attention_heads * hd;
   kv_dim_ = c.num_key_value_heads * hd;
   qkv_dim_ = q_dim_ + 2 * kv_dim_;
@@ -119,8 +129,16 @@ Status LlamaModel::load(const ModelBuildOptions& opt) {
     STRATA_ASSIGN_OR_RETURN(
         L.qkv, load_packed(w, {{kQ, q_dim_}, {kK, kv_dim_}, {kV, kv_dim_}}, H, l, opt.storage));
     STRATA_ASSIGN_OR_RETURN(L.o, load_packed(w, {{kO, H}}, q_dim_, l, opt.storage));
-    STRATA_ASSIGN_OR_RETURN(L.gate_up, load_packed(w, {{kGate, F}, {kUp, F}}, H, l, opt.storage));
-    STRATA_ASSIGN_OR_RETURN(L.down, load_packed(w, {{kDown, H}}, F, l, opt.storage));
+    if (moe_spec_ && moe_spec_->is_moe(l)) {
+      STRATA_ASSIGN_OR_RETURN(MoeBlock moe, MoeBlock::load(w, *moe_spec_, c, l, opt.storage));
+      matmul_bytes_ += moe.bytes_active();
+      inactive_expert_bytes_ += moe.bytes_total() - moe.bytes_active();
+      params_ += moe.parameters() - 3 * F * H;  // replaces the dense MLP counted below
+      L.moe = std::move(moe);
+    } else {
+      STRATA_ASSIGN_OR_RETURN(L.gate_up, load_packed(w, {{kGate, F}, {kUp, F}}, H, l, opt.storage));
+      STRATA_ASSIGN_OR_RETURN(L.down, load_packed(w, {{kDown, H}}, F, l, opt.storage));
+    }
     if (c.attention_bias) {
       std::vector<float> qb, kb, vb;
       STRATA_ASSIGN_OR_RETURN(qb, load_vector(w, kQBias, q_dim_, l, DummyInit::kNormal));
@@ -185,6 +203,7 @@ void LlamaModel::allocate_workspace(const WorkspaceLimits& limits) {
     *slots[i] = p;
     p += sizes[i];
   }
+  if (moe_spec_) moe_ws_.allocate(moe_spec_, H, F, T);
 }
 
 Status LlamaModel::validate(const ForwardBatch& b, std::span<const PagedKvLayer> kv) const {
@@ -271,9 +290,13 @@ Status LlamaModel::forward(const ForwardBatch& b, std::span<const PagedKvLayer> 
     if (dump_) dump(prefix + "attn_out", tmp_, T, H, H);
     add_rows(h_, H, tmp_, H, T, H, pool);
     ops.rms_norm(h_, H, L.ffn_norm.data(), eps, T, H, x_, H, pool);
-    ops.matmul(x_, T, H, L.gate_up, gu_, 2 * F, pool);
-    ops.silu_mul(gu_, 2 * F, T, F, act_, F, pool);
-    ops.matmul(act_, T, F, L.down, tmp_, H, pool);
+    if (L.moe) {
+      L.moe->forward(x_, H, T, tmp_, H, ops, pool, moe_ws_);
+    } else {
+      ops.matmul(x_, T, H, L.gate_up, gu_, 2 * F, pool);
+      ops.silu_mul(gu_, 2 * F, T, F, act_, F, pool);
+      ops.matmul(act_, T, F, L.down, tmp_, H, pool);
+    }
     if (dump_) dump(prefix + "mlp_out", tmp_, T, H, H);
     add_rows(h_, H, tmp_, H, T, H, pool);
     if (dump_) dump(prefix + "hidden", h_, T, H, H);

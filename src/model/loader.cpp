@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "core/strings.h"
 #include "io/gguf.h"
+#include "model/deepseek.h"
 #include "model/llama.h"
 #include "model/model.h"
 
@@ -25,6 +26,13 @@ const std::map<std::string, Factory>& registry() {
       {"MistralForCausalLM", create_llama_model},
       {"Qwen2ForCausalLM", create_llama_model},
       {"Qwen3ForCausalLM", create_llama_model},
+      // Mixture of experts (model/moe.h) on the Llama-family attention.
+      {"MixtralForCausalLM", create_llama_model},
+      {"Qwen2MoeForCausalLM", create_llama_model},
+      {"Qwen3MoeForCausalLM", create_llama_model},
+      // Multi-head latent attention + DeepSeekMoE (model/deepseek.h).
+      {"DeepseekV2ForCausalLM", create_deepseek_model},
+      {"DeepseekV3ForCausalLM", create_deepseek_model},
   };
   return r;
 }

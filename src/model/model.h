@@ -17,14 +17,19 @@
 
 namespace strata {
 
-// What the KV cache must hold per token and layer.
+// What the KV cache must hold per token and layer: K entries of num_kv_heads x head_dim values and,
+// when has_v, V entries of the same shape. MLA (DeepSeek) caches one entry per token and layer, the
+// normalised latent and the rotated shared key (kv_lora_rank + qk_rope_head_dim values), and no V.
 struct KvSpec {
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  // Bytes per token for all layers (K and V) at `dtype`.
+  bool has_v = true;
+  // Bytes per token for all layers (K and V) at `dtype`, with the f32 row scale of each fp8 row
+  // (as KvStorageSpec allocates them).
   int64_t bytes_per_token(DType dtype) const {
-    return num_layers * 2 * num_kv_heads * head_dim * dtype_block_bytes(dtype);
+    return num_layers * (has_v ? 2 : 1) * num_kv_heads *
+           (head_dim * dtype_block_bytes(dtype) + (dtype == DType::kF8E4M3 ? 4 : 0));
   }
 };
 

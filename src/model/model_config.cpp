@@ -55,6 +55,34 @@ Result<RopeScaling> parse_rope_scaling(const Json& c) {
   return rs;
 }
 
+// quantization_config: only block-scaled FP8 is supported; anything else is a clear error.
+Result<std::optional<Fp8Quantization>> parse_quantization(const Json& c) {
+  if (!c.contains("quantization_config") || c["quantization_config"].is_null())
+    return std::optional<Fp8Quantization>();
+  const Json& q = c["quantization_config"];
+  if (!q.is_object()) return invalid_argument("config.json: quantization_config must be an object");
+  const std::string method = get_or<std::string>(q, "quant_method", "");
+  if (method != "fp8")
+    return unimplemented("quantization method '" + method +
+                         "' is not supported (supported: fp8 with block scales, as DeepSeek-V3 "
+                         "ships); use an unquantised checkpoint");
+  const std::string fmt = get_or<std::string>(q, "fmt", "e4m3");
+  if (fmt != "e4m3") return unimplemented("FP8 format '" + fmt + "' is not supported (only e4m3)");
+  if (!q.contains("weight_block_size") || !q["weight_block_size"].is_array() ||
+      q["weight_block_size"].size() != 2)
+    return unimplemented(
+        "FP8 checkpoints without quantization_config.weight_block_size (per-tensor scales) are "
+        "not supported; block-scaled FP8 (e.g. [128, 128]) is");
+  Fp8Quantization f;
+  f.block_n = q["weight_block_size"][0].get<int64_t>();
+  f.block_k = q["weight_block_size"][1].get<int64_t>();
+  if (f.block_n <= 0 || f.block_k <= 0 || f.block_k % 16 != 0)
+    return unimplemented("FP8 weight_block_size [" + std::to_string(f.block_n) + ", " +
+                         std::to_string(f.block_k) +
+                         "] is not supported (block columns must be a multiple of 16)");
+  return std::optional<Fp8Quantization>(f);
+}
+
 void merge_patch(Json& target, const Json& patch) {
   for (auto it = patch.begin(); it != patch.end(); ++it) {
     if (it->is_object() && target.contains(it.key()) && target[it.key()].is_object())
@@ -154,13 +182,22 @@ Result<ModelConfig> parse_hf_config(const Json& config_in, const Json* overrides
     std::string dt =
         get_or<std::string>(*c, "torch_dtype", get_or<std::string>(*c, "dtype", "bfloat16"));
     if (!parse_dtype(dt, &m.torch_dtype)) m.torch_dtype = DType::kBF16;
+    STRATA_ASSIGN_OR_RETURN(m.fp8, parse_quantization(*c));
   } catch (const Json::exception& e) {
     return invalid_argument(std::string("config.json has a field of the wrong type: ") + e.what());
   }
   // Architecture-specific defaults.
-  if (m.architecture == "Qwen2ForCausalLM") m.attention_bias = true;
+  if (m.architecture == "Qwen2ForCausalLM" || m.architecture == "Qwen2MoeForCausalLM")
+    m.attention_bias = get_or<bool>(*c, "qkv_bias", true);
   if (m.architecture == "Qwen3ForCausalLM" || m.architecture == "Qwen3MoeForCausalLM")
     m.qk_norm = true;
+  // DeepSeek MLA: a head's query/key has qk_nope + qk_rope dims, the rope part rotating.
+  if ((m.architecture == "DeepseekV2ForCausalLM" || m.architecture == "DeepseekV3ForCausalLM") &&
+      c->contains("qk_rope_head_dim") && (*c)["qk_rope_head_dim"].is_number_integer() &&
+      c->contains("qk_nope_head_dim") && (*c)["qk_nope_head_dim"].is_number_integer()) {
+    m.rotary_dim = (*c)["qk_rope_head_dim"].get<int64_t>();
+    m.head_dim = m.rotary_dim + (*c)["qk_nope_head_dim"].get<int64_t>();
+  }
   m.raw = c;
   STRATA_RETURN_IF_ERROR(m.validate());
   return m;

@@ -34,6 +34,14 @@ struct RopeScaling {
   std::optional<double> attention_factor;
 };
 
+// quantization_config of FP8 checkpoints (quant_method "fp8" with weight_block_size, as
+// DeepSeek-V3/R1 and Qwen3 FP8 ship): e4m3 weights with one f32 `weight_scale_inv` per
+// block_n x block_k block. Kept FP8 in memory (kernels/fp8.h).
+struct Fp8Quantization {
+  int64_t block_n = 128;
+  int64_t block_k = 128;
+};
+
 struct ModelConfig {
   std::string architecture;  // HF name: "LlamaForCausalLM", "Qwen2ForCausalLM", ...
   std::string model_type;    // "llama", "qwen2", ...
@@ -57,7 +65,8 @@ struct ModelConfig {
   std::optional<int64_t> sliding_window;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
-  DType torch_dtype = DType::kBF16;  // the checkpoint's declared dtype
+  DType torch_dtype = DType::kBF16;    // the checkpoint's declared dtype
+  std::optional<Fp8Quantization> fp8;  // block-scaled FP8 weights (quantization_config)
   double initializer_range = 0.02;
   // The whole config.json (after overrides), for architecture-specific fields.
   std::shared_ptr<const nlohmann::json> raw;

@@ -20,7 +20,7 @@ class ModelHarness {
     KvSpec s = model.kv_spec();
     blocks_per_seq_ = (max_len + block_size - 1) / block_size;
     auto st = KvStorage::allocate({s.num_layers, num_seqs * blocks_per_seq_ + 1, block_size,
-                                   s.num_kv_heads, s.head_dim, kv_dtype});
+                                   s.num_kv_heads, s.head_dim, kv_dtype, s.has_v});
     EXPECT_TRUE(st.ok()) << st.status().to_string();
     storage_ = std::move(st).value();
     for (int64_t l = 0; l < s.num_layers; ++l)

@@ -1,0 +1,134 @@
+// MLA: cache writes, dispatch, and the portable attention variant (plain C++, the same split of
+// work as the AVX2 variant).
+#include "kernels/mla.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/kernel_impl.h"
+#include "kernels/mla_impl.h"
+
+namespace strata {
+
+void mla_kv_write(const float* latent, int64_t ld_latent, const float* k_pe, int64_t ld_pe,
+                  int64_t m, int64_t kv_lora_rank, const int64_t* slots, const PagedKvLayer& kv) {
+  const int64_t D = kv.head_dim;
+  STRATA_CHECK(kv.num_kv_heads == 1 && D > kv_lora_rank && D <= 2048)
+      << "MLA cache rows of " << D << " values for a latent of " << kv_lora_rank;
+  float row[2048];
+  for (int64_t i = 0; i < m; ++i) {
+    if (slots[i] < 0) continue;  // padding token: not cached
+    std::memcpy(row, latent + i * ld_latent, kv_lora_rank * sizeof(float));
+    std::memcpy(row + kv_lora_rank, k_pe + i * ld_pe, (D - kv_lora_rank) * sizeof(float));
+    if (kv.dtype == DType::kF8E4M3) {
+      // As for every fp8 cache row: value = e4m3 * row_scale * k_scale, row_scale = amax / 448.
+      float amax = 0;
+      for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(row[e]));
+      const float rs =
+          kv.k_row_scale != nullptr && amax > 0 ? amax / (kFp8E4M3Max * kv.k_scale) : 1.0f;
+      if (kv.k_row_scale != nullptr) kv.k_row_scale[kv.row_index(slots[i], 0)] = rs;
+      const float inv = 1.0f / (rs * kv.k_scale);
+      if (inv != 1.0f)
+        for (int64_t e = 0; e < D; ++e) row[e] *= inv;
+    }
+    quantize_row(kv.dtype, row, kv.k + kv.offset(slots[i], 0), D);
+  }
+}
+
+int64_t mla_attention_scratch_floats(int num_heads, int64_t row_dim, int64_t kv_lora_rank,
+                                     int64_t max_seq_len) {
+  const int64_t hb = kernels::kMlaHeadBlock;
+  // scores [hb][max_seq_len + 8], accumulators [hb][kv_lora_rank], 9 converted rows, padding.
+  return hb * (max_seq_len + 8) + hb * kv_lora_rank + 9 * row_dim + 64;
+}
+
+void mla_attention(const KernelOps& ops, const AttentionArgs& a, int64_t kv_lora_rank,
+                   ThreadPool& pool, int64_t row_begin, int64_t row_end) {
+  STRATA_CHECK(a.kv != nullptr && a.kv->num_kv_heads == 1 && a.kv->head_dim > kv_lora_rank)
+      << "mla_attention needs a latent cache with one row of latent + rotary key per token";
+  const int64_t rows = a.query_start[a.num_seqs];
+  if (row_end < 0) row_end = rows;
+  STRATA_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= rows)
+      << "rows [" << row_begin << ", " << row_end << ") of " << rows;
+  switch (kernel_variant_of(ops)) {
+    case KernelVariant::kReference:
+      return kernels::mla_attention_reference(a, kv_lora_rank, row_begin, row_end);
+    case KernelVariant::kPortable:
+      return kernels::mla_attention_portable(a, kv_lora_rank, pool, row_begin, row_end);
+    case KernelVariant::kAvx2:
+      return kernels::mla_attention_avx2(a, kv_lora_rank, pool, row_begin, row_end);
+  }
+}
+
+namespace kernels {
+namespace {
+
+// Heads [h0, h0 + nb) of query row t (sequence s).
+void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t row_begin, int h0,
+                  int nb, float* scratch) {
+  const PagedKvLayer& kv = *a.kv;
+  const int64_t D = kv.head_dim;
+  const int64_t q1 = a.query_start[s + 1];
+  const int64_t ctx = a.seq_lens[s] - (q1 - t) + 1;
+  float* scores = scratch;                          // [nb][ctx + 8]
+  float* acc = scores + kMlaHeadBlock * (ctx + 8);  // [nb][r]
+  float* row = acc + kMlaHeadBlock * r;             // [D]
+  for (int64_t j = 0; j < ctx; ++j) {
+    read_kv_row(kv, kv.k, mla_slot(a, s, j), 0, kv.k_scale, row);
+    for (int h = 0; h < nb; ++h) {
+      const float* q = a.q + (t - row_begin) * a.ldq + (h0 + h) * D;
+      float d = 0;
+      for (int64_t e = 0; e < D; ++e) d += q[e] * row[e];
+      scores[h * (ctx + 8) + j] = d * a.scale;
+    }
+  }
+  float sums[kMlaHeadBlock];
+  for (int h = 0; h < nb; ++h) {
+    float* sc = scores + h * (ctx + 8);
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < ctx; ++j) mx = std::max(mx, sc[j]);
+    float sum = 0;
+    for (int64_t j = 0; j < ctx; ++j) {
+      sc[j] = std::exp(sc[j] - mx);
+      sum += sc[j];
+    }
+    sums[h] = sum;
+    std::fill(acc + h * r, acc + (h + 1) * r, 0.0f);
+  }
+  for (int64_t j = 0; j < ctx; ++j) {
+    read_kv_row(kv, kv.k, mla_slot(a, s, j), 0, kv.k_scale, row);
+    for (int h = 0; h < nb; ++h) {
+      const float p = scores[h * (ctx + 8) + j];
+      float* ac = acc + h * r;
+      for (int64_t e = 0; e < r; ++e) ac[e] += p * row[e];
+    }
+  }
+  for (int h = 0; h < nb; ++h) {
+    float* o = a.out + (t - row_begin) * a.ldo + (h0 + h) * r;
+    const float inv = 1.0f / sums[h];
+    for (int64_t e = 0; e < r; ++e) o[e] = acc[h * r + e] * inv;
+  }
+}
+
+}  // namespace
+
+void mla_attention_portable(const AttentionArgs& a, int64_t r, ThreadPool& pool, int64_t row_begin,
+                            int64_t row_end) {
+  const int blocks = (a.num_heads + kMlaHeadBlock - 1) / kMlaHeadBlock;
+  const int64_t items = (row_end - row_begin) * blocks;
+  pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
+    float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t t = row_begin + item / blocks;
+      const int h0 = static_cast<int>(item % blocks) * kMlaHeadBlock;
+      attend_heads(a, r, mla_sequence_of_row(a, t), t, row_begin, h0,
+                   std::min(kMlaHeadBlock, a.num_heads - h0), scratch);
+    }
+  });
+}
+
+}  // namespace kernels
+}  // namespace strata

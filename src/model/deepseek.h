@@ -1,0 +1,20 @@
+// DeepSeek-V2/V3/R1 (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM): multi-head latent attention
+// (model/deepseek_mla.h) with a latent KV cache, DeepSeekMoE feed-forward layers after the first
+// first_k_dense_replace dense ones (model/moe.h), BF16/F16/F32 or block-scaled FP8 weights.
+// The multi-token-prediction layers of V3 checkpoints (model.layers.<num_hidden_layers>) are not
+// used.
+#pragma once
+
+#include <memory>
+
+#include "model/llama.h"
+#include "model/model.h"
+#include "model/weight_source.h"
+
+namespace strata {
+
+Result<std::unique_ptr<Model>> create_deepseek_model(const ModelConfig& config,
+                                                     std::unique_ptr<WeightSource> weights,
+                                                     const ModelBuildOptions& options);
+
+}  // namespace strata

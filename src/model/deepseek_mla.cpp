@@ -1,0 +1,234 @@
+#include "model/deepseek_mla.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/json.h"
+#include "kernels/mla.h"
+#include "model/layers.h"
+#include "model/moe.h"
+
+namespace strata {
+namespace {
+
+constexpr TensorName kQ{"model.layers.{L}.self_attn.q_proj.weight", ""};
+constexpr TensorName kQA{"model.layers.{L}.self_attn.q_a_proj.weight", ""};
+constexpr TensorName kQANorm{"model.layers.{L}.self_attn.q_a_layernorm.weight", ""};
+constexpr TensorName kQB{"model.layers.{L}.self_attn.q_b_proj.weight", ""};
+constexpr TensorName kKVA{"model.layers.{L}.self_attn.kv_a_proj_with_mqa.weight", ""};
+constexpr TensorName kKVANorm{"model.layers.{L}.self_attn.kv_a_layernorm.weight", ""};
+constexpr TensorName kKVB{"model.layers.{L}.self_attn.kv_b_proj.weight", ""};
+constexpr TensorName kO{"model.layers.{L}.self_attn.o_proj.weight", ""};
+
+// YaRN's attention scaling: 0.1 * m * ln(factor) + 1 (1 when not scaling up).
+double yarn_mscale(double factor, double m) {
+  return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0;
+}
+
+Status positive_int(const Json& c, const char* key, int64_t* out) {
+  if (!c.contains(key) || !c[key].is_number_integer() || c[key].get<int64_t>() <= 0)
+    return invalid_argument(std::string("config.json: '") + key +
+                            "' must be a positive integer for multi-head latent attention");
+  *out = c[key].get<int64_t>();
+  return ok_status();
+}
+
+}  // namespace
+
+Result<MlaSpec> parse_mla_spec(const ModelConfig& c) {
+  STRATA_CHECK(c.raw != nullptr) << "model config without its config.json";
+  const Json& j = *c.raw;
+  MlaSpec s;
+  s.num_heads = c.num_attention_heads;
+  STRATA_RETURN_IF_ERROR(positive_int(j, "kv_lora_rank", &s.kv_lora_rank));
+  STRATA_RETURN_IF_ERROR(positive_int(j, "qk_nope_head_dim", &s.nope));
+  STRATA_RETURN_IF_ERROR(positive_int(j, "qk_rope_head_dim", &s.rope));
+  STRATA_RETURN_IF_ERROR(positive_int(j, "v_head_dim", &s.v_dim));
+  if (j.contains("q_lora_rank") && !j["q_lora_rank"].is_null())
+    STRATA_RETURN_IF_ERROR(positive_int(j, "q_lora_rank", &s.q_lora_rank));
+  if (s.rope % 2 != 0)
+    return invalid_argument("config.json: qk_rope_head_dim (" + std::to_string(s.rope) +
+                            ") must be even");
+  if (s.cache_row() > 2048)
+    return unimplemented(
+        "MLA cache rows above 2048 values (kv_lora_rank + qk_rope_head_dim) "
+        "are not supported");
+  s.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.qk_dim())));
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.type == RopeScalingType::kYarn) {
+    const double m_all = yarn_mscale(rs.factor, rs.mscale_all_dim);
+    s.softmax_scale = static_cast<float>(s.softmax_scale * m_all * m_all);
+    s.rope_magnitude = yarn_mscale(rs.factor, rs.mscale) / m_all;
+  } else if (rs.type != RopeScalingType::kNone) {
+    return unimplemented("DeepSeek models support rope_scaling of type yarn (or none)");
+  }
+  return s;
+}
+
+Result<RopeTable> mla_rope_table(const ModelConfig& c, const MlaSpec& s) {
+  RopeScaling rs = c.rope_scaling;
+  if (rs.type == RopeScalingType::kYarn) rs.attention_factor = s.rope_magnitude;
+  return RopeTable::create(s.rope, c.rope_theta, rs, c.max_position_embeddings);
+}
+
+void MlaWorkspace::allocate(const MlaSpec& s, int64_t max_tok, int64_t max_seq_len, int threads) {
+  max_tokens = max_tok;
+  const int64_t T = max_tok, nh = s.num_heads, r = s.kv_lora_rank;
+  const int64_t q_in = s.q_lora_rank > 0 ? s.q_lora_rank : nh * s.qk_dim();
+  const int64_t chunk = std::min(kChunk, T);
+  scratch_per_thread =
+      (mla_attention_scratch_floats(static_cast<int>(nh), s.cache_row(), r, max_seq_len) + 15) /
+      16 * 16;
+  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
+  const int64_t sizes[] = {round(T * (q_in + r + s.rope)),
+                           round(T * s.q_lora_rank),
+                           s.q_lora_rank > 0 ? round(T * nh * s.qk_dim()) : 0,
+                           round(T * r),
+                           round(chunk * nh * s.cache_row()),
+                           round(chunk * nh * r),
+                           round(T * nh * s.v_dim),
+                           scratch_per_thread * threads};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  buf_.resize(static_cast<size_t>(total) * 4);
+  float* p = buf_.as<float>();
+  float** slots[] = {&a, &qn, &q, &latent, &q_abs, &o_lat, &o, &scratch};
+  for (int i = 0; i < 8; ++i) {
+    *slots[i] = p;
+    p += sizes[i];
+  }
+}
+
+Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c, const MlaSpec& s,
+                                        int64_t layer, std::optional<DType> storage) {
+  MlaAttention m;
+  m.spec_ = s;
+  m.hidden_ = c.hidden_size;
+  m.eps_ = static_cast<float>(c.rms_norm_eps);
+  const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
+  const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
+  const std::optional<DType> lin = linear_storage(c, storage);
+  if (s.q_lora_rank > 0) {
+    STRATA_ASSIGN_OR_RETURN(
+        m.qkv_a_, load_packed(src, {{kQA, s.q_lora_rank}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
+    STRATA_ASSIGN_OR_RETURN(m.q_a_norm_,
+                            load_vector(src, kQANorm, s.q_lora_rank, layer, DummyInit::kOnes));
+    STRATA_ASSIGN_OR_RETURN(m.q_b_,
+                            load_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(
+        m.qkv_a_, load_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
+  }
+  STRATA_ASSIGN_OR_RETURN(m.kv_a_norm_, load_vector(src, kKVANorm, r, layer, DummyInit::kOnes));
+  STRATA_ASSIGN_OR_RETURN(m.o_, load_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
+  // kv_b_proj [heads * (nope + v_dim), kv_lora_rank] (dequantised if FP8, as DeepSeek's reference
+  // and vLLM do for the absorbed form), split per head into W_UK^T and W_UV.
+  STRATA_ASSIGN_OR_RETURN(std::vector<float> kv_b,
+                          load_matrix_f32(src, kKVB, nh * (s.nope + s.v_dim), r, layer, fp8));
+  const DType dense = matmul_storage(storage, DType::kBF16);
+  std::vector<float> uk_t(r * s.nope);
+  for (int64_t h = 0; h < nh; ++h) {
+    const float* head = kv_b.data() + h * (s.nope + s.v_dim) * r;
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t e = 0; e < s.nope; ++e) uk_t[i * s.nope + e] = head[e * r + i];
+    STRATA_ASSIGN_OR_RETURN(PackedWeight wk,
+                            PackedWeight::pack(uk_t.data(), DType::kF32, r, s.nope, dense));
+    STRATA_ASSIGN_OR_RETURN(PackedWeight wv,
+                            PackedWeight::pack(head + s.nope * r, DType::kF32, s.v_dim, r, dense));
+    m.uk_t_.push_back(std::move(wk));
+    m.uv_.push_back(std::move(wv));
+  }
+  return m;
+}
+
+int64_t MlaAttention::bytes() const {
+  int64_t n = qkv_a_.bytes() + q_b_.bytes() + o_.bytes();
+  for (size_t h = 0; h < uk_t_.size(); ++h) n += uk_t_[h].bytes() + uv_[h].bytes();
+  return n;
+}
+
+int64_t MlaAttention::parameters() const {
+  const MlaSpec& s = spec_;
+  return qkv_a_.n() * qkv_a_.k() + q_b_.n() * q_b_.k() + o_.n() * o_.k() +
+         s.num_heads * (s.nope + s.v_dim) * s.kv_lora_rank + s.q_lora_rank + s.kv_lora_rank;
+}
+
+void MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
+                           const PagedKvLayer& kv, const float* cos, const float* sin, float* out,
+                           int64_t ldo, const KernelOps& ops, ThreadPool& pool,
+                           MlaWorkspace& ws) const {
+  const MlaSpec& s = spec_;
+  const int64_t T = b.num_tokens(), nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
+  const int64_t q_in = s.q_lora_rank > 0 ? s.q_lora_rank : nh * qk;
+  const int64_t la = q_in + r + s.rope;
+  STRATA_CHECK(T <= ws.max_tokens) << T << " tokens for an MLA workspace of " << ws.max_tokens;
+  ops.matmul(x, T, ldx, qkv_a_, ws.a, la, pool);
+  float* q = ws.a;
+  int64_t ldq = la;
+  if (s.q_lora_rank > 0) {
+    ops.rms_norm(ws.a, la, q_a_norm_.data(), eps_, T, s.q_lora_rank, ws.qn, s.q_lora_rank, pool);
+    ops.matmul(ws.qn, T, s.q_lora_rank, q_b_, ws.q, nh * qk, pool);
+    q = ws.q;
+    ldq = nh * qk;
+  }
+  const int irot = static_cast<int>(s.rope);
+  ops.rope(q + s.nope, T, ldq, static_cast<int>(nh), static_cast<int>(qk), irot, cos, sin, false);
+  float* k_pe = ws.a + q_in + r;
+  ops.rms_norm(ws.a + q_in, la, kv_a_norm_.data(), eps_, T, r, ws.latent, r, pool);
+  ops.rope(k_pe, T, la, 1, irot, irot, cos, sin, false);
+  mla_kv_write(ws.latent, r, k_pe, la, T, r, b.slot_mapping.data(), kv);
+
+  AttentionArgs args;
+  args.num_heads = static_cast<int>(nh);
+  args.scale = s.softmax_scale;
+  args.kv = &kv;
+  args.num_seqs = b.num_seqs();
+  args.query_start = b.query_start.data();
+  args.seq_lens = b.seq_lens.data();
+  args.block_tables = b.block_tables.data();
+  args.max_blocks_per_seq = b.max_blocks_per_seq;
+  if (kernel_variant_of(ops) == KernelVariant::kReference) {
+    args.q = q;
+    args.ldq = ldq;
+    args.out = ws.o;
+    args.ldo = nh * s.v_dim;
+    mla_attention_expanded_reference(args, r, uk_t_, uv_);
+  } else {
+    attend_absorbed(args, T, q, ldq, ops, pool, ws);
+  }
+  ops.matmul(ws.o, T, nh * s.v_dim, o_, out, ldo, pool);
+}
+
+void MlaAttention::attend_absorbed(const AttentionArgs& base, int64_t T, const float* q,
+                                   int64_t ldq, const KernelOps& ops, ThreadPool& pool,
+                                   MlaWorkspace& ws) const {
+  const MlaSpec& s = spec_;
+  const int64_t nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim(), row = s.cache_row();
+  AttentionArgs args = base;
+  args.q = ws.q_abs;
+  args.ldq = nh * row;
+  args.out = ws.o_lat;
+  args.ldo = nh * r;
+  args.scratch = ws.scratch;
+  args.scratch_floats_per_thread = ws.scratch_per_thread;
+  for (int64_t t0 = 0; t0 < T; t0 += MlaWorkspace::kChunk) {
+    const int64_t n = std::min(MlaWorkspace::kChunk, T - t0);
+    const float* qc = q + t0 * ldq;
+    // Per head (each head's matmul runs whole on one thread): [q_nope W_UK | q_pe].
+    pool.for_each(nh, [&](int64_t h) {
+      ops.matmul(qc + h * qk, n, ldq, uk_t_[h], ws.q_abs + h * row, nh * row, pool);
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(ws.q_abs + i * nh * row + h * row + r, qc + i * ldq + h * qk + s.nope,
+                    s.rope * sizeof(float));
+    });
+    mla_attention(ops, args, r, pool, t0, t0 + n);
+    float* oc = ws.o + t0 * nh * s.v_dim;
+    pool.for_each(nh, [&](int64_t h) {
+      ops.matmul(ws.o_lat + h * r, n, nh * r, uv_[h], oc + h * s.v_dim, nh * s.v_dim, pool);
+    });
+  }
+}
+
+}  // namespace strata

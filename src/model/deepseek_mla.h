@@ -1,0 +1,100 @@
+// Multi-head latent attention as a model layer (DeepSeek-V2/V3): projections, norms, YaRN RoPE on
+// the rotary dims, the latent cache write and the attention (kernels/mla.h).
+//
+// Fast path (portable/AVX2 kernels): the absorbed form for every token, prefill and decode alike,
+// so a token's result never depends on how its prompt was chunked or batched. Reference path
+// (reference kernels): the expanded form, keys and values rebuilt per head from the cached
+// latents, in double precision. The two are compared by the model parity tests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+#include "model/rope.h"
+#include "model/weight_source.h"
+
+namespace strata {
+
+// MLA dimensions from config.json.
+struct MlaSpec {
+  int64_t num_heads = 0;
+  int64_t q_lora_rank = 0;  // 0: one q_proj (V2-Lite)
+  int64_t kv_lora_rank = 0;
+  int64_t nope = 0;   // qk_nope_head_dim
+  int64_t rope = 0;   // qk_rope_head_dim
+  int64_t v_dim = 0;  // v_head_dim
+  // (nope + rope)^-0.5, times mscale^2 with YaRN: mscale = 0.1 * mscale_all_dim * ln(factor) + 1.
+  float softmax_scale = 1.0f;
+  // YaRN: cos/sin are scaled by mscale(mscale) / mscale(mscale_all_dim) (1 for DeepSeek's configs).
+  double rope_magnitude = 1.0;
+
+  int64_t qk_dim() const { return nope + rope; }
+  int64_t cache_row() const { return kv_lora_rank + rope; }  // cached values per token and layer
+};
+
+Result<MlaSpec> parse_mla_spec(const ModelConfig& config);
+// The rotary table of the rope dims (YaRN from rope_scaling, interleaved pairs).
+Result<RopeTable> mla_rope_table(const ModelConfig& config, const MlaSpec& spec);
+
+// Activation buffers of the MLA layers, sized once (shared by all layers).
+class MlaWorkspace {
+ public:
+  void allocate(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len, int threads);
+  int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
+
+  static constexpr int64_t kChunk = 128;  // tokens per absorbed-attention chunk
+  int64_t max_tokens = 0;
+  float* a = nullptr;       // [T, q_in + kv_lora_rank + rope]: q (or q_a) | latent | k_pe
+  float* qn = nullptr;      // [T, q_lora_rank] normalised q_a
+  float* q = nullptr;       // [T, heads * qk_dim] (q_lora models)
+  float* latent = nullptr;  // [T, kv_lora_rank] normalised latent
+  float* q_abs = nullptr;   // [kChunk, heads * cache_row] per head [q_nope W_UK | q_pe]
+  float* o_lat = nullptr;   // [kChunk, heads * kv_lora_rank]
+  float* o = nullptr;       // [T, heads * v_dim]
+  float* scratch = nullptr;
+  int64_t scratch_per_thread = 0;
+
+ private:
+  AlignedBuffer buf_;
+};
+
+class MlaAttention {
+ public:
+  static Result<MlaAttention> load(WeightSource& src, const ModelConfig& config,
+                                   const MlaSpec& spec, int64_t layer,
+                                   std::optional<DType> storage);
+
+  // out[T, H] = o_proj(attention) for the normalised hidden states x[T, H]; writes this step's
+  // cache rows into `kv` first. cos/sin: [T, rope / 2].
+  void forward(const float* x, int64_t ldx, const ForwardBatch& batch, const PagedKvLayer& kv,
+               const float* cos, const float* sin, float* out, int64_t ldo, const KernelOps& ops,
+               ThreadPool& pool, MlaWorkspace& ws) const;
+
+  int64_t bytes() const;
+  int64_t parameters() const;
+
+ private:
+  void attend_absorbed(const AttentionArgs& args, int64_t T, const float* q, int64_t ldq,
+                       const KernelOps& ops, ThreadPool& pool, MlaWorkspace& ws) const;
+
+  MlaSpec spec_;
+  int64_t hidden_ = 0;
+  float eps_ = 1e-6f;
+  PackedWeight
+      qkv_a_;  // [q_in + kv_lora_rank + rope, H]: q_a_proj (or q_proj) | kv_a_proj_with_mqa
+  std::vector<float> q_a_norm_, kv_a_norm_;
+  PackedWeight q_b_;                // [heads * qk_dim, q_lora_rank] (q_lora models)
+  std::vector<PackedWeight> uk_t_;  // per head W_UK^T [kv_lora_rank, nope]
+  std::vector<PackedWeight> uv_;    // per head W_UV [v_dim, kv_lora_rank]
+  PackedWeight o_;                  // [H, heads * v_dim]
+};
+
+}  // namespace strata

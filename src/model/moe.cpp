@@ -1,0 +1,338 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/json.h"
+#include "model/layers.h"
+
+namespace strata {
+namespace {
+
+template <typename T>
+T get_or(const Json& c, const char* key, T fallback) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  return c[key].get<T>();
+}
+
+Status require_int(const Json& c, const char* key, int64_t* out) {
+  if (!c.contains(key) || !c[key].is_number_integer())
+    return invalid_argument(std::string("config.json has no integer '") + key +
+                            "' (needed for the MoE layers)");
+  *out = c[key].get<int64_t>();
+  if (*out <= 0) return invalid_argument(std::string("config.json: '") + key + "' must be > 0");
+  return ok_status();
+}
+
+Status parse_deepseek(const Json& j, const ModelConfig& c, MoeSpec* s) {
+  s->family = MoeFamily::kDeepseek;
+  int64_t experts, top_k;
+  STRATA_RETURN_IF_ERROR(require_int(j, "n_routed_experts", &experts));
+  STRATA_RETURN_IF_ERROR(require_int(j, "num_experts_per_tok", &top_k));
+  STRATA_RETURN_IF_ERROR(require_int(j, "moe_intermediate_size", &s->expert_ffn));
+  const int64_t shared = get_or<int64_t>(j, "n_shared_experts", 0);
+  const int64_t first_dense = get_or<int64_t>(j, "first_k_dense_replace", 0);
+  const int64_t freq = get_or<int64_t>(j, "moe_layer_freq", 1);
+  if (shared < 0 || first_dense < 0 || freq <= 0)
+    return invalid_argument(
+        "config.json: n_shared_experts and first_k_dense_replace must be >= 0 and "
+        "moe_layer_freq > 0");
+  s->shared_ffn = shared * s->expert_ffn;
+  MoeRoutingConfig& r = s->routing;
+  r.num_experts = static_cast<int>(experts);
+  r.top_k = static_cast<int>(top_k);
+  const std::string scoring = get_or<std::string>(j, "scoring_func", "softmax");
+  if (scoring == "softmax")
+    r.scoring = MoeScoring::kSoftmax;
+  else if (scoring == "sigmoid")
+    r.scoring = MoeScoring::kSigmoid;
+  else
+    return unimplemented("MoE scoring_func '" + scoring + "' is not supported (softmax, sigmoid)");
+  const std::string method = get_or<std::string>(j, "topk_method", "greedy");
+  r.num_groups = static_cast<int>(get_or<int64_t>(j, "n_group", 1));
+  r.topk_groups = static_cast<int>(get_or<int64_t>(j, "topk_group", 1));
+  if (method == "greedy") {
+    r.num_groups = r.topk_groups = 1;
+  } else if (method == "group_limited_greedy") {
+    r.group_score = MoeGroupScore::kMax;
+  } else if (method == "noaux_tc") {
+    r.group_score = MoeGroupScore::kTopTwoSum;
+    s->correction_bias = true;
+  } else {
+    return unimplemented("MoE topk_method '" + method +
+                         "' is not supported (greedy, group_limited_greedy, noaux_tc)");
+  }
+  r.normalize = get_or<bool>(j, "norm_topk_prob", false) && top_k > 1;
+  r.scaling = static_cast<float>(get_or<double>(j, "routed_scaling_factor", 1.0));
+  s->sparse_layer.assign(c.num_hidden_layers, false);
+  for (int64_t l = first_dense; l < c.num_hidden_layers; ++l) s->sparse_layer[l] = l % freq == 0;
+  return ok_status();
+}
+
+Status parse_mixtral(const Json& j, const ModelConfig& c, MoeSpec* s) {
+  s->family = MoeFamily::kMixtral;
+  int64_t experts, top_k;
+  STRATA_RETURN_IF_ERROR(require_int(j, "num_local_experts", &experts));
+  STRATA_RETURN_IF_ERROR(require_int(j, "num_experts_per_tok", &top_k));
+  s->expert_ffn = c.intermediate_size;
+  s->routing.num_experts = static_cast<int>(experts);
+  s->routing.top_k = static_cast<int>(top_k);
+  s->routing.normalize = true;  // softmax over the chosen experts' logits
+  s->sparse_layer.assign(c.num_hidden_layers, true);
+  return ok_status();
+}
+
+Status parse_qwen_moe(const Json& j, const ModelConfig& c, MoeSpec* s, bool qwen2) {
+  s->family = qwen2 ? MoeFamily::kQwen2Moe : MoeFamily::kQwen3Moe;
+  int64_t experts, top_k;
+  STRATA_RETURN_IF_ERROR(require_int(j, "num_experts", &experts));
+  STRATA_RETURN_IF_ERROR(require_int(j, "num_experts_per_tok", &top_k));
+  STRATA_RETURN_IF_ERROR(require_int(j, "moe_intermediate_size", &s->expert_ffn));
+  s->routing.num_experts = static_cast<int>(experts);
+  s->routing.top_k = static_cast<int>(top_k);
+  s->routing.normalize = get_or<bool>(j, "norm_topk_prob", false);
+  if (qwen2) {
+    s->shared_ffn = get_or<int64_t>(j, "shared_expert_intermediate_size", 0);
+    if (s->shared_ffn < 0)
+      return invalid_argument("config.json: shared_expert_intermediate_size must be >= 0");
+    s->shared_gate = s->shared_ffn > 0;
+  }
+  const int64_t step = get_or<int64_t>(j, "decoder_sparse_step", 1);
+  if (step <= 0) return invalid_argument("config.json: decoder_sparse_step must be > 0");
+  s->sparse_layer.assign(c.num_hidden_layers, false);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) s->sparse_layer[l] = (l + 1) % step == 0;
+  if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array())
+    for (const auto& v : j["mlp_only_layers"])
+      if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < c.num_hidden_layers)
+        s->sparse_layer[v.get<int64_t>()] = false;
+  return ok_status();
+}
+
+Result<PackedWeight> load_one(WeightSource& src, const std::string& name, int64_t rows, int64_t k,
+                              int64_t layer, std::optional<DType> storage,
+                              const Fp8Quantization& fp8) {
+  return load_packed(src, {{TensorName{name.c_str(), ""}, rows}}, k, layer, storage, fp8);
+}
+
+}  // namespace
+
+Result<std::optional<MoeSpec>> parse_moe_spec(const ModelConfig& c) {
+  STRATA_CHECK(c.raw != nullptr) << "model config without its config.json";
+  const Json& j = *c.raw;
+  const std::string& a = c.architecture;
+  MoeSpec s;
+  try {
+    if (a == "DeepseekV2ForCausalLM" || a == "DeepseekV3ForCausalLM") {
+      if (!j.contains("n_routed_experts") || j["n_routed_experts"].is_null())
+        return std::optional<MoeSpec>();
+      STRATA_RETURN_IF_ERROR(parse_deepseek(j, c, &s));
+    } else if (a == "MixtralForCausalLM") {
+      STRATA_RETURN_IF_ERROR(parse_mixtral(j, c, &s));
+    } else if (a == "Qwen2MoeForCausalLM" || a == "Qwen3MoeForCausalLM") {
+      STRATA_RETURN_IF_ERROR(parse_qwen_moe(j, c, &s, a == "Qwen2MoeForCausalLM"));
+    } else {
+      return std::optional<MoeSpec>();
+    }
+  } catch (const Json::exception& e) {
+    return invalid_argument(std::string("config.json has an MoE field of the wrong type: ") +
+                            e.what());
+  }
+  if (s.expert_ffn <= 0) return invalid_argument("config.json: the expert FFN size must be > 0");
+  STRATA_RETURN_IF_ERROR(s.routing.validate().with_context("config.json"));
+  return std::optional<MoeSpec>(std::move(s));
+}
+
+std::optional<DType> linear_storage(const ModelConfig& c, std::optional<DType> storage) {
+  return c.fp8 ? std::optional<DType>(DType::kF8E4M3) : storage;
+}
+
+void MoeWorkspace::allocate(const std::optional<MoeSpec>& spec, int64_t hidden, int64_t dense_ffn,
+                            int64_t max_tokens) {
+  max_tokens_ = max_tokens;
+  const int64_t T = max_tokens, H = hidden;
+  int64_t ffn = dense_ffn, E = 1, K = 1;
+  if (spec) {
+    ffn = std::max({ffn, spec->expert_ffn, spec->shared_ffn});
+    E = spec->routing.num_experts;
+    K = spec->routing.top_k;
+  }
+  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
+  const int64_t sizes[] = {
+      round(T * E),       round(T * K),   round(T * K), round(E + 1), round(T * K), round(T * H),
+      round(T * 2 * ffn), round(T * ffn), round(T * H), round(T * H), round(T)};
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  buf_.resize(static_cast<size_t>(total) * 4);
+  char* p = reinterpret_cast<char*>(buf_.data());
+  void** slots[] = {reinterpret_cast<void**>(&logits),  reinterpret_cast<void**>(&ids),
+                    reinterpret_cast<void**>(&weights), reinterpret_cast<void**>(&offsets),
+                    reinterpret_cast<void**>(&entries), reinterpret_cast<void**>(&xe),
+                    reinterpret_cast<void**>(&gu),      reinterpret_cast<void**>(&act),
+                    reinterpret_cast<void**>(&eo),      reinterpret_cast<void**>(&shared),
+                    reinterpret_cast<void**>(&gate1)};
+  for (int i = 0; i < 11; ++i) {
+    *slots[i] = p;
+    p += sizes[i] * 4;
+  }
+}
+
+Result<DenseMlp> DenseMlp::load(WeightSource& src, const std::string& prefix, int64_t hidden,
+                                int64_t ffn, int64_t layer, std::optional<DType> storage,
+                                const Fp8Quantization& fp8, bool mixtral) {
+  const std::string g = prefix + (mixtral ? "w1.weight" : "gate_proj.weight");
+  const std::string u = prefix + (mixtral ? "w3.weight" : "up_proj.weight");
+  const std::string d = prefix + (mixtral ? "w2.weight" : "down_proj.weight");
+  DenseMlp m;
+  m.ffn = ffn;
+  STRATA_ASSIGN_OR_RETURN(
+      m.gate_up,
+      load_packed(src, {{TensorName{g.c_str(), ""}, ffn}, {TensorName{u.c_str(), ""}, ffn}}, hidden,
+                  layer, storage, fp8));
+  STRATA_ASSIGN_OR_RETURN(m.down, load_one(src, d, hidden, ffn, layer, storage, fp8));
+  return m;
+}
+
+void DenseMlp::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                       const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  ops.matmul(x, T, ldx, gate_up, ws.gu, 2 * ffn, pool);
+  ops.silu_mul(ws.gu, 2 * ffn, T, ffn, ws.act, ffn, pool);
+  ops.matmul(ws.act, T, ffn, down, y, ldy, pool);
+}
+
+Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const ModelConfig& c,
+                                int64_t layer, std::optional<DType> storage) {
+  MoeBlock b;
+  b.routing_ = spec.routing;
+  b.hidden_ = c.hidden_size;
+  const int64_t H = c.hidden_size, E = spec.routing.num_experts;
+  const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
+  const std::optional<DType> lin = linear_storage(c, storage);
+  const bool mixtral = spec.family == MoeFamily::kMixtral;
+  const std::string base = mixtral ? "model.layers.{L}.block_sparse_moe." : "model.layers.{L}.mlp.";
+  STRATA_ASSIGN_OR_RETURN(b.gate_,
+                          load_one(src, base + "gate.weight", E, H, layer, DType::kF32, fp8));
+  if (spec.correction_bias) {
+    const std::string name = base + "gate.e_score_correction_bias";
+    STRATA_ASSIGN_OR_RETURN(
+        b.bias_, load_vector(src, TensorName{name.c_str(), ""}, E, layer, DummyInit::kNormal));
+  }
+  b.experts_.reserve(E);
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string prefix = base + "experts." + std::to_string(e) + ".";
+    STRATA_ASSIGN_OR_RETURN(
+        DenseMlp m, DenseMlp::load(src, prefix, H, spec.expert_ffn, layer, lin, fp8, mixtral));
+    b.experts_.push_back(std::move(m));
+    src.release_generated();
+  }
+  if (spec.shared_ffn > 0) {
+    const std::string prefix =
+        base + (spec.family == MoeFamily::kQwen2Moe ? "shared_expert." : "shared_experts.");
+    STRATA_ASSIGN_OR_RETURN(DenseMlp m,
+                            DenseMlp::load(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
+    b.shared_ = std::move(m);
+  }
+  if (spec.shared_gate) {
+    STRATA_ASSIGN_OR_RETURN(b.shared_gate_, load_one(src, base + "shared_expert_gate.weight", 1, H,
+                                                     layer, DType::kF32, fp8));
+  }
+  return b;
+}
+
+int64_t MoeBlock::bytes_total() const {
+  int64_t n = gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0);
+  for (const auto& e : experts_) n += e.bytes();
+  return n;
+}
+
+int64_t MoeBlock::bytes_active() const {
+  const int64_t expert = experts_.empty() ? 0 : experts_[0].bytes();
+  return gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0) +
+         routing_.top_k * expert;
+}
+
+int64_t MoeBlock::parameters() const {
+  int64_t n = gate_.n() * gate_.k() + static_cast<int64_t>(bias_.size()) +
+              shared_gate_.n() * shared_gate_.k() + (shared_ ? shared_->parameters() : 0);
+  for (const auto& e : experts_) n += e.parameters();
+  return n;
+}
+
+void MoeBlock::run_expert(const DenseMlp& mlp, const float* x, int64_t ldx, int64_t n, float* y,
+                          int64_t ldy, const KernelOps& ops, ThreadPool& pool,
+                          MoeWorkspace& ws) const {
+  mlp.forward(x, ldx, n, y, ldy, ops, pool, ws);
+}
+
+void MoeBlock::add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                          const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  if (!shared_) return;
+  const int64_t H = hidden_;
+  shared_->forward(x, ldx, T, ws.shared, H, ops, pool, ws);
+  if (!shared_gate_.empty()) ops.matmul(x, T, ldx, shared_gate_, ws.gate1, 1, pool);
+  pool.parallel_for(T, 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float g = shared_gate_.empty() ? 1.0f : 1.0f / (1.0f + std::exp(-ws.gate1[t]));
+      float* yr = y + t * ldy;
+      const float* sr = ws.shared + t * H;
+      for (int64_t i = 0; i < H; ++i) yr[i] += g * sr[i];
+    }
+  });
+}
+
+void MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                       const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  STRATA_CHECK(T <= ws.max_tokens())
+      << "MoE block of " << T << " tokens, workspace for " << ws.max_tokens();
+  const int E = routing_.num_experts, K = routing_.top_k;
+  const int64_t H = hidden_;
+  ops.matmul(x, T, ldx, gate_, ws.logits, E, pool);
+  route_tokens(routing_, ws.logits, E, T, bias_.empty() ? nullptr : bias_.data(), ws.ids,
+               ws.weights, pool);
+  if (kernel_variant_of(ops) == KernelVariant::kReference)
+    return forward_reference(x, ldx, T, y, ldy, ops, pool, ws);
+
+  group_by_expert(ws.ids, T, K, E, ws.offsets, ws.entries);
+  for (int64_t t = 0; t < T; ++t) std::memset(y + t * ldy, 0, H * sizeof(float));
+  for (int e = 0; e < E; ++e) {
+    const int32_t begin = ws.offsets[e], n = ws.offsets[e + 1] - begin;
+    if (n == 0) continue;
+    const int32_t* entries = ws.entries + begin;
+    pool.parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        std::memcpy(ws.xe + i * H, x + (entries[i] / K) * ldx, H * sizeof(float));
+    });
+    run_expert(experts_[e], ws.xe, H, n, ws.eo, H, ops, pool, ws);
+    // Each token appears once per expert: rows are independent.
+    pool.parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float w = ws.weights[entries[i]];
+        float* yr = y + (entries[i] / K) * ldy;
+        const float* er = ws.eo + i * H;
+        for (int64_t j = 0; j < H; ++j) yr[j] += w * er[j];
+      }
+    });
+  }
+  add_shared(x, ldx, T, y, ldy, ops, pool, ws);
+}
+
+void MoeBlock::forward_reference(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                                 const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  const int K = routing_.top_k;
+  const int64_t H = hidden_;
+  std::vector<double> acc(H);
+  for (int64_t t = 0; t < T; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int k = 0; k < K; ++k) {
+      const int e = ws.ids[t * K + k];
+      run_expert(experts_[e], x + t * ldx, ldx, 1, ws.eo, H, ops, pool, ws);
+      for (int64_t j = 0; j < H; ++j)
+        acc[j] += static_cast<double>(ws.weights[t * K + k]) * ws.eo[j];
+    }
+    for (int64_t j = 0; j < H; ++j) y[t * ldy + j] = static_cast<float>(acc[j]);
+  }
+  add_shared(x, ldx, T, y, ldy, ops, pool, ws);
+}
+
+}  // namespace strata

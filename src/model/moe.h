@@ -1,0 +1,124 @@
+// Mixture-of-experts feed-forward blocks for DeepSeek-V2/V3 (DeepSeekMoE: fine-grained routed
+// experts plus shared experts), Mixtral, Qwen2-MoE (one gated shared expert) and Qwen3-MoE, built
+// from config.json, and the dense SwiGLU MLP they share.
+//
+// Fast path: tokens are grouped by expert (kernels/moe_routing.h) so each expert's weights are
+// read once per step, as one batched matmul over its tokens; each token's output is the sum of
+// its experts' outputs in increasing expert id, then the shared expert, so it never depends on
+// which other tokens share the step. Reference path (reference kernels): token by token, expert by
+// expert in routing order, written for clarity.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/moe_routing.h"
+#include "kernels/ops.h"
+#include "model/model_config.h"
+#include "model/weight_source.h"
+
+namespace strata {
+
+enum class MoeFamily { kDeepseek, kMixtral, kQwen2Moe, kQwen3Moe };
+
+// The MoE layout of a model, from config.json.
+struct MoeSpec {
+  MoeFamily family = MoeFamily::kMixtral;
+  MoeRoutingConfig routing;
+  int64_t expert_ffn = 0;          // intermediate size of each routed expert
+  int64_t shared_ffn = 0;          // intermediate size of the shared expert(s); 0: none
+  bool shared_gate = false;        // Qwen2-MoE: shared output * sigmoid(shared_expert_gate . x)
+  bool correction_bias = false;    // DeepSeek-V3 noaux_tc: e_score_correction_bias
+  std::vector<bool> sparse_layer;  // per layer: MoE, else the dense MLP
+
+  bool is_moe(int64_t layer) const {
+    return layer >= 0 && layer < static_cast<int64_t>(sparse_layer.size()) && sparse_layer[layer];
+  }
+};
+
+// The MoE spec of an MoE architecture (DeepseekV2/V3, Mixtral, Qwen2Moe, Qwen3Moe); nullopt for a
+// dense model (including DeepSeek configs without routed experts). Errors name the bad field.
+Result<std::optional<MoeSpec>> parse_moe_spec(const ModelConfig& config);
+
+// Storage for weights that FP8 checkpoints quantise: F8E4M3 for FP8 models (their tensors are
+// FP8 already, and dummy weights are quantised into fp8 blocks), else `storage`.
+std::optional<DType> linear_storage(const ModelConfig& config, std::optional<DType> storage);
+
+// Scratch for MLPs and MoE blocks of up to `max_tokens` tokens; sized once at load.
+class MoeWorkspace {
+ public:
+  void allocate(const std::optional<MoeSpec>& spec, int64_t hidden, int64_t dense_ffn,
+                int64_t max_tokens);
+  int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
+  int64_t max_tokens() const { return max_tokens_; }
+
+  float* logits = nullptr;     // [T, E] gate logits
+  int32_t* ids = nullptr;      // [T, top_k]
+  float* weights = nullptr;    // [T, top_k]
+  int32_t* offsets = nullptr;  // [E + 1]
+  int32_t* entries = nullptr;  // [T * top_k]
+  float* xe = nullptr;         // [T, H] one expert's gathered inputs
+  float* gu = nullptr;         // [T, 2 * max ffn]
+  float* act = nullptr;        // [T, max ffn]
+  float* eo = nullptr;         // [T, H] one expert's outputs
+  float* shared = nullptr;     // [T, H]
+  float* gate1 = nullptr;      // [T] Qwen2-MoE shared gate
+
+ private:
+  AlignedBuffer buf_;
+  int64_t max_tokens_ = 0;
+};
+
+// A SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up fused in one weight.
+struct DenseMlp {
+  PackedWeight gate_up;  // [2F, H]
+  PackedWeight down;     // [H, F]
+  int64_t ffn = 0;
+
+  // Loads <prefix>gate_proj/up_proj/down_proj.weight (or Mixtral's w1/w3/w2 when `mixtral`).
+  static Result<DenseMlp> load(WeightSource& src, const std::string& prefix, int64_t hidden,
+                               int64_t ffn, int64_t layer, std::optional<DType> storage,
+                               const Fp8Quantization& fp8, bool mixtral = false);
+  // y[T, H] = MLP(x[T, H]); uses ws.gu and ws.act.
+  void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
+               ThreadPool& pool, MoeWorkspace& ws) const;
+  int64_t bytes() const { return gate_up.bytes() + down.bytes(); }
+  int64_t parameters() const { return 3 * ffn * down.n(); }
+};
+
+class MoeBlock {
+ public:
+  static Result<MoeBlock> load(WeightSource& src, const MoeSpec& spec, const ModelConfig& config,
+                               int64_t layer, std::optional<DType> storage);
+
+  // y[T, H] = MoE(x[T, H]) for the normalised hidden states x. T <= ws.max_tokens().
+  void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
+               ThreadPool& pool, MoeWorkspace& ws) const;
+
+  int64_t bytes_total() const;
+  // Bytes one token reads: the gate, top_k experts and the shared expert.
+  int64_t bytes_active() const;
+  int64_t parameters() const;
+
+ private:
+  void run_expert(const DenseMlp& mlp, const float* x, int64_t ldx, int64_t n, float* y,
+                  int64_t ldy, const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
+  void forward_reference(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                         const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
+  void add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                  const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
+
+  MoeRoutingConfig routing_;
+  int64_t hidden_ = 0;
+  PackedWeight gate_;        // [E, H] router, f32
+  std::vector<float> bias_;  // [E] selection-only correction bias, or empty
+  std::vector<DenseMlp> experts_;
+  std::optional<DenseMlp> shared_;
+  PackedWeight shared_gate_;  // [1, H] f32 (Qwen2-MoE), or empty
+};
+
+}  // namespace strata

@@ -1,0 +1,227 @@
+// MLA attention over a paged latent cache: the fast variants of the absorbed form against the
+// reference, the absorbed form against the expanded one (per-head keys and values rebuilt from
+// the latents), token chunks, and the cache write (including fp8).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernel_test_util.h"
+#include "kernels/mla.h"
+
+namespace strata {
+namespace {
+
+using testing::fast_variants;
+using testing::random_vector;
+
+// Sequences with scrambled block tables, each with some cached context and a few query tokens.
+struct MlaCase {
+  int num_heads = 5;
+  int64_t rank = 32, rope = 8, block_size = 4;
+  DType dtype = DType::kF32;
+  std::vector<int32_t> ctx = {9, 1, 17};  // tokens already cached before this step
+  std::vector<int32_t> new_tokens = {3, 1, 6};
+
+  int64_t row() const { return rank + rope; }
+  int64_t blocks_per_seq = 0;
+  std::vector<std::byte> cache;
+  std::vector<float> row_scales;  // fp8: one per cached row
+  PagedKvLayer kv;
+  std::vector<int32_t> query_start, seq_lens, tables;
+  std::vector<int64_t> slots;
+  std::vector<float> latent, k_pe;  // the rows written, [total, rank] and [total, rope]
+
+  void build() {
+    const int S = static_cast<int>(ctx.size());
+    int64_t max_len = 0;
+    for (int s = 0; s < S; ++s) max_len = std::max<int64_t>(max_len, ctx[s] + new_tokens[s]);
+    blocks_per_seq = (max_len + block_size - 1) / block_size;
+    const int64_t num_blocks = S * blocks_per_seq + 1;
+    cache.assign(num_blocks * block_size * row() * dtype_block_bytes(dtype), std::byte{0});
+    row_scales.assign(num_blocks * block_size, 0.0f);
+    kv = {dtype, block_size, 1, row(), cache.data(), nullptr, 1.0f, 1.0f,
+          dtype == DType::kF8E4M3 ? row_scales.data() : nullptr, nullptr};
+    tables.resize(S * blocks_per_seq);
+    for (int s = 0; s < S; ++s)
+      for (int64_t b = 0; b < blocks_per_seq; ++b)
+        tables[s * blocks_per_seq + b] = static_cast<int32_t>(1 + s + S * (blocks_per_seq - 1 - b));
+    query_start = {0};
+    for (int s = 0; s < S; ++s) {
+      const int64_t len = ctx[s] + new_tokens[s];
+      auto lat = random_vector(len * rank, 100 + s, 1.0f);
+      auto pe = random_vector(len * rope, 200 + s, 1.0f);
+      std::vector<int64_t> all_slots;
+      for (int64_t j = 0; j < len; ++j)
+        all_slots.push_back(int64_t{tables[s * blocks_per_seq + j / block_size]} * block_size +
+                            j % block_size);
+      mla_kv_write(lat.data(), rank, pe.data(), rope, len, rank, all_slots.data(), kv);
+      query_start.push_back(query_start.back() + new_tokens[s]);
+      seq_lens.push_back(static_cast<int32_t>(len));
+    }
+  }
+
+  AttentionArgs args(const float* q, int64_t ldq, float* out, int64_t ldo) const {
+    AttentionArgs a;
+    a.q = q;
+    a.ldq = ldq;
+    a.out = out;
+    a.ldo = ldo;
+    a.num_heads = num_heads;
+    a.scale = 0.3f;
+    a.kv = &kv;
+    a.num_seqs = static_cast<int>(ctx.size());
+    a.query_start = query_start.data();
+    a.seq_lens = seq_lens.data();
+    a.block_tables = tables.data();
+    a.max_blocks_per_seq = blocks_per_seq;
+    return a;
+  }
+  int64_t num_queries() const { return query_start.back(); }
+};
+
+TEST(MlaAttention, FastVariantsMatchTheReference) {
+  ThreadPool pool(3);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+    for (int heads : {1, 5, 8}) {
+      MlaCase c;
+      c.dtype = dtype;
+      c.num_heads = heads;
+      c.build();
+      const int64_t T = c.num_queries(), ldq = heads * c.row() + 3, ldo = heads * c.rank + 1;
+      auto q = random_vector(T * ldq, 7, 0.5f);
+      std::vector<float> want(T * ldo, -1.0f), got(T * ldo, -1.0f);
+      mla_attention(kernel_ops(KernelVariant::kReference), c.args(q.data(), ldq, want.data(), ldo),
+                    c.rank, pool);
+      const int64_t per = mla_attention_scratch_floats(heads, c.row(), c.rank, 64);
+      std::vector<float> scratch(per * pool.size());
+      for (KernelVariant v : fast_variants()) {
+        std::fill(got.begin(), got.end(), -1.0f);
+        AttentionArgs a = c.args(q.data(), ldq, got.data(), ldo);
+        a.scratch = scratch.data();
+        a.scratch_floats_per_thread = per;
+        mla_attention(kernel_ops(v), a, c.rank, pool);
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t e = 0; e < heads * c.rank; ++e)
+            ASSERT_NEAR(got[t * ldo + e], want[t * ldo + e], 2e-5)
+                << kernel_variant_name(v) << " " << dtype_name(dtype) << " heads " << heads
+                << " token " << t << " value " << e;
+          ASSERT_EQ(got[t * ldo + heads * c.rank], -1.0f) << "wrote past the heads";
+        }
+      }
+    }
+  }
+}
+
+TEST(MlaAttention, TokenChunksGiveTheSameRows) {
+  MlaCase c;
+  c.build();
+  ThreadPool pool(2);
+  const int64_t T = c.num_queries(), ldq = c.num_heads * c.row(), ldo = c.num_heads * c.rank;
+  auto q = random_vector(T * ldq, 8, 0.5f);
+  const int64_t per = mla_attention_scratch_floats(c.num_heads, c.row(), c.rank, 64);
+  std::vector<float> scratch(per * pool.size());
+  for (KernelVariant v : fast_variants()) {
+    std::vector<float> all(T * ldo), parts(T * ldo);
+    AttentionArgs a = c.args(q.data(), ldq, all.data(), ldo);
+    a.scratch = scratch.data();
+    a.scratch_floats_per_thread = per;
+    mla_attention(kernel_ops(v), a, c.rank, pool);
+    for (int64_t t0 = 0; t0 < T; t0 += 4) {
+      const int64_t t1 = std::min(T, t0 + 4);
+      AttentionArgs b = a;
+      b.q = q.data() + t0 * ldq;
+      b.out = parts.data() + t0 * ldo;
+      mla_attention(kernel_ops(v), b, c.rank, pool, t0, t1);
+    }
+    ASSERT_EQ(std::memcmp(all.data(), parts.data(), all.size() * sizeof(float)), 0)
+        << kernel_variant_name(v);
+  }
+}
+
+// Absorbed: q_lat = W_UK^T q_nope; attention over the latent rows; out = W_UV o_lat. Expanded:
+// keys [W_UK c | k_pe], values W_UV c, ordinary attention. They must agree.
+TEST(MlaAttention, AbsorbedFormEqualsExpandedForm) {
+  ThreadPool pool(2);
+  MlaCase c;
+  c.num_heads = 3;
+  c.build();
+  const int64_t nope = 12, v_dim = 10, H = c.num_heads, r = c.rank, rope = c.rope;
+  std::vector<PackedWeight> uk_t, uv;
+  for (int64_t h = 0; h < H; ++h) {
+    auto wk = random_vector(r * nope, 300 + h, 0.2f);   // W_UK^T [r, nope]
+    auto wv = random_vector(v_dim * r, 400 + h, 0.2f);  // W_UV [v, r]
+    uk_t.push_back(PackedWeight::pack(wk.data(), DType::kF32, r, nope, DType::kF32).value());
+    uv.push_back(PackedWeight::pack(wv.data(), DType::kF32, v_dim, r, DType::kF32).value());
+  }
+  const int64_t T = c.num_queries(), qk = nope + rope;
+  auto q = random_vector(T * H * qk, 9, 0.5f);  // per head [q_nope | q_pe]
+  std::vector<float> expanded(T * H * v_dim);
+  mla_attention_expanded_reference(c.args(q.data(), H * qk, expanded.data(), H * v_dim), r, uk_t,
+                                   uv);
+  for (KernelVariant v : {KernelVariant::kReference, KernelVariant::kPortable}) {
+    const KernelOps& ops = kernel_ops(v);
+    std::vector<float> q_abs(T * H * c.row()), o_lat(T * H * r), absorbed(T * H * v_dim);
+    for (int64_t h = 0; h < H; ++h) {
+      ops.matmul(q.data() + h * qk, T, H * qk, uk_t[h], q_abs.data() + h * c.row(), H * c.row(),
+                 pool);
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(q_abs.data() + t * H * c.row() + h * c.row() + r,
+                    q.data() + t * H * qk + h * qk + nope, rope * sizeof(float));
+    }
+    const int64_t per = mla_attention_scratch_floats(static_cast<int>(H), c.row(), r, 64);
+    std::vector<float> scratch(per * pool.size());
+    AttentionArgs a = c.args(q_abs.data(), H * c.row(), o_lat.data(), H * r);
+    a.scratch = scratch.data();
+    a.scratch_floats_per_thread = per;
+    mla_attention(ops, a, r, pool);
+    for (int64_t h = 0; h < H; ++h)
+      ops.matmul(o_lat.data() + h * r, T, H * r, uv[h], absorbed.data() + h * v_dim, H * v_dim,
+                 pool);
+    double max_abs = 0;
+    for (float x : expanded) max_abs = std::max(max_abs, double{std::fabs(x)});
+    ASSERT_GT(max_abs, 0.05);
+    for (size_t i = 0; i < expanded.size(); ++i)
+      ASSERT_NEAR(absorbed[i], expanded[i], 1e-5 * (1 + max_abs)) << kernel_variant_name(v) << i;
+  }
+}
+
+TEST(MlaKvWrite, StoresLatentThenRotaryKeyInTheCacheDtype) {
+  const int64_t r = 16, rope = 8, D = r + rope, bs = 4;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    std::vector<std::byte> cache(3 * bs * D * dtype_block_bytes(dtype));
+    std::vector<float> row_scales(3 * bs, 0.0f);
+    PagedKvLayer kv{dtype, bs, 1, D, cache.data(), nullptr, 1.0f, 1.0f};
+    if (dtype == DType::kF8E4M3) {
+      kv.k_scale = 0.5f;
+      kv.k_row_scale = row_scales.data();
+    }
+    auto lat = random_vector(3 * r, 1, 2.0f), pe = random_vector(3 * rope, 2, 20.0f);
+    const int64_t slots[] = {9, -1, 4};
+    mla_kv_write(lat.data(), r, pe.data(), rope, 3, r, slots, kv);
+    for (int i : {0, 2}) {
+      std::vector<float> row(D);
+      dequantize_row(dtype, cache.data() + kv.offset(slots[i], 0), row.data(), D);
+      float amax = 0;
+      for (int64_t e = 0; e < D; ++e)
+        amax = std::max(amax, std::fabs(e < r ? lat[i * r + e] : pe[i * rope + e - r]));
+      const float rs = dtype == DType::kF8E4M3 ? row_scales[kv.row_index(slots[i], 0)] : 1.0f;
+      if (dtype == DType::kF8E4M3) EXPECT_FLOAT_EQ(rs * kv.k_scale * kFp8E4M3Max, amax);
+      for (int64_t e = 0; e < D; ++e) {
+        const float want = e < r ? lat[i * r + e] : pe[i * rope + e - r];
+        const float got = row[e] * rs * kv.k_scale;
+        const float tol = dtype == DType::kF32 ? 0 : (dtype == DType::kBF16 ? 1e-2f : 0.07f);
+        ASSERT_NEAR(got, want, tol * std::fabs(want) + amax * 1e-3f)
+            << dtype_name(dtype) << " " << e;
+      }
+    }
+    // The padding token's slot (-1) wrote nothing: block 0 slot 1 is still zero.
+    std::vector<float> row(D);
+    dequantize_row(dtype, cache.data() + kv.offset(1, 0), row.data(), D);
+    for (float x : row) ASSERT_EQ(x, 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace strata
