@@ -41,6 +41,15 @@ class DeepseekModel : public Model {
                         float* logits) override;
   int64_t weight_bytes_per_token() const override { return active_bytes_; }
   int64_t weight_bytes_total() const override { return total_bytes_; }
+  double forward_flops(int64_t num_tokens, int64_t sum_context,
+                       int64_t num_logit_rows) const override {
+    // Attention counted in the expanded form: per head and key, q.k over qk_dim and p.v over v_dim.
+    const double attention =
+        2.0 * mla_.num_heads * (mla_.qk_dim() + mla_.v_dim) * static_cast<double>(sum_context);
+    return 2.0 * static_cast<double>(active_params_) * num_tokens +
+           config_.num_hidden_layers * attention +
+           2.0 * num_logit_rows * config_.vocab_size * config_.hidden_size;
+  }
   int64_t parameter_count() const override { return params_; }
   int64_t workspace_bytes() const override {
     return static_cast<int64_t>(ws_.size()) + mla_ws_.bytes() + moe_ws_.bytes();
@@ -62,6 +71,7 @@ class DeepseekModel : public Model {
   std::optional<RopeTable> rope_;
   WorkspaceLimits limits_;
   int64_t active_bytes_ = 0, total_bytes_ = 0, params_ = 0;
+  int64_t active_params_ = 0;  // matmul weights one token reads, all layers (no LM head)
   int64_t last_num_tokens_ = 0;
   AlignedBuffer ws_;
   float *h_ = nullptr, *x_ = nullptr, *tmp_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
@@ -100,11 +110,13 @@ Status DeepseekModel::load(const ModelBuildOptions& opt) {
     active_bytes_ += L.attn.bytes();
     total_bytes_ += L.attn.bytes();
     params_ += L.attn.parameters() + 2 * H;
+    active_params_ += L.attn.parameters();
     if (moe_spec_ && moe_spec_->is_moe(l)) {
       STRATA_ASSIGN_OR_RETURN(MoeBlock moe, MoeBlock::load(w, *moe_spec_, c, l, opt.storage));
       active_bytes_ += moe.bytes_active();
       total_bytes_ += moe.bytes_total();
       params_ += moe.parameters();
+      active_params_ += moe_active_parameters(*moe_spec_, H);
       L.moe = std::move(moe);
     } else {
       STRATA_ASSIGN_OR_RETURN(DenseMlp mlp, DenseMlp::load(w, "model.layers.{L}.mlp.", H,
@@ -112,6 +124,7 @@ Status DeepseekModel::load(const ModelBuildOptions& opt) {
       active_bytes_ += mlp.bytes();
       total_bytes_ += mlp.bytes();
       params_ += mlp.parameters();
+      active_params_ += mlp.parameters();
       L.mlp = std::move(mlp);
     }
     w.release_generated();

@@ -64,11 +64,10 @@ class LlamaModel : public Model {
   double forward_flops(int64_t num_tokens, int64_t sum_context,
                        int64_t num_logit_rows) const override {
     const ModelConfig& c = config_;
-    const double per_token_params =
-        static_cast<double>(qkv_dim_ + q_dim_) * c.hidden_size + 3.0 * c.intermediate_size * c.hidden_size;
-    const double attention = 4.0 * c.num_attention_heads * c.head_dim * static_cast<double>(sum_context);
-    return c.num_hidden_layers * (2.0 * per_token_params * num_tokens + attention) +
-           2.0 * num_logit_rows * c.vocab_size * c.hidden_size;
+    const double attention =
+        4.0 * c.num_attention_heads * c.head_dim * static_cast<double>(sum_context);
+    return 2.0 * static_cast<double>(active_params_) * num_tokens +
+           c.num_hidden_layers * attention + 2.0 * num_logit_rows * c.vocab_size * c.hidden_size;
   }
   int64_t parameter_count() const override { return params_; }
   int64_t workspace_bytes() const override {
@@ -90,6 +89,7 @@ class LlamaModel : public Model {
   WorkspaceLimits limits_;
   int64_t matmul_bytes_ = 0, other_bytes_ = 0, params_ = 0;
   int64_t inactive_expert_bytes_ = 0;  // MoE: expert weights a token does not read
+  int64_t active_params_ = 0;          // matmul weights one token reads, all layers (no LM head)
   std::optional<MoeSpec> moe_spec_;
   MoeWorkspace moe_ws_;
   int64_t q_dim_ = 0, kv_dim_ = 0, qkv_dim_ = 0;
@@ -134,6 +134,7 @@ Status LlamaModel::load(const ModelBuildOptions& opt) {
       matmul_bytes_ += moe.bytes_active();
       inactive_expert_bytes_ += moe.bytes_total() - moe.bytes_active();
       params_ += moe.parameters() - 3 * F * H;  // replaces the dense MLP counted below
+      active_params_ += moe_active_parameters(*moe_spec_, H) - 3 * F * H;
       L.moe = std::move(moe);
     } else {
       STRATA_ASSIGN_OR_RETURN(L.gate_up, load_packed(w, {{kGate, F}, {kUp, F}}, H, l, opt.storage));
@@ -153,6 +154,7 @@ Status LlamaModel::load(const ModelBuildOptions& opt) {
       STRATA_ASSIGN_OR_RETURN(L.k_norm, load_vector(w, kKNorm, hd, l, DummyInit::kOnes));
     }
     matmul_bytes_ += L.qkv.bytes() + L.o.bytes() + L.gate_up.bytes() + L.down.bytes();
+    active_params_ += (qkv_dim_ + q_dim_) * H + 3 * F * H;
     params_ += (qkv_dim_ + q_dim_) * H + 3 * F * H + 2 * H + L.qkv_bias.size() + L.q_norm.size() +
                L.k_norm.size();
     w.release_generated();

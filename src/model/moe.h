@@ -40,6 +40,13 @@ struct MoeSpec {
   }
 };
 
+// Matmul weights one token reads in an MoE block: the gate, its top_k experts and the shared
+// expert(s) (for FLOP counts).
+inline int64_t moe_active_parameters(const MoeSpec& spec, int64_t hidden) {
+  return hidden * spec.routing.num_experts +
+         3 * hidden * (spec.routing.top_k * spec.expert_ffn + spec.shared_ffn);
+}
+
 // The MoE spec of an MoE architecture (DeepseekV2/V3, Mixtral, Qwen2Moe, Qwen3Moe); nullopt for a
 // dense model (including DeepSeek configs without routed experts). Errors name the bad field.
 Result<std::optional<MoeSpec>> parse_moe_spec(const ModelConfig& config);

@@ -108,12 +108,14 @@ bool Generation::submit() {
   const sampling::SamplingParams& p = request_.params;
   for (size_t i = 0; i < request_.prompts.size(); ++i) {
     engine::EngineRequest er;
-    er.request_id = id_ + (request_.prompts.size() > 1 ? "-" + std::to_string(i) : "");
+    er.request_id = id_;
+    if (request_.prompts.size() > 1) er.request_id.append("-").append(std::to_string(i));
     er.prompt_token_ids = request_.prompts[i].token_ids;
     er.params = p;
     er.priority = request_.priority;
     er.cache_salt = request_.cache_salt;
     er.arrival_time = arrival_;
+    const std::string engine_id = er.request_id;
     auto stream = state_->engine->submit(std::move(er));
     if (!stream.ok()) {
       abort_engine();
@@ -131,7 +133,7 @@ bool Generation::submit() {
       responded_ = true;
       return false;
     }
-    engine_ids_.push_back(id_ + (request_.prompts.size() > 1 ? "-" + std::to_string(i) : ""));
+    engine_ids_.push_back(engine_id);
     streams_.push_back(*stream);
     stream_done_.push_back(false);
   }
