@@ -63,16 +63,16 @@ endfunction()
 # strata_test(NAME <exe> SOURCES <files...> DEPS <modules...> [LABELS <labels...>] [TIMEOUT s]
 #             [SANITIZE])
 # One GoogleTest executable; each test case becomes a CTest test carrying LABELS (default: unit).
-# SANITIZE adds the label `sanitize` and the target `strata_sanitize_tests`: the suites the
-# ASan/UBSan stage of scripts/test.sh builds and runs (low-level code where memory errors hide,
-# cheap to compile; the template-heavy modules would double CI time under the sanitizer).
+# SANITIZE marks the suites a sanitizer build (-DSTRATA_SANITIZE=ON) defines: the low-level code
+# where memory errors hide, cheap to compile. The template-heavy modules would more than double CI
+# time under the sanitizers; -DSTRATA_SANITIZE_ALL=ON defines every suite there.
 function(strata_test)
   cmake_parse_arguments(T "SANITIZE" "NAME;TIMEOUT" "SOURCES;DEPS;LABELS;LIBS" ${ARGN})
+  if(STRATA_SANITIZE AND NOT STRATA_SANITIZE_ALL AND NOT T_SANITIZE)
+    return()
+  endif()
   if(NOT T_LABELS)
     set(T_LABELS unit)
-  endif()
-  if(T_SANITIZE)
-    list(APPEND T_LABELS sanitize)
   endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
@@ -87,11 +87,9 @@ function(strata_test)
                                                STRATA_BINARY_DIR="${PROJECT_BINARY_DIR}")
   gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
-  if(T_SANITIZE)
-    if(NOT TARGET strata_sanitize_tests)
-      add_custom_target(strata_sanitize_tests)
-    endif()
-    add_dependencies(strata_sanitize_tests ${T_NAME})
+  # e2e suites drive the `strata` binary: building them builds it.
+  if("e2e" IN_LIST T_LABELS)
+    add_dependencies(${T_NAME} strata)
   endif()
   # `cmake --build DIR --target strata_unit_tests` builds just what `ctest -L unit` runs.
   if("unit" IN_LIST T_LABELS)
