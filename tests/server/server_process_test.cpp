@@ -76,13 +76,15 @@ TEST(ServeBinary, PortInUseIsAClearError) {
 }
 
 TEST(ServeBinary, SigtermFinishesThenAbortsInFlightStreams) {
-  ServerProcess p(tiny_serve_args({"--shutdown-timeout", "0.5"}));
+  // The stream must still be running when the drain timeout ends, even on a fast machine: a long
+  // context (4000 tokens) and a short drain (0.2 s).
+  ServerProcess p(tiny_serve_args({"--shutdown-timeout", "0.2", "--max-model-len", "4096"}));
   ASSERT_TRUE(p.ok()) << p.output();
   int fd = testing::connect_raw(p.port(), 30);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(testing::send_all(
       fd, testing::http_post_text("/v1/completions",
-                                  R"({"prompt": [256, 72], "max_tokens": 500, "stream": true,
+                                  R"({"prompt": [256, 72], "max_tokens": 4000, "stream": true,
                                       "ignore_eos": true})")));
   std::string got = testing::read_until(
       fd, [](const std::string& b) { return b.find("data: {") != std::string::npos; });
