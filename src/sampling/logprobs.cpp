@@ -12,6 +12,11 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int64_t kChunk = 64;  // values per chunk maximum
 }  // namespace
 
+void LogprobsComputer::reserve(int64_t n, int num_top) {
+  chunk_max_.reserve((n + kChunk - 1) / kChunk);
+  heap_.reserve(std::max(num_top, 0));
+}
+
 void LogprobsComputer::compute(const float* x, int64_t n, int32_t token, int num_top,
                                TokenLogprobs* out) {
   // Chunk maxima give the row maximum and let the top-k scan skip whole chunks.

@@ -28,6 +28,8 @@ class LogprobsComputer {
   // x: [n] raw logits; token in [0, n); num_top >= 0. Overwrites *out (its vector keeps its
   // capacity, so reusing one TokenLogprobs per request allocates nothing after warm-up).
   void compute(const float* x, int64_t n, int32_t token, int num_top, TokenLogprobs* out);
+  // Grows the scratch for rows of n logits and num_top alternatives ahead of use.
+  void reserve(int64_t n, int num_top);
 
  private:
   std::vector<std::pair<float, int32_t>> heap_;

@@ -22,7 +22,16 @@ std::optional<Rng> make_generator(const SamplingParams& params) {
 Sampler::Sampler(SamplerConfig config) : config_(std::move(config)), engine_rng_(config_.seed) {
   STRATA_CHECK_GT(config_.vocab_size, 0);
   const int threads = config_.pool != nullptr ? config_.pool->size() : 1;
-  for (int t = 0; t < threads; ++t) scratch_.push_back(std::make_unique<Scratch>());
+  // Every thread's scratch is grown to its worst case now: which thread samples which row
+  // changes from step to step, so growing on first use would allocate well after warm-up.
+  for (int t = 0; t < threads; ++t) {
+    auto s = std::make_unique<Scratch>();
+    s->logits.reserve(config_.vocab_size);
+    s->penalty.prepare(config_.vocab_size);
+    s->selector.reserve(config_.vocab_size);
+    s->logprobs.reserve(config_.vocab_size, kDefaultMaxLogprobs);
+    scratch_.push_back(std::move(s));
+  }
 }
 
 Sampler::~Sampler() = default;

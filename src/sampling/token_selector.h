@@ -48,6 +48,10 @@ class TokenSelector {
   void distribution(const float* x, int64_t n, const FilterParams& f,
                     std::vector<std::pair<int32_t, double>>* out);
 
+  // Grows every buffer to its worst case for rows of n tokens (once per vocabulary size);
+  // sample() calls it, owners may call it ahead of use.
+  void reserve(int64_t n);
+
  private:
   struct Cand {
     float x;     // logit
@@ -74,9 +78,6 @@ class TokenSelector {
   void bucket_top_p(const float* x, int64_t n, double target, float lo, float hi);
   // block_sum_ and total_ from w_.
   void sum_blocks(int64_t n);
-
-  // Grows every buffer to its worst case for rows of n tokens (once per vocabulary size).
-  void reserve(int64_t n);
 
   int64_t reserved_ = 0;
   bool use_list_ = false;
