@@ -13,9 +13,14 @@ namespace strata {
 
 int64_t attention_scratch_floats(int num_heads, int num_kv_heads, int head_dim,
                                  int64_t max_seq_len) {
-  int64_t group = num_heads / std::max(1, num_kv_heads);
-  // scores [group, max_seq_len + 8] + accumulators [group, head_dim] + 10 converted rows + padding
-  return group * (max_seq_len + 8) + group * head_dim + 10 * head_dim + 64;
+  const int64_t group = num_heads / std::max(1, num_kv_heads);
+  // The AVX2 kernel works on tiles of up to 8 query rows (ops_avx2.cpp): accumulators
+  // [8 * group, head_dim] + 40 converted rows + scores [8 * group, max_seq_len + 8] (a tile shrinks
+  // to fewer rows when a sequence is long; scores are capped at 8 tile rows of 4096 keys, at least
+  // one row of max_seq_len). The other variants need less.
+  const int64_t len = max_seq_len + 8;
+  const int64_t scores = group * std::max(len, 8 * std::min<int64_t>(len, 4096 + 8));
+  return 8 * group * head_dim + 40 * head_dim + scores + 64;
 }
 
 namespace kernels {

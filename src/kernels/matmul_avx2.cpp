@@ -46,6 +46,32 @@ inline void load_w16(const std::byte* pan, int64_t k, __m256& lo, __m256& hi) {
   }
 }
 
+// The 16 weights of one k for the streaming (gemv) kernels, in the order that is cheapest to
+// convert: for BF16 one 32-byte load, then a = rows 0,2,..,14 (shift) and b = rows 1,3,..,15
+// (mask); for the other types a = rows 0..7, b = rows 8..15. unpermute16<D>() restores rows
+// 0..7 / 8..15 from accumulators kept in that order.
+template <DType D>
+inline void load_w16_gemv(const std::byte* pan, int64_t k, __m256& a, __m256& b) {
+  if constexpr (D == DType::kBF16) {
+    const __m256i v = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(pan) + k * kPanelRows));
+    a = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    b = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  } else {
+    load_w16<D>(pan, k, a, b);
+  }
+}
+
+template <DType D>
+inline void unpermute16(__m256& a, __m256& b) {
+  if constexpr (D == DType::kBF16) {
+    const __m256 lo = _mm256_unpacklo_ps(a, b);  // rows 0..3 | 8..11
+    const __m256 hi = _mm256_unpackhi_ps(a, b);  // rows 4..7 | 12..15
+    a = _mm256_permute2f128_ps(lo, hi, 0x20);
+    b = _mm256_permute2f128_ps(lo, hi, 0x31);
+  }
+}
+
 // Stores a 16-wide accumulator pair to y[0..cols).
 inline void store16(float* y, __m256 lo, __m256 hi, int64_t cols) {
   if (cols == kPanelRows) {
@@ -82,21 +108,25 @@ void gemv_1x4(const float* x, const PackedWeight& w, int64_t p, float* y) {
     }
     const __m256 xb = _mm256_broadcast_ss(x + k);
     __m256 lo, hi;
-    load_w16<D>(p0, k, lo, hi);
+    load_w16_gemv<D>(p0, k, lo, hi);
     a0 = _mm256_fmadd_ps(xb, lo, a0);
     a1 = _mm256_fmadd_ps(xb, hi, a1);
-    load_w16<D>(p1, k, lo, hi);
+    load_w16_gemv<D>(p1, k, lo, hi);
     a2 = _mm256_fmadd_ps(xb, lo, a2);
     a3 = _mm256_fmadd_ps(xb, hi, a3);
-    load_w16<D>(p2, k, lo, hi);
+    load_w16_gemv<D>(p2, k, lo, hi);
     a4 = _mm256_fmadd_ps(xb, lo, a4);
     a5 = _mm256_fmadd_ps(xb, hi, a5);
-    load_w16<D>(p3, k, lo, hi);
+    load_w16_gemv<D>(p3, k, lo, hi);
     a6 = _mm256_fmadd_ps(xb, lo, a6);
     a7 = _mm256_fmadd_ps(xb, hi, a7);
   }
   const int64_t n = w.n();
   auto cols = [&](int64_t q) { return std::min<int64_t>(kPanelRows, n - (p + q) * kPanelRows); };
+  unpermute16<D>(a0, a1);
+  unpermute16<D>(a2, a3);
+  unpermute16<D>(a4, a5);
+  unpermute16<D>(a6, a7);
   store16(y + p * kPanelRows, a0, a1, cols(0));
   store16(y + (p + 1) * kPanelRows, a2, a3, cols(1));
   store16(y + (p + 2) * kPanelRows, a4, a5, cols(2));
@@ -114,7 +144,7 @@ void gemv_rx1(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, flo
   for (int i = 0; i < MR; ++i) lo_acc[i] = hi_acc[i] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
     __m256 lo, hi;
-    load_w16<D>(pan, k, lo, hi);
+    load_w16_gemv<D>(pan, k, lo, hi);
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
       const __m256 xb = _mm256_broadcast_ss(x + i * ldx + k);
@@ -124,7 +154,10 @@ void gemv_rx1(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, flo
   }
   const int64_t cols = std::min<int64_t>(kPanelRows, w.n() - p * kPanelRows);
 #pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) store16(y + i * ldy + p * kPanelRows, lo_acc[i], hi_acc[i], cols);
+  for (int i = 0; i < MR; ++i) {
+    unpermute16<D>(lo_acc[i], hi_acc[i]);
+    store16(y + i * ldy + p * kPanelRows, lo_acc[i], hi_acc[i], cols);
+  }
 }
 
 template <int MR, int NP>

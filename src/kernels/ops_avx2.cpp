@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/kernel_impl.h"
@@ -106,29 +107,82 @@ void kv_write(const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t 
 }
 
 // ---- attention -----------------------------------------------------------------------------
+//
+// Work item: a tile of up to kTileQ consecutive query rows of one sequence and one kv head. The
+// tile shares every key and value row it converts (bf16/f16/fp8 -> f32) among its queries and the
+// query heads of the GQA group, and walks the block table block by block (no division per key).
+// Each query's arithmetic is the same whatever tile it lands in: its score for key j is one FMA
+// chain over the head dims reduced in a fixed order, its softmax runs over its own keys only, and
+// its output accumulates p_j * v_j key by key in order. So outputs stay bit-identical whatever
+// the batch, the chunking of a prompt, the block size or the thread count.
 
-// Returns row (slot, kv_head) of `base` as f32: in place for an f32 cache, else converted to tmp.
-const float* kv_row_f32(const PagedKvLayer& kv, const std::byte* base, int64_t slot, int64_t g,
-                        float scale, float* tmp) {
-  const std::byte* p = base + kv.offset(slot, g);
-  const int64_t hd = kv.head_dim;
-  if (kv.dtype == DType::kF32 && scale == 1.0f) return reinterpret_cast<const float*>(p);
-  if ((kv.dtype == DType::kBF16 || kv.dtype == DType::kF16) && hd % 8 == 0) {
-    const __m256 sv = _mm256_set1_ps(scale);
-    for (int64_t e = 0; e < hd; e += 8) {
-      __m256 v = kv.dtype == DType::kBF16 ? load_bf16x8(p + e * 2) : load_f16x8(p + e * 2);
-      _mm256_storeu_ps(tmp + e, _mm256_mul_ps(v, sv));
+constexpr int kTileQ = 8;          // query rows per tile (fewer when scratch is short)
+constexpr int64_t kKeyChunk = 32;  // key/value rows converted at a time (a multiple of 8)
+
+// Per-thread scratch layout: acc [kTileQ * group][hd], rows [(kKeyChunk + 8) * hd], then scores.
+int64_t acc_floats(int group, int64_t hd) { return kTileQ * group * hd; }
+int64_t rows_floats(int64_t hd) { return (kKeyChunk + 8) * hd; }
+
+// Row indices (PagedKvLayer::row_index) of keys [j0, j0 + n) of a sequence for kv head g,
+// walking its block table: the row of a key is base + row * head_dim elements.
+void rows_of(const PagedKvLayer& kv, const int32_t* table, int64_t g, int64_t j0, int64_t n,
+             int64_t* out) {
+  const int64_t bs = kv.block_size;
+  int64_t b = j0 / bs, i = j0 % bs;
+  int64_t first = (static_cast<int64_t>(table[b]) * kv.num_kv_heads + g) * bs;
+  for (int64_t r = 0; r < n; ++r) {
+    out[r] = first + i;
+    if (++i == bs && r + 1 < n) {
+      i = 0;
+      first = (static_cast<int64_t>(table[++b]) * kv.num_kv_heads + g) * bs;
     }
-    return tmp;
   }
-  read_kv_row(kv, base, slot, g, scale, tmp);
-  return tmp;
 }
 
-// Dot products of q (head_dim floats) with 8 key rows; result lane r = q . k[r].
-// Each lane is one FMA chain over the head dims in order, then hsum8 — the same for every key.
+// Rows `rows[0..n)` of `base` as f32 pointers: into the cache for an unscaled f32 cache, else
+// converted into buf (n rows of head_dim floats) exactly as read_kv_row() converts them.
+void rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row_scales,
+              const int64_t* rows, int64_t n, float scale, float* buf, const float** out) {
+  const int64_t hd = kv.head_dim;
+  const int64_t row_bytes = hd * kv.elem_bytes();
+  if (kv.dtype == DType::kF32 && scale == 1.0f) {
+    for (int64_t r = 0; r < n; ++r)
+      out[r] = reinterpret_cast<const float*>(base + rows[r] * row_bytes);
+    return;
+  }
+  const bool half = (kv.dtype == DType::kBF16 || kv.dtype == DType::kF16) && hd % 8 == 0;
+  const __m256 sv = _mm256_set1_ps(scale);
+  for (int64_t r = 0; r < n; ++r) {
+    float* dst = buf + r * hd;
+    out[r] = dst;
+    const std::byte* p = base + rows[r] * row_bytes;
+    if (half) {
+      for (int64_t e = 0; e < hd; e += 8) {
+        __m256 v = kv.dtype == DType::kBF16 ? load_bf16x8(p + e * 2) : load_f16x8(p + e * 2);
+        _mm256_storeu_ps(dst + e, _mm256_mul_ps(v, sv));
+      }
+      continue;
+    }
+    dequantize_row(kv.dtype, p, dst, hd);
+    float f = scale;
+    if (kv.dtype == DType::kF8E4M3 && row_scales != nullptr) f *= row_scales[rows[r]];
+    if (f != 1.0f)
+      for (int64_t e = 0; e < hd; ++e) dst[e] *= f;
+  }
+}
+
+// Lane r of the result = sum of the 8 lanes of a[r], in a fixed order.
+inline __m256 reduce8x8(const __m256* a) {
+  __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+  __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+  __m256 h0123 = _mm256_hadd_ps(h01, h23), h4567 = _mm256_hadd_ps(h45, h67);
+  return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                       _mm256_permute2f128_ps(h0123, h4567, 0x31));
+}
+
+// Dot products of q (head_dim floats) with 8 key rows; lane r = q . k[r]: one FMA chain per key
+// over the head dims in order, a fixed reduction, then the scalar tail dims.
 inline __m256 dot8(const float* q, const float* const* k, int64_t hd) {
-  alignas(32) float out[8];
   __m256 acc[8];
   for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
   int64_t e = 0;
@@ -137,96 +191,156 @@ inline __m256 dot8(const float* q, const float* const* k, int64_t hd) {
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[r] + e), acc[r]);
   }
-  for (int r = 0; r < 8; ++r) {
-    float s = hsum8(acc[r]);
-    for (int64_t t = e; t < hd; ++t) s += q[t] * k[r][t];
-    out[r] = s;
-  }
+  __m256 s = reduce8x8(acc);
+  if (e == hd) return s;
+  alignas(32) float out[8];
+  _mm256_store_ps(out, s);
+  for (int r = 0; r < 8; ++r)
+    for (int64_t t = e; t < hd; ++t) out[r] += q[t] * k[r][t];
   return _mm256_load_ps(out);
 }
 
-int sequence_of_row(const AttentionArgs& a, int64_t t) {
-  const int32_t* end = a.query_start + a.num_seqs + 1;
-  return static_cast<int>(std::upper_bound(a.query_start, end, t) - a.query_start) - 1;
+// acc[0 .. 8*NR) += p[j] * v[j][e0 ..] for j in [0, n), key by key, in registers.
+template <int NR>
+inline void accumulate_values(float* acc, const float* p, const float* const* v, int64_t n,
+                              int64_t e0) {
+  __m256 a[NR];
+  for (int r = 0; r < NR; ++r) a[r] = _mm256_loadu_ps(acc + 8 * r);
+  for (int64_t j = 0; j < n; ++j) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    const float* vr = v[j] + e0;
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) a[r] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 8 * r), a[r]);
+  }
+  for (int r = 0; r < NR; ++r) _mm256_storeu_ps(acc + 8 * r, a[r]);
 }
 
-// All query heads of kv head g for query row t of sequence s.
-void attend_one(const AttentionArgs& a, int s, int64_t t, int g, float* scratch) {
+void accumulate_row(float* acc, const float* p, const float* const* v, int64_t n, int64_t hd) {
+  int64_t e = 0;
+  for (; e + 64 <= hd; e += 64) accumulate_values<8>(acc + e, p, v, n, e);
+  switch ((hd - e) / 8) {
+    case 7: accumulate_values<7>(acc + e, p, v, n, e); break;
+    case 6: accumulate_values<6>(acc + e, p, v, n, e); break;
+    case 5: accumulate_values<5>(acc + e, p, v, n, e); break;
+    case 4: accumulate_values<4>(acc + e, p, v, n, e); break;
+    case 3: accumulate_values<3>(acc + e, p, v, n, e); break;
+    case 2: accumulate_values<2>(acc + e, p, v, n, e); break;
+    case 1: accumulate_values<1>(acc + e, p, v, n, e); break;
+    default: break;
+  }
+  e += (hd - e) / 8 * 8;
+  for (; e < hd; ++e)
+    for (int64_t j = 0; j < n; ++j) acc[e] = std::fma(p[j], v[j][e], acc[e]);
+}
+
+// Query rows [t0, t0 + nq) of sequence s, all query heads of kv head g.
+void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float* scratch) {
   const PagedKvLayer& kv = *a.kv;
   const int64_t hd = kv.head_dim;
   const int group = a.num_heads / static_cast<int>(kv.num_kv_heads);
   const int64_t q1 = a.query_start[s + 1];
-  const int64_t pos = a.seq_lens[s] - (q1 - t);
-  const int64_t ctx = pos + 1;
-  const int64_t ctx8 = (ctx + 7) / 8 * 8;
   const int32_t* table = a.block_tables + s * a.max_blocks_per_seq;
-  const int64_t stride = ctx8;               // per-head score row, padded to whole vectors
-  float* scores = scratch;                   // [group][ctx8]
-  float* acc = scratch + group * (ctx + 8);  // [group][hd]
-  float* rows = acc + group * hd;            // 8 converted key rows + 1 value row
-  auto slot_of = [&](int64_t j) {
-    return static_cast<int64_t>(table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
-  };
+  // Query i of the tile sees keys [0, ctx[i]).
+  int64_t ctx[kTileQ];
+  for (int i = 0; i < nq; ++i) ctx[i] = a.seq_lens[s] - (q1 - (t0 + i)) + 1;
+  const int64_t ctx_max = ctx[nq - 1];
+  const int64_t stride = (ctx_max + 7) / 8 * 8;  // per-head score row, whole vectors
+  float* acc = scratch;                            // [nq * group][hd]
+  float* rows = acc + acc_floats(group, hd);       // converted rows
+  float* scores = rows + rows_floats(hd);          // [nq * group][stride]
+  int64_t rix[kKeyChunk];
+  const float* rp[kKeyChunk];
   const __m256 vscale = _mm256_set1_ps(a.scale);
-  // Scores, 8 keys at a time (the tail repeats the last key; its lanes are masked below).
-  for (int64_t j0 = 0; j0 < ctx; j0 += 8) {
-    const float* krow[8];
-    for (int r = 0; r < 8; ++r) {
-      int64_t j = std::min(j0 + r, ctx - 1);
-      krow[r] = kv_row_f32(kv, kv.k, slot_of(j), g, kv.k_scale, rows + r * hd);
-    }
-    for (int h = 0; h < group; ++h) {
-      const float* q = a.q + t * a.ldq + (static_cast<int64_t>(g) * group + h) * hd;
-      _mm256_storeu_ps(scores + h * stride + j0, _mm256_mul_ps(dot8(q, krow, hd), vscale));
+  auto qrow = [&](int i, int h) {
+    return a.q + (t0 + i) * a.ldq + (static_cast<int64_t>(g) * group + h) * hd;
+  };
+  // Scores, 8 keys at a time (a query's lanes past its last key are masked below).
+  for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
+    const int64_t n = std::min(kKeyChunk, ctx_max - j0);
+    rows_of(kv, table, g, j0, n, rix);
+    rows_f32(kv, kv.k, kv.k_row_scale, rix, n, kv.k_scale, rows, rp);
+    for (int64_t r = n; r < (n + 7) / 8 * 8; ++r) rp[r] = rp[n - 1];
+    for (int64_t jg = 0; jg < n; jg += 8) {
+      for (int i = 0; i < nq; ++i) {
+        if (j0 + jg >= ctx[i]) continue;
+        for (int h = 0; h < group; ++h)
+          _mm256_storeu_ps(scores + (i * group + h) * stride + j0 + jg,
+                           _mm256_mul_ps(dot8(qrow(i, h), rp + jg, hd), vscale));
+      }
     }
   }
   // Softmax numerators and sums (lane = key index mod 8, then a fixed reduction).
-  float sums[64];
+  float sums[kTileQ * 64];
   STRATA_CHECK(group <= 64) << "GQA group of " << group;
-  for (int h = 0; h < group; ++h) {
-    float* sc = scores + h * stride;
-    for (int64_t j = ctx; j < ctx8; ++j) sc[j] = -INFINITY;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < ctx; ++j) mx = std::max(mx, sc[j]);
-    const __m256 vmx = _mm256_set1_ps(mx);
-    __m256 vs = _mm256_setzero_ps();
-    for (int64_t j = 0; j < ctx8; j += 8) {
-      __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), vmx));
-      _mm256_storeu_ps(sc + j, e);
-      vs = _mm256_add_ps(vs, e);
+  for (int i = 0; i < nq; ++i) {
+    const int64_t c = ctx[i], c8 = (c + 7) / 8 * 8;
+    for (int h = 0; h < group; ++h) {
+      float* sc = scores + (i * group + h) * stride;
+      for (int64_t j = c; j < c8; ++j) sc[j] = -INFINITY;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < c; ++j) mx = std::max(mx, sc[j]);
+      const __m256 vmx = _mm256_set1_ps(mx);
+      __m256 vs = _mm256_setzero_ps();
+      for (int64_t j = 0; j < c8; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), vmx));
+        _mm256_storeu_ps(sc + j, e);
+        vs = _mm256_add_ps(vs, e);
+      }
+      sums[i * group + h] = hsum8(vs);
+      std::memset(acc + (i * group + h) * hd, 0, hd * sizeof(float));
     }
-    sums[h] = hsum8(vs);
-    std::memset(acc + h * hd, 0, hd * sizeof(float));
   }
   // Weighted values, key by key in order.
-  float* vtmp = rows + 8 * hd;
-  for (int64_t j = 0; j < ctx; ++j) {
-    const float* vr = kv_row_f32(kv, kv.v, slot_of(j), g, kv.v_scale, vtmp);
-    for (int h = 0; h < group; ++h) {
-      const __m256 p = _mm256_set1_ps(scores[h * stride + j]);
-      float* ac = acc + h * hd;
-      int64_t e = 0;
-      for (; e + 8 <= hd; e += 8)
-        _mm256_storeu_ps(ac + e,
-                         _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + e), _mm256_loadu_ps(ac + e)));
-      for (; e < hd; ++e) ac[e] = std::fma(scores[h * stride + j], vr[e], ac[e]);
+  for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
+    const int64_t n = std::min(kKeyChunk, ctx_max - j0);
+    rows_of(kv, table, g, j0, n, rix);
+    rows_f32(kv, kv.v, kv.v_row_scale, rix, n, kv.v_scale, rows, rp);
+    for (int i = 0; i < nq; ++i) {
+      const int64_t ni = std::min(n, ctx[i] - j0);
+      if (ni <= 0) continue;
+      for (int h = 0; h < group; ++h)
+        accumulate_row(acc + (i * group + h) * hd, scores + (i * group + h) * stride + j0, rp, ni,
+                       hd);
     }
   }
-  for (int h = 0; h < group; ++h) {
-    float* o = a.out + t * a.ldo + (static_cast<int64_t>(g) * group + h) * hd;
-    const float inv = 1.0f / sums[h];
-    for (int64_t e = 0; e < hd; ++e) o[e] = acc[h * hd + e] * inv;
+  for (int i = 0; i < nq; ++i) {
+    for (int h = 0; h < group; ++h) {
+      float* o = a.out + (t0 + i) * a.ldo + (static_cast<int64_t>(g) * group + h) * hd;
+      const float inv = 1.0f / sums[i * group + h];
+      const float* ac = acc + (i * group + h) * hd;
+      for (int64_t e = 0; e < hd; ++e) o[e] = ac[e] * inv;
+    }
   }
 }
 
 void attention(const AttentionArgs& a, ThreadPool& pool) {
-  const int nkv = static_cast<int>(a.kv->num_kv_heads);
-  const int64_t items = int64_t{a.query_start[a.num_seqs]} * nkv;
+  const PagedKvLayer& kv = *a.kv;
+  const int nkv = static_cast<int>(kv.num_kv_heads);
+  const int group = a.num_heads / nkv;
+  const int64_t score_floats =
+      a.scratch_floats_per_thread - acc_floats(group, kv.head_dim) - rows_floats(kv.head_dim);
+  // Tiles per sequence: kTileQ query rows, fewer when the scores of a whole tile over the
+  // sequence's length would not fit in the scratch.
+  std::vector<int64_t> first_tile(a.num_seqs + 1, 0);
+  std::vector<int> tile_rows(a.num_seqs);
+  for (int s = 0; s < a.num_seqs; ++s) {
+    const int64_t row = group * ((int64_t{a.seq_lens[s]} + 7) / 8 * 8);
+    const int64_t fit = row > 0 ? score_floats / row : kTileQ;
+    STRATA_CHECK(fit >= 1) << "attention scratch too small for a sequence of " << a.seq_lens[s];
+    tile_rows[s] = static_cast<int>(std::min<int64_t>(kTileQ, fit));
+    const int64_t qn = a.query_start[s + 1] - a.query_start[s];
+    first_tile[s + 1] = first_tile[s] + (qn + tile_rows[s] - 1) / tile_rows[s];
+  }
+  const int64_t items = first_tile[a.num_seqs] * nkv;
   pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
     float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
     for (int64_t item = i0; item < i1; ++item) {
-      const int64_t t = item / nkv;
-      attend_one(a, sequence_of_row(a, t), t, static_cast<int>(item % nkv), scratch);
+      const int64_t tile = item / nkv;
+      const int s = static_cast<int>(
+          std::upper_bound(first_tile.begin(), first_tile.end(), tile) - first_tile.begin() - 1);
+      const int64_t t0 = a.query_start[s] + (tile - first_tile[s]) * tile_rows[s];
+      const int nq = static_cast<int>(std::min<int64_t>(tile_rows[s], a.query_start[s + 1] - t0));
+      attend_tile(a, s, t0, nq, static_cast<int>(item % nkv), scratch);
     }
   });
 }
