@@ -123,6 +123,27 @@ TEST(AttentionParity, RaggedBatchesAllBlockSizesAndDtypes) {
   }
 }
 
+// A sequence longer than the scratch's tile budget (attention_scratch_floats caps a tile's scores
+// at 8 rows of 4096 keys): the fast kernels shrink their query tiles and still match the
+// reference, and a query's row is bit-identical to computing that query alone.
+TEST(AttentionParity, LongSequenceShrinksTheQueryTile) {
+  ThreadPool pool(2);
+  const int nh = 4, nkv = 2, hd = 16;
+  Fixture f{nh, nkv, hd, 16, DType::kBF16, {5000, 30}, {19, 30}};
+  f.build();
+  auto ref = f.run(KernelVariant::kReference, pool);
+  for (KernelVariant v : fast_variants()) {
+    auto out = f.run(v, pool);
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << kernel_variant_name(v);
+    Fixture last{nh, nkv, hd, 16, DType::kBF16, {5000}, {1}};
+    last.build();
+    auto one = last.run(v, pool);
+    ASSERT_EQ(std::memcmp(one.data(), out.data() + 18 * nh * hd, nh * hd * 4), 0)
+        << kernel_variant_name(v);
+  }
+}
+
 // A query's output is bit-identical whatever else is in the batch, however the prompt was split
 // into chunks, with any block size, and with any thread count.
 TEST(AttentionInvariance, QueryOutputIndependentOfBatchChunkAndBlockSize) {
