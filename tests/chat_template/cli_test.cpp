@@ -9,29 +9,14 @@
 
 #include "core/file_util.h"
 #include "core/json.h"
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace strata {
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-};
-
-// Runs `strata ARGS` with stderr folded into the captured output.
-CliRun run_strata(const std::string& args) {
-  std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>&1";
-  CliRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::CliRun;
+using testing::run_strata;
 
 std::string temp_dir() {
   char tmpl[] = "/tmp/strata_chat_cli_XXXXXX";
@@ -56,7 +41,7 @@ TEST(ChatTemplateCli, RendersGoldenConversations) {
     if (r["add_generation_prompt"].get<bool>()) args += " --add-generation-prompt";
     if (!r["extra"].empty()) args += " --kwargs '" + r["extra"].dump() + "'";
     CliRun run = run_strata(args);
-    EXPECT_EQ(run.exit_code, 0) << run.out;
+    EXPECT_EQ(run.code, 0) << run.out;
     EXPECT_EQ(run.out, r["expected"].get<std::string>()) << r["case"];
     ++checked;
   }
@@ -67,7 +52,7 @@ TEST(ChatTemplateCli, ErrorsAreClearAndExitNonZero) {
   std::string dir = temp_dir();
   ASSERT_TRUE(write_file(dir + "/msgs.json", R"([{"role": "user", "content": "hi"}])").ok());
   CliRun missing = run_strata("chat-template " + dir + " --messages " + dir + "/msgs.json");
-  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.out.find("has no chat template"), std::string::npos) << missing.out;
 
   ASSERT_TRUE(write_file(dir + "/bad.jinja",
@@ -75,18 +60,18 @@ TEST(ChatTemplateCli, ErrorsAreClearAndExitNonZero) {
                   .ok());
   CliRun bad = run_strata("chat-template " + dir + " --messages " + dir +
                           "/msgs.json --chat-template " + dir + "/bad.jinja");
-  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("template error at line 2: can only concatenate str (not \"int\") to str"),
             std::string::npos)
       << bad.out;
 
   CliRun bad_json = run_strata("chat-template " + dir + " --messages " + dir +
                                "/bad.jinja --chat-template " + dir + "/bad.jinja");
-  EXPECT_EQ(bad_json.exit_code, 1);
+  EXPECT_EQ(bad_json.code, 1);
   EXPECT_NE(bad_json.out.find("is not valid JSON"), std::string::npos) << bad_json.out;
 
   CliRun no_messages = run_strata("chat-template " + dir);
-  EXPECT_EQ(no_messages.exit_code, 2);
+  EXPECT_EQ(no_messages.code, 2);
   EXPECT_NE(no_messages.out.find("--messages FILE is required"), std::string::npos);
 }
 

@@ -1,33 +1,17 @@
 // `strata tokenize`, `strata detokenize` and `strata bench tokenizer` driven as a user would,
 // through the built binary.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <string>
 
+#include "cli_util.h"
 #include "test_util.h"
 
 namespace strata {
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out;  // stdout and stderr
-};
-
-CliRun run(const std::string& args) {
-  std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>&1";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::CliRun;
+CliRun run(const std::string& args) { return testing::run_strata(args); }
 
 std::string stories() { return testing::shared_data_path("models/stories260K-hf"); }
 

@@ -1,0 +1,215 @@
+// `strata generate`, `strata bench latency` and `strata bench throughput` driven through the
+// built binary: greedy text and ids on real weights (HF and GGUF) equal the golden file, the JSON
+// output's fields, several prompts at once, speed lines, help, and clear errors.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "cli_util.h"
+#include "core/json.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::CliRun;
+using testing::run_strata;
+
+struct GoldenCase {
+  std::string prompt;
+  std::vector<int32_t> prompt_ids, generated_ids;
+};
+
+std::vector<GoldenCase> golden_cases() {
+  std::vector<GoldenCase> out;
+  auto doc = read_json_file(testing::shared_data_path("golden/stories260K.json"));
+  if (!doc.ok()) return out;
+  for (const Json& c : (*doc)["cases"]) {
+    out.push_back({c["prompt"].get<std::string>(), c["prompt_ids"].get<std::vector<int32_t>>(),
+                   c["generated_ids"].get<std::vector<int32_t>>()});
+  }
+  return out;
+}
+
+std::vector<int32_t> ints(const Json& a) { return a.get<std::vector<int32_t>>(); }
+
+Result<Json> parse(const std::string& text) { return parse_json(text, "strata's output"); }
+
+// A positive number after `label` in text (e.g. "decode: 12.5 tokens/s").
+double figure_after(const std::string& text, const std::string& label) {
+  size_t at = text.find(label);
+  if (at == std::string::npos) return -1;
+  return std::strtod(text.c_str() + at + label.size(), nullptr);
+}
+
+TEST(GenerateCli, GreedyJsonMatchesGoldenOnHfAndGguf) {
+  STRATA_REQUIRE_SHARED("golden/stories260K.json");
+  auto cases = golden_cases();
+  ASSERT_FALSE(cases.empty());
+  for (const char* model : {"models/stories260K-hf", "models/stories260K.gguf"}) {
+    for (const GoldenCase& g : cases) {
+      const int n = std::min<int>(32, static_cast<int>(g.generated_ids.size()));
+      std::string ids;
+      for (int32_t id : g.prompt_ids) {
+        if (!ids.empty()) ids += ',';
+        ids += std::to_string(id);
+      }
+      CliRun r = run_strata("generate " + testing::shared_data_path(model) + " --prompt-ids " +
+                                ids + " --max-tokens " + std::to_string(n) +
+                                " --temperature 0 --ignore-eos --json",
+                            /*split_stderr=*/true);
+      ASSERT_EQ(r.code, 0) << r.out << r.err;
+      auto j = parse(r.out);
+      ASSERT_TRUE(j.ok()) << r.out;
+      EXPECT_EQ(ints((*j)["prompt_ids"]), g.prompt_ids) << model;
+      std::vector<int32_t> want(g.generated_ids.begin(), g.generated_ids.begin() + n);
+      EXPECT_EQ(ints((*j)["generated_ids"]), want) << model << " prompt '" << g.prompt << "'";
+      EXPECT_FALSE((*j)["text"].get<std::string>().empty());
+      EXPECT_GT((*j)["prompt_tokens_per_s"].get<double>(), 0);
+      EXPECT_GT((*j)["decode_tokens_per_s"].get<double>(), 0);
+    }
+  }
+}
+
+TEST(GenerateCli, StreamsTextToStdoutAndSpeedToStderr) {
+  STRATA_REQUIRE_SHARED("models/stories260K-hf/config.json");
+  const std::string model = testing::shared_data_path("models/stories260K-hf");
+  CliRun r = run_strata("generate " + model + " --prompt 'Once upon a time' --max-tokens 32 " +
+                            "--temperature 0 --threads 1",
+                        true);
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The text prompt tokenizes to the golden ids, so the continuation is the golden one.
+  CliRun j = run_strata("generate " + model + " --prompt 'Once upon a time' --max-tokens 32 " +
+                            "--temperature 0 --json",
+                        true);
+  ASSERT_EQ(j.code, 0) << j.err;
+  auto doc = parse(j.out);
+  ASSERT_TRUE(doc.ok()) << j.out;
+  EXPECT_EQ(ints((*doc)["prompt_ids"]), (std::vector<int32_t>{1, 403, 407, 261, 378}));
+  const std::string text = (*doc)["text"].get<std::string>();
+  EXPECT_EQ(text.rfind(", there was a little girl named Lily.", 0), 0u) << text;
+  // Streamed stdout is exactly the text (and a final newline), speed lines only on stderr.
+  EXPECT_EQ(r.out, text + "\n");
+  EXPECT_GT(figure_after(r.err, "prompt: 5 tokens, "), 0) << r.err;
+  EXPECT_NE(r.err.find("tokens/s; decode: "), std::string::npos) << r.err;
+}
+
+TEST(GenerateCli, SeveralPromptsRunTogetherAndMatchAlone) {
+  STRATA_REQUIRE_SHARED("models/stories260K-hf/config.json");
+  const std::string model = testing::shared_data_path("models/stories260K-hf");
+  const std::string common = " --max-tokens 12 --temperature 0 --ignore-eos --json";
+  CliRun both = run_strata("generate " + model + " --prompt 'Once upon a time' --prompt Zoo" +
+                               common,
+                           true);
+  ASSERT_EQ(both.code, 0) << both.err;
+  auto arr = parse(both.out);
+  ASSERT_TRUE(arr.ok()) << both.out;
+  ASSERT_EQ((*arr).size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    CliRun alone =
+        run_strata("generate " + model + (i == 0 ? " --prompt 'Once upon a time'" : " --prompt Zoo") +
+                       common,
+                   true);
+    auto one = parse(alone.out);
+    ASSERT_TRUE(one.ok()) << alone.out;
+    EXPECT_EQ(ints((*arr)[i]["generated_ids"]), ints((*one)["generated_ids"]));
+  }
+}
+
+TEST(GenerateCli, SeededSamplingIsReproducible) {
+  STRATA_REQUIRE_SHARED("models/stories260K-hf/config.json");
+  auto sample = [](int seed) {
+    CliRun r = run_strata("generate " + testing::shared_data_path("models/stories260K-hf") +
+                              " --prompt 'Once upon a time' --max-tokens 24 --temperature 1.2 "
+                              "--top-p 0.95 --top-k 40 --ignore-eos --json --seed " +
+                              std::to_string(seed),
+                          true);
+    EXPECT_EQ(r.code, 0) << r.err;
+    auto j = parse(r.out);
+    return j.ok() ? ints((*j)["generated_ids"]) : std::vector<int32_t>{};
+  };
+  const auto a = sample(7);
+  ASSERT_EQ(a.size(), 24u);
+  EXPECT_EQ(a, sample(7));
+  // The seed matters: another seed draws another sequence.
+  EXPECT_NE(a, sample(8));
+}
+
+TEST(GenerateCli, DummyWeightsFromTheRepoConfig) {
+  CliRun r = run_strata("generate " + testing::repo_path("models/strata-tiny") +
+                            " --load-format dummy --prompt hello --max-tokens 8 --temperature 0 "
+                            "--ignore-eos --dtype bfloat16 --json",
+                        true);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse(r.out);
+  ASSERT_TRUE(j.ok()) << r.out;
+  EXPECT_EQ((*j)["generated_ids"].size(), 8u);
+}
+
+TEST(GenerateCli, ClearErrors) {
+  CliRun r = run_strata("generate /nonexistent/model --prompt hi");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("'/nonexistent/model' does not exist"), std::string::npos) << r.out;
+  r = run_strata("generate " + testing::repo_path("models/strata-tiny") + " --no-such-flag 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--no-such-flag"), std::string::npos) << r.out;
+  r = run_strata("generate " + testing::repo_path("models/strata-tiny") +
+                 " --load-format dummy --prompt-ids 1,99999 --max-tokens 2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("99999 is outside the vocabulary"), std::string::npos) << r.out;
+  r = run_strata("generate " + testing::repo_path("models/strata-tiny") +
+                 " --load-format safetensors --prompt hi");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("strata-tiny"), std::string::npos) << r.out;
+  // Nothing crashed: every failure is an exit code, never a signal.
+  EXPECT_GE(r.code, 0);
+}
+
+TEST(GenerateCli, HelpListsEveryOptionWithItsDefault) {
+  CliRun top = run_strata("--help");
+  EXPECT_EQ(top.code, 0);
+  for (const char* cmd : {"generate", "serve", "bench latency", "bench throughput", "tokenize"})
+    EXPECT_NE(top.out.find(cmd), std::string::npos) << cmd;
+  CliRun r = run_strata("generate --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* opt : {"--prompt ", "--prompt-ids", "--max-tokens", "--temperature", "--top-p",
+                          "--top-k", "--seed", "--threads", "--load-format", "--dtype", "--json"})
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+  EXPECT_NE(r.out.find("(default: 64"), std::string::npos);
+}
+
+TEST(BenchCli, LatencyPrintsSpeedsAndUtilisation) {
+  CliRun r = run_strata("bench latency " + testing::repo_path("models/strata-tiny") +
+                            " --load-format dummy --input-len 16 --output-len 4 --num-iters 1 "
+                            "--bandwidth-mib 16 --threads 2",
+                        true);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(figure_after(r.out, "prefill: "), 0) << r.out;
+  EXPECT_GT(figure_after(r.out, "decode: "), 0) << r.out;
+  EXPECT_GT(figure_after(r.out, "measured read bandwidth: "), 0) << r.out;
+  EXPECT_GT(figure_after(r.out, "decode bandwidth utilisation = "), 0) << r.out;
+  EXPECT_GT(figure_after(r.out, "prefill compute utilisation = "), 0) << r.out;
+}
+
+TEST(BenchCli, ThroughputPrintsRequestAndTokenRates) {
+  CliRun r = run_strata("bench throughput " + testing::repo_path("models/strata-tiny") +
+                            " --load-format dummy --num-prompts 6 --input-len 24 --output-len 8",
+                        true);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex(R"(Throughput: ([0-9.]+) requests/s, ([0-9.]+) total )"
+                                           R"(tokens/s, ([0-9.]+) output tokens/s)")))
+      << r.out;
+  const double total = std::stod(m[2]), output = std::stod(m[3]);
+  EXPECT_GT(output, 0);
+  // 24 prompt + 8 output tokens per request: total is 4x output.
+  EXPECT_NEAR(total / output, 4.0, 1e-3);
+  EXPECT_NE(r.out.find("requests: 6 ok, 0 failed; prompt tokens 144, output tokens 48"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace strata
