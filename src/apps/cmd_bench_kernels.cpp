@@ -14,7 +14,8 @@ void add_options(OptionSet& o) {
   o.add_int("m", 1, "rows of x (tokens)");
   o.add_int("n", 2048, "output features (weight rows)");
   o.add_int("k", 768, "input features");
-  o.add_string("dtype", "bf16", "weight storage: f32, f16, bf16, q8_0");
+  o.add_string("dtype", "bf16",
+               "weight storage: f32, f16, bf16, q8_0, fp8 (e4m3 with 128x128 block scales)");
   o.add_int("threads", ThreadPool::hardware_threads(), "compute threads");
   o.add_float("seconds", 1.0, "time to spend per variant");
 }
@@ -22,7 +23,10 @@ void add_options(OptionSet& o) {
 int run(const Args& args) {
   const int64_t m = args.get_int("m"), n = args.get_int("n"), k = args.get_int("k");
   DType dt;
-  if (!parse_dtype(args.get("dtype"), &dt)) {
+  const bool fp8 = args.get("dtype") == "fp8";
+  if (fp8) {
+    dt = DType::kF8E4M3;
+  } else if (!parse_dtype(args.get("dtype"), &dt)) {
     std::fprintf(stderr, "unknown --dtype %s\n", args.get("dtype").c_str());
     return 2;
   }
@@ -30,7 +34,9 @@ int run(const Args& args) {
   std::vector<float> wf(n * k), x(m * k), y(m * n);
   for (auto& v : wf) v = static_cast<float>(rng.normal() * 0.02);
   for (auto& v : x) v = static_cast<float>(rng.normal());
-  auto w = PackedWeight::pack(wf.data(), DType::kF32, n, k, dt);
+  const PackedWeight::Fp8Part part{wf.data(), DType::kF32, n};
+  auto w = fp8 ? PackedWeight::pack_fp8_rows(&part, 1, k, 128, 128)
+               : PackedWeight::pack(wf.data(), DType::kF32, n, k, dt);
   if (!w.ok()) {
     std::fprintf(stderr, "%s\n", w.status().to_string().c_str());
     return 1;
