@@ -139,6 +139,20 @@ void rows_of(const PagedKvLayer& kv, const int32_t* table, int64_t g, int64_t j0
   }
 }
 
+// Rows of keys [j0, j0 + kKeyChunk) (clipped to ctx) into rix, and a prefetch of their bytes, so
+// the cache reads of the next chunk overlap the work on this one.
+void prefetch_next_chunk(const PagedKvLayer& kv, const std::byte* base, const int32_t* table,
+                         int64_t g, int64_t j0, int64_t ctx, int64_t* rix) {
+  if (j0 >= ctx) return;
+  const int64_t n = std::min(kKeyChunk, ctx - j0);
+  rows_of(kv, table, g, j0, n, rix);
+  const int64_t row_bytes = kv.head_dim * kv.elem_bytes();
+  for (int64_t r = 0; r < n; ++r) {
+    const char* p = reinterpret_cast<const char*>(base + rix[r] * row_bytes);
+    for (int64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+  }
+}
+
 // Rows `rows[0..n)` of `base` as f32 pointers: into the cache for an unscaled f32 cache, else
 // converted into buf (n rows of head_dim floats) exactly as read_kv_row() converts them.
 void rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row_scales,
@@ -248,17 +262,18 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
   float* acc = scratch;                            // [nq * group][hd]
   float* rows = acc + acc_floats(group, hd);       // converted rows
   float* scores = rows + rows_floats(hd);          // [nq * group][stride]
-  int64_t rix[kKeyChunk];
+  int64_t rix[2][kKeyChunk];  // this chunk's rows and the next one's
   const float* rp[kKeyChunk];
   const __m256 vscale = _mm256_set1_ps(a.scale);
   auto qrow = [&](int i, int h) {
     return a.q + (t0 + i) * a.ldq + (static_cast<int64_t>(g) * group + h) * hd;
   };
   // Scores, 8 keys at a time (a query's lanes past its last key are masked below).
-  for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
+  rows_of(kv, table, g, 0, std::min(kKeyChunk, ctx_max), rix[0]);
+  for (int64_t j0 = 0, cur = 0; j0 < ctx_max; j0 += kKeyChunk, cur ^= 1) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
-    rows_of(kv, table, g, j0, n, rix);
-    rows_f32(kv, kv.k, kv.k_row_scale, rix, n, kv.k_scale, rows, rp);
+    prefetch_next_chunk(kv, kv.k, table, g, j0 + kKeyChunk, ctx_max, rix[cur ^ 1]);
+    rows_f32(kv, kv.k, kv.k_row_scale, rix[cur], n, kv.k_scale, rows, rp);
     for (int64_t r = n; r < (n + 7) / 8 * 8; ++r) rp[r] = rp[n - 1];
     for (int64_t jg = 0; jg < n; jg += 8) {
       for (int i = 0; i < nq; ++i) {
@@ -291,10 +306,11 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
     }
   }
   // Weighted values, key by key in order.
-  for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
+  rows_of(kv, table, g, 0, std::min(kKeyChunk, ctx_max), rix[0]);
+  for (int64_t j0 = 0, cur = 0; j0 < ctx_max; j0 += kKeyChunk, cur ^= 1) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
-    rows_of(kv, table, g, j0, n, rix);
-    rows_f32(kv, kv.v, kv.v_row_scale, rix, n, kv.v_scale, rows, rp);
+    prefetch_next_chunk(kv, kv.v, table, g, j0 + kKeyChunk, ctx_max, rix[cur ^ 1]);
+    rows_f32(kv, kv.v, kv.v_row_scale, rix[cur], n, kv.v_scale, rows, rp);
     for (int i = 0; i < nq; ++i) {
       const int64_t ni = std::min(n, ctx[i] - j0);
       if (ni <= 0) continue;
