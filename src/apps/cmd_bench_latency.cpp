@@ -179,14 +179,14 @@ int run(const Args& args) {
   if (peak > 0) {
     // Decode step t: every sequence's new token attends to in_len + t + 1 positions.
     const double ctx_sum = decode_steps * (in_len + 1.0) + decode_steps * (decode_steps - 1) / 2.0;
-    const double dflops = model.forward_flops(batch * decode_steps,
-                                              static_cast<int64_t>(batch * ctx_sum),
-                                              batch * decode_steps);
+    const double dflops = model.forward_flops(
+        batch * decode_steps, static_cast<int64_t>(batch * ctx_sum), batch * decode_steps);
     // Prefill: every prompt token attends to the tokens before it (sum of 1..in_len per sequence).
-    const double flops = model.forward_flops(batch * in_len, batch * in_len * (in_len + 1) / 2, batch);
+    const double flops =
+        model.forward_flops(batch * in_len, batch * in_len * (in_len + 1) / 2, batch);
     std::printf("measured f32 FMA peak: %.1f GFLOP/s (%d threads)\n", peak / 1e9, pool.size());
-    std::printf("decode compute utilisation = %.3f (%.1f GFLOP/s)\n",
-                dflops / best_decode / peak, dflops / best_decode / 1e9);
+    std::printf("decode compute utilisation = %.3f (%.1f GFLOP/s)\n", dflops / best_decode / peak,
+                dflops / best_decode / 1e9);
     std::printf("prefill compute utilisation = %.3f (%.1f GFLOP/s of %.2f GFLOP per prefill)\n",
                 flops / best_prefill / peak, flops / best_prefill / 1e9, flops / 1e9);
   }

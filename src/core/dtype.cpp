@@ -1,6 +1,7 @@
 #include "core/dtype.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 
@@ -153,7 +154,8 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | (m >> 13));
 }
 
-float fp8_e4m3_to_f32(uint8_t v) {
+namespace {
+float fp8_e4m3_to_f32_slow(uint8_t v) {
   uint32_t sign = v >> 7;
   uint32_t exp = (v >> 3) & 0xfu;
   uint32_t mant = v & 0x7u;
@@ -166,6 +168,17 @@ float fp8_e4m3_to_f32(uint8_t v) {
     out = std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, static_cast<int>(exp) - 7);
   }
   return sign ? -out : out;
+}
+}  // namespace
+
+// A table of all 256 values: the conversion runs per element of every fp8 KV row read.
+float fp8_e4m3_to_f32(uint8_t v) {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[i] = fp8_e4m3_to_f32_slow(static_cast<uint8_t>(i));
+    return t;
+  }();
+  return table[v];
 }
 
 uint8_t f32_to_fp8_e4m3(float f) {

@@ -120,8 +120,12 @@ constexpr int kTileQ = 8;          // query rows per tile (fewer when scratch is
 constexpr int64_t kKeyChunk = 32;  // key/value rows converted at a time (a multiple of 8)
 
 // Per-thread scratch layout: acc [kTileQ * group][hd], rows [(kKeyChunk + 8) * hd], then scores.
-int64_t acc_floats(int group, int64_t hd) { return kTileQ * group * hd; }
-int64_t rows_floats(int64_t hd) { return (kKeyChunk + 8) * hd; }
+int64_t acc_floats(int group, int64_t hd) {
+  return kTileQ * group * hd;
+}
+int64_t rows_floats(int64_t hd) {
+  return (kKeyChunk + 8) * hd;
+}
 
 // Row indices (PagedKvLayer::row_index) of keys [j0, j0 + n) of a sequence for kv head g,
 // walking its block table: the row of a key is base + row * head_dim elements.
@@ -139,12 +143,14 @@ void rows_of(const PagedKvLayer& kv, const int32_t* table, int64_t g, int64_t j0
   }
 }
 
-// Rows of keys [j0, j0 + kKeyChunk) (clipped to ctx) into rix, and a prefetch of their bytes, so
-// the cache reads of the next chunk overlap the work on this one.
-void prefetch_next_chunk(const PagedKvLayer& kv, const std::byte* base, const int32_t* table,
-                         int64_t g, int64_t j0, int64_t ctx, int64_t* rix) {
+// Prefetches the rows of keys [j0, j0 + kKeyChunk) (clipped to ctx): issued kPrefetchChunks
+// chunks ahead, the cache reads overlap the work on the chunks before them.
+constexpr int64_t kPrefetchChunks = 2;
+void prefetch_chunk(const PagedKvLayer& kv, const std::byte* base, const int32_t* table, int64_t g,
+                    int64_t j0, int64_t ctx) {
   if (j0 >= ctx) return;
   const int64_t n = std::min(kKeyChunk, ctx - j0);
+  int64_t rix[kKeyChunk];
   rows_of(kv, table, g, j0, n, rix);
   const int64_t row_bytes = kv.head_dim * kv.elem_bytes();
   for (int64_t r = 0; r < n; ++r) {
@@ -177,9 +183,23 @@ void rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row_sc
       }
       continue;
     }
-    dequantize_row(kv.dtype, p, dst, hd);
     float f = scale;
     if (kv.dtype == DType::kF8E4M3 && row_scales != nullptr) f *= row_scales[rows[r]];
+    if (kv.dtype == DType::kF8E4M3 && hd % 8 == 0) {
+      // e4m3 byte, sign-extended to 16 bits, shifted left by 7 with bit 14 cleared: the f16 of
+      // value / 256 (f16's exponent bias is 8 more than e4m3's); x (f * 256) rounds once, as
+      // value * f does. (Caches hold no NaN bytes: kv_write saturates to 448.)
+      const __m256 fv = _mm256_set1_ps(f * 256.0f);
+      const __m128i mask = _mm_set1_epi16(-16385);
+      for (int64_t e = 0; e < hd; e += 8) {
+        const __m128i h =
+            _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + e)));
+        const __m256 v = _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(h, 7), mask));
+        _mm256_storeu_ps(dst + e, _mm256_mul_ps(v, fv));
+      }
+      continue;
+    }
+    dequantize_row(kv.dtype, p, dst, hd);
     if (f != 1.0f)
       for (int64_t e = 0; e < hd; ++e) dst[e] *= f;
   }
@@ -233,14 +253,29 @@ void accumulate_row(float* acc, const float* p, const float* const* v, int64_t n
   int64_t e = 0;
   for (; e + 64 <= hd; e += 64) accumulate_values<8>(acc + e, p, v, n, e);
   switch ((hd - e) / 8) {
-    case 7: accumulate_values<7>(acc + e, p, v, n, e); break;
-    case 6: accumulate_values<6>(acc + e, p, v, n, e); break;
-    case 5: accumulate_values<5>(acc + e, p, v, n, e); break;
-    case 4: accumulate_values<4>(acc + e, p, v, n, e); break;
-    case 3: accumulate_values<3>(acc + e, p, v, n, e); break;
-    case 2: accumulate_values<2>(acc + e, p, v, n, e); break;
-    case 1: accumulate_values<1>(acc + e, p, v, n, e); break;
-    default: break;
+    case 7:
+      accumulate_values<7>(acc + e, p, v, n, e);
+      break;
+    case 6:
+      accumulate_values<6>(acc + e, p, v, n, e);
+      break;
+    case 5:
+      accumulate_values<5>(acc + e, p, v, n, e);
+      break;
+    case 4:
+      accumulate_values<4>(acc + e, p, v, n, e);
+      break;
+    case 3:
+      accumulate_values<3>(acc + e, p, v, n, e);
+      break;
+    case 2:
+      accumulate_values<2>(acc + e, p, v, n, e);
+      break;
+    case 1:
+      accumulate_values<1>(acc + e, p, v, n, e);
+      break;
+    default:
+      break;
   }
   e += (hd - e) / 8 * 8;
   for (; e < hd; ++e)
@@ -259,21 +294,23 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
   for (int i = 0; i < nq; ++i) ctx[i] = a.seq_lens[s] - (q1 - (t0 + i)) + 1;
   const int64_t ctx_max = ctx[nq - 1];
   const int64_t stride = (ctx_max + 7) / 8 * 8;  // per-head score row, whole vectors
-  float* acc = scratch;                            // [nq * group][hd]
-  float* rows = acc + acc_floats(group, hd);       // converted rows
-  float* scores = rows + rows_floats(hd);          // [nq * group][stride]
-  int64_t rix[2][kKeyChunk];  // this chunk's rows and the next one's
+  float* acc = scratch;                          // [nq * group][hd]
+  float* rows = acc + acc_floats(group, hd);     // converted rows
+  float* scores = rows + rows_floats(hd);        // [nq * group][stride]
+  int64_t rix[kKeyChunk];
   const float* rp[kKeyChunk];
   const __m256 vscale = _mm256_set1_ps(a.scale);
   auto qrow = [&](int i, int h) {
     return a.q + (t0 + i) * a.ldq + (static_cast<int64_t>(g) * group + h) * hd;
   };
   // Scores, 8 keys at a time (a query's lanes past its last key are masked below).
-  rows_of(kv, table, g, 0, std::min(kKeyChunk, ctx_max), rix[0]);
-  for (int64_t j0 = 0, cur = 0; j0 < ctx_max; j0 += kKeyChunk, cur ^= 1) {
+  for (int64_t c = 1; c < kPrefetchChunks; ++c)
+    prefetch_chunk(kv, kv.k, table, g, c * kKeyChunk, ctx_max);
+  for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
-    prefetch_next_chunk(kv, kv.k, table, g, j0 + kKeyChunk, ctx_max, rix[cur ^ 1]);
-    rows_f32(kv, kv.k, kv.k_row_scale, rix[cur], n, kv.k_scale, rows, rp);
+    prefetch_chunk(kv, kv.k, table, g, j0 + kPrefetchChunks * kKeyChunk, ctx_max);
+    rows_of(kv, table, g, j0, n, rix);
+    rows_f32(kv, kv.k, kv.k_row_scale, rix, n, kv.k_scale, rows, rp);
     for (int64_t r = n; r < (n + 7) / 8 * 8; ++r) rp[r] = rp[n - 1];
     for (int64_t jg = 0; jg < n; jg += 8) {
       for (int i = 0; i < nq; ++i) {
@@ -306,11 +343,13 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
     }
   }
   // Weighted values, key by key in order.
-  rows_of(kv, table, g, 0, std::min(kKeyChunk, ctx_max), rix[0]);
-  for (int64_t j0 = 0, cur = 0; j0 < ctx_max; j0 += kKeyChunk, cur ^= 1) {
+  for (int64_t c = 1; c < kPrefetchChunks; ++c)
+    prefetch_chunk(kv, kv.v, table, g, c * kKeyChunk, ctx_max);
+  for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
-    prefetch_next_chunk(kv, kv.v, table, g, j0 + kKeyChunk, ctx_max, rix[cur ^ 1]);
-    rows_f32(kv, kv.v, kv.v_row_scale, rix[cur], n, kv.v_scale, rows, rp);
+    prefetch_chunk(kv, kv.v, table, g, j0 + kPrefetchChunks * kKeyChunk, ctx_max);
+    rows_of(kv, table, g, j0, n, rix);
+    rows_f32(kv, kv.v, kv.v_row_scale, rix, n, kv.v_scale, rows, rp);
     for (int i = 0; i < nq; ++i) {
       const int64_t ni = std::min(n, ctx[i] - j0);
       if (ni <= 0) continue;
@@ -352,8 +391,8 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
     float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t tile = item / nkv;
-      const int s = static_cast<int>(
-          std::upper_bound(first_tile.begin(), first_tile.end(), tile) - first_tile.begin() - 1);
+      const int s = static_cast<int>(std::upper_bound(first_tile.begin(), first_tile.end(), tile) -
+                                     first_tile.begin() - 1);
       const int64_t t0 = a.query_start[s] + (tile - first_tile[s]) * tile_rows[s];
       const int nq = static_cast<int>(std::min<int64_t>(tile_rows[s], a.query_start[s + 1] - t0));
       attend_tile(a, s, t0, nq, static_cast<int>(item % nkv), scratch);

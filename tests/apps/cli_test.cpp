@@ -32,9 +32,13 @@ std::vector<GoldenCase> golden_cases() {
   return out;
 }
 
-std::vector<int32_t> ints(const Json& a) { return a.get<std::vector<int32_t>>(); }
+std::vector<int32_t> ints(const Json& a) {
+  return a.get<std::vector<int32_t>>();
+}
 
-Result<Json> parse(const std::string& text) { return parse_json(text, "strata's output"); }
+Result<Json> parse(const std::string& text) {
+  return parse_json(text, "strata's output");
+}
 
 // A positive number after `label` in text (e.g. "decode: 12.5 tokens/s").
 double figure_after(const std::string& text, const std::string& label) {
@@ -99,18 +103,16 @@ TEST(GenerateCli, SeveralPromptsRunTogetherAndMatchAlone) {
   STRATA_REQUIRE_SHARED("models/stories260K-hf/config.json");
   const std::string model = testing::shared_data_path("models/stories260K-hf");
   const std::string common = " --max-tokens 12 --temperature 0 --ignore-eos --json";
-  CliRun both = run_strata("generate " + model + " --prompt 'Once upon a time' --prompt Zoo" +
-                               common,
-                           true);
+  CliRun both =
+      run_strata("generate " + model + " --prompt 'Once upon a time' --prompt Zoo" + common, true);
   ASSERT_EQ(both.code, 0) << both.err;
   auto arr = parse(both.out);
   ASSERT_TRUE(arr.ok()) << both.out;
   ASSERT_EQ((*arr).size(), 2u);
   for (int i = 0; i < 2; ++i) {
-    CliRun alone =
-        run_strata("generate " + model + (i == 0 ? " --prompt 'Once upon a time'" : " --prompt Zoo") +
-                       common,
-                   true);
+    CliRun alone = run_strata(
+        "generate " + model + (i == 0 ? " --prompt 'Once upon a time'" : " --prompt Zoo") + common,
+        true);
     auto one = parse(alone.out);
     ASSERT_TRUE(one.ok()) << alone.out;
     EXPECT_EQ(ints((*arr)[i]["generated_ids"]), ints((*one)["generated_ids"]));

@@ -7,9 +7,9 @@
 #include <array>
 #include <cstdio>
 
+#include "cli_util.h"
 #include "core/file_util.h"
 #include "core/json.h"
-#include "cli_util.h"
 #include "test_util.h"
 
 namespace strata {

@@ -11,9 +11,13 @@ namespace strata {
 namespace {
 
 using testing::CliRun;
-CliRun run(const std::string& args) { return testing::run_strata(args); }
+CliRun run(const std::string& args) {
+  return testing::run_strata(args);
+}
 
-std::string stories() { return testing::shared_data_path("models/stories260K-hf"); }
+std::string stories() {
+  return testing::shared_data_path("models/stories260K-hf");
+}
 
 TEST(TokenizerCliTest, TokenizeAndDetokenize) {
   STRATA_REQUIRE_SHARED("models/stories260K-hf/tokenizer.json");
@@ -55,7 +59,7 @@ TEST(TokenizerCliTest, BenchPrintsThroughput) {
   fputs("The quick brown fox jumps over the lazy dog. Le café est prêt. 今日は。\n", f);
   fclose(f);
   CliRun r = run("bench tokenizer " + testing::repo_path("models/strata-tiny") + " --file " + file +
-              " --seconds 0.05");
+                 " --seconds 0.05");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("encode:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MB/s"), std::string::npos) << r.out;
