@@ -154,8 +154,7 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | (m >> 13));
 }
 
-namespace {
-float fp8_e4m3_to_f32_slow(uint8_t v) {
+float fp8_e4m3_to_f32_reference(uint8_t v) {
   uint32_t sign = v >> 7;
   uint32_t exp = (v >> 3) & 0xfu;
   uint32_t mant = v & 0x7u;
@@ -169,19 +168,35 @@ float fp8_e4m3_to_f32_slow(uint8_t v) {
   }
   return sign ? -out : out;
 }
-}  // namespace
 
 // A table of all 256 values: the conversion runs per element of every fp8 KV row read.
 float fp8_e4m3_to_f32(uint8_t v) {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};
-    for (int i = 0; i < 256; ++i) t[i] = fp8_e4m3_to_f32_slow(static_cast<uint8_t>(i));
+    for (int i = 0; i < 256; ++i) t[i] = fp8_e4m3_to_f32_reference(static_cast<uint8_t>(i));
     return t;
   }();
   return table[v];
 }
 
 uint8_t f32_to_fp8_e4m3(float f) {
+  const uint32_t bits = f32_to_bits(f);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return 0x7f;            // NaN
+  if (abs >= 0x43e00000u) return sign | 0x7e;    // >= 448 (and inf): saturate
+  if (abs < 0x3c800000u) {                       // below 2^-6: subnormal, units of 2^-9
+    const float q = std::nearbyint(bits_to_f32(abs) * 512.0f);  // exact product, < 8.5
+    return sign | static_cast<uint8_t>(q);       // q == 8 is exactly the smallest normal
+  }
+  // Normal: the exponent and top 3 mantissa bits, rounded to nearest even on the 20 dropped
+  // bits, then re-biased (127 -> 7); a carry into the exponent is the correct next code.
+  const uint32_t r = abs + 0x7ffffu + ((abs >> 20) & 1u);
+  const uint32_t code = (r >> 20) - ((127u - 7u) << 3);
+  return sign | static_cast<uint8_t>(std::min<uint32_t>(code, 0x7e));
+}
+
+uint8_t f32_to_fp8_e4m3_reference(float f) {
   if (std::isnan(f)) return 0x7f;
   uint8_t sign = std::signbit(f) ? 0x80 : 0;
   float a = std::fabs(f);

@@ -64,9 +64,12 @@ inline uint16_t f32_to_bf16(float f) {
 }
 
 // fp8 e4m3fn. f32_to_fp8_e4m3 rounds to nearest even and saturates to +-448 (as scaled KV-cache
-// and weight quantisation expect); NaN maps to NaN.
+// and weight quantisation expect); NaN maps to NaN. The *_reference versions are the plain
+// definitions (frexp/ldexp) the fast ones (a table; bit arithmetic) are tested against.
 float fp8_e4m3_to_f32(uint8_t v);
 uint8_t f32_to_fp8_e4m3(float f);
+float fp8_e4m3_to_f32_reference(uint8_t v);
+uint8_t f32_to_fp8_e4m3_reference(float f);
 constexpr float kFp8E4M3Max = 448.0f;
 
 // One Q8_0 block: value[i] = d * qs[i].

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace strata {
 namespace {
@@ -52,6 +54,47 @@ TEST(DTypeTest, Fp8E4M3RoundTripsEveryCode) {
   EXPECT_EQ(f32_to_fp8_e4m3(1000.0f), 0x7e);  // saturates
   EXPECT_EQ(f32_to_fp8_e4m3(-1000.0f), 0xfe);
   EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
+}
+
+// The fast conversions equal the plain reference definitions: every code both ways, every value
+// next to a code or halfway between two (ties), and a million random bit patterns.
+TEST(DTypeTest, Fp8E4M3FastMatchesReference) {
+  auto same = [](float f) {
+    const uint8_t fast = f32_to_fp8_e4m3(f), ref = f32_to_fp8_e4m3_reference(f);
+    if (fast == ref) return true;
+    ADD_FAILURE() << "f=" << f << " bits=0x" << std::hex << f32_to_bits(f) << " fast=0x"
+                  << int{fast} << " reference=0x" << int{ref};
+    return false;
+  };
+  std::vector<float> values;
+  for (int v = 0; v < 256; ++v) {
+    const float f = fp8_e4m3_to_f32(static_cast<uint8_t>(v));
+    const float r = fp8_e4m3_to_f32_reference(static_cast<uint8_t>(v));
+    if (std::isnan(r)) {
+      ASSERT_TRUE(std::isnan(f)) << v;
+      continue;
+    }
+    ASSERT_EQ(f32_to_bits(f), f32_to_bits(r)) << v;
+    values.push_back(f);
+  }
+  std::sort(values.begin(), values.end());
+  for (size_t i = 0; i + 1 < values.size(); ++i) {
+    const float mid = (values[i] + values[i + 1]) / 2;  // exact: a tie
+    for (float x : {values[i], mid})
+      for (float y : {x, std::nextafter(x, -INFINITY), std::nextafter(x, INFINITY)})
+        if (!same(y)) return;
+  }
+  for (float x : {448.0f, 464.0f, 1e30f, INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e-30f})
+    if (!same(x)) return;
+  uint64_t state = 12345;
+  for (int i = 0; i < 1000000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const uint32_t bits = static_cast<uint32_t>(state >> 32);
+    // Half the samples with exponents 2^-8 .. 2^9, the range fp8 represents (and just past it).
+    const uint32_t b =
+        (i & 1) ? bits : (bits & 0x807fffffu) | ((0x77u + ((bits >> 23) & 0x1fu) % 19u) << 23);
+    if (!same(bits_to_f32(b))) return;
+  }
 }
 
 TEST(DTypeTest, Q8_0RoundTripWithinHalfStep) {

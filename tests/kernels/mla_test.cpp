@@ -207,7 +207,9 @@ TEST(MlaKvWrite, StoresLatentThenRotaryKeyInTheCacheDtype) {
       for (int64_t e = 0; e < D; ++e)
         amax = std::max(amax, std::fabs(e < r ? lat[i * r + e] : pe[i * rope + e - r]));
       const float rs = dtype == DType::kF8E4M3 ? row_scales[kv.row_index(slots[i], 0)] : 1.0f;
-      if (dtype == DType::kF8E4M3) EXPECT_FLOAT_EQ(rs * kv.k_scale * kFp8E4M3Max, amax);
+      if (dtype == DType::kF8E4M3) {
+        EXPECT_FLOAT_EQ(rs * kv.k_scale * kFp8E4M3Max, amax);
+      }
       for (int64_t e = 0; e < D; ++e) {
         const float want = e < r ? lat[i * r + e] : pe[i * rope + e - r];
         const float got = row[e] * rs * kv.k_scale;
