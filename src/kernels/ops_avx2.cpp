@@ -389,7 +389,10 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
   const int64_t items = first_tile[a.num_seqs] * nkv;
   pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
     float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
-    for (int64_t item = i0; item < i1; ++item) {
+    for (int64_t idx = i0; idx < i1; ++idx) {
+      // Last tiles first: within a prompt later tiles attend to more keys, so the pool's
+      // chunks go from the most to the least work and the threads finish together.
+      const int64_t item = items - 1 - idx;
       const int64_t tile = item / nkv;
       const int s = static_cast<int>(std::upper_bound(first_tile.begin(), first_tile.end(), tile) -
                                      first_tile.begin() - 1);
