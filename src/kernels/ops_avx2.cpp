@@ -214,42 +214,79 @@ inline __m256 reduce8x8(const __m256* a) {
                        _mm256_permute2f128_ps(h0123, h4567, 0x31));
 }
 
-// Dot products of q (head_dim floats) with 8 key rows; lane r = q . k[r]: one FMA chain per key
-// over the head dims in order, a fixed reduction, then the scalar tail dims.
-inline __m256 dot8(const float* q, const float* const* k, int64_t hd) {
+// Key/value rows as the dot products and the weighted sum read them. F32Rows: f32 rows (in an
+// f32 cache, or converted into scratch by rows_f32, shared by a tile's queries). CacheRows<D>:
+// bf16/f16/fp8 rows of the cache converted in registers exactly as rows_f32 converts them, for
+// tiles whose rows are used once (decode), where a round trip through scratch costs more than
+// the arithmetic. Both give the same f32 values, so the results are bit-identical.
+struct F32Rows {
+  static constexpr bool kTail = true;  // head_dim % 8 != 0 allowed
+  const float* const* rows;
+  __m256 load(int64_t r, int64_t e) const { return _mm256_loadu_ps(rows[r] + e); }
+  float at(int64_t r, int64_t e) const { return rows[r][e]; }
+};
+
+template <DType D>
+struct CacheRows {
+  static constexpr bool kTail = false;  // only for head_dim % 8 == 0
+  const std::byte* const* rows;
+  const float* factor;  // per row: bf16/f16: the layer scale; fp8: scale * row scale * 256
+  __m256 load(int64_t r, int64_t e) const {
+    const __m256 f = _mm256_set1_ps(factor[r]);
+    if constexpr (D == DType::kBF16) {
+      return _mm256_mul_ps(load_bf16x8(rows[r] + e * 2), f);
+    } else if constexpr (D == DType::kF16) {
+      return _mm256_mul_ps(load_f16x8(rows[r] + e * 2), f);
+    } else {
+      static_assert(D == DType::kF8E4M3);
+      const __m128i h =
+          _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[r] + e)));
+      return _mm256_mul_ps(
+          _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(h, 7), _mm_set1_epi16(-16385))), f);
+    }
+  }
+  float at(int64_t, int64_t) const { return 0.0f; }  // never called (kTail is false)
+};
+
+// Dot products of q (head_dim floats) with key rows r0..r0+7; lane r = q . k[r0 + r]: one FMA
+// chain per key over the head dims in order, a fixed reduction, then the scalar tail dims.
+template <class Rows>
+inline __m256 dot8(const float* q, const Rows& k, int64_t r0, int64_t hd) {
   __m256 acc[8];
   for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
   int64_t e = 0;
   for (; e + 8 <= hd; e += 8) {
     __m256 qv = _mm256_loadu_ps(q + e);
 #pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[r] + e), acc[r]);
+    for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qv, k.load(r0 + r, e), acc[r]);
   }
   __m256 s = reduce8x8(acc);
-  if (e == hd) return s;
-  alignas(32) float out[8];
-  _mm256_store_ps(out, s);
-  for (int r = 0; r < 8; ++r)
-    for (int64_t t = e; t < hd; ++t) out[r] += q[t] * k[r][t];
-  return _mm256_load_ps(out);
+  if constexpr (Rows::kTail) {
+    if (e == hd) return s;
+    alignas(32) float out[8];
+    _mm256_store_ps(out, s);
+    for (int r = 0; r < 8; ++r)
+      for (int64_t t = e; t < hd; ++t) out[r] += q[t] * k.at(r0 + r, t);
+    return _mm256_load_ps(out);
+  }
+  return s;
 }
 
 // acc[0 .. 8*NR) += p[j] * v[j][e0 ..] for j in [0, n), key by key, in registers.
-template <int NR>
-inline void accumulate_values(float* acc, const float* p, const float* const* v, int64_t n,
-                              int64_t e0) {
+template <int NR, class Rows>
+inline void accumulate_values(float* acc, const float* p, const Rows& v, int64_t n, int64_t e0) {
   __m256 a[NR];
   for (int r = 0; r < NR; ++r) a[r] = _mm256_loadu_ps(acc + 8 * r);
   for (int64_t j = 0; j < n; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    const float* vr = v[j] + e0;
 #pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) a[r] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 8 * r), a[r]);
+    for (int r = 0; r < NR; ++r) a[r] = _mm256_fmadd_ps(pj, v.load(j, e0 + 8 * r), a[r]);
   }
   for (int r = 0; r < NR; ++r) _mm256_storeu_ps(acc + 8 * r, a[r]);
 }
 
-void accumulate_row(float* acc, const float* p, const float* const* v, int64_t n, int64_t hd) {
+template <class Rows>
+void accumulate_row(float* acc, const float* p, const Rows& v, int64_t n, int64_t hd) {
   int64_t e = 0;
   for (; e + 64 <= hd; e += 64) accumulate_values<8>(acc + e, p, v, n, e);
   switch ((hd - e) / 8) {
@@ -278,11 +315,15 @@ void accumulate_row(float* acc, const float* p, const float* const* v, int64_t n
       break;
   }
   e += (hd - e) / 8 * 8;
-  for (; e < hd; ++e)
-    for (int64_t j = 0; j < n; ++j) acc[e] = std::fma(p[j], v[j][e], acc[e]);
+  if constexpr (Rows::kTail) {
+    for (; e < hd; ++e)
+      for (int64_t j = 0; j < n; ++j) acc[e] = std::fma(p[j], v.at(j, e), acc[e]);
+  }
 }
 
-// Query rows [t0, t0 + nq) of sequence s, all query heads of kv head g.
+// Query rows [t0, t0 + nq) of sequence s, all query heads of kv head g. D = kF32: rows through
+// rows_f32 (F32Rows); otherwise the cache's dtype, converted in registers (CacheRows<D>).
+template <DType D>
 void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float* scratch) {
   const PagedKvLayer& kv = *a.kv;
   const int64_t hd = kv.head_dim;
@@ -299,6 +340,34 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
   float* scores = rows + rows_floats(hd);        // [nq * group][stride]
   int64_t rix[kKeyChunk];
   const float* rp[kKeyChunk];
+  const std::byte* raw[kKeyChunk];
+  float factor[kKeyChunk];
+  const int64_t row_bytes = hd * kv.elem_bytes();
+  // The rows of keys [j0, j0 + n) of `base`, padded to whole groups of 8 with the last row.
+  auto chunk_rows = [&](const std::byte* base, const float* row_scales, float scale, int64_t j0,
+                        int64_t n) {
+    rows_of(kv, table, g, j0, n, rix);
+    const int64_t n8 = (n + 7) / 8 * 8;
+    if constexpr (D == DType::kF32) {
+      rows_f32(kv, base, row_scales, rix, n, scale, rows, rp);
+      for (int64_t r = n; r < n8; ++r) rp[r] = rp[n - 1];
+      return F32Rows{rp};
+    } else {
+      for (int64_t r = 0; r < n; ++r) {
+        raw[r] = base + rix[r] * row_bytes;
+        factor[r] = scale;
+        if constexpr (D == DType::kF8E4M3) {
+          if (row_scales != nullptr) factor[r] *= row_scales[rix[r]];
+          factor[r] *= 256.0f;
+        }
+      }
+      for (int64_t r = n; r < n8; ++r) {
+        raw[r] = raw[n - 1];
+        factor[r] = factor[n - 1];
+      }
+      return CacheRows<D>{raw, factor};
+    }
+  };
   const __m256 vscale = _mm256_set1_ps(a.scale);
   auto qrow = [&](int i, int h) {
     return a.q + (t0 + i) * a.ldq + (static_cast<int64_t>(g) * group + h) * hd;
@@ -309,15 +378,13 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
   for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
     prefetch_chunk(kv, kv.k, table, g, j0 + kPrefetchChunks * kKeyChunk, ctx_max);
-    rows_of(kv, table, g, j0, n, rix);
-    rows_f32(kv, kv.k, kv.k_row_scale, rix, n, kv.k_scale, rows, rp);
-    for (int64_t r = n; r < (n + 7) / 8 * 8; ++r) rp[r] = rp[n - 1];
+    const auto keys = chunk_rows(kv.k, kv.k_row_scale, kv.k_scale, j0, n);
     for (int64_t jg = 0; jg < n; jg += 8) {
       for (int i = 0; i < nq; ++i) {
         if (j0 + jg >= ctx[i]) continue;
         for (int h = 0; h < group; ++h)
           _mm256_storeu_ps(scores + (i * group + h) * stride + j0 + jg,
-                           _mm256_mul_ps(dot8(qrow(i, h), rp + jg, hd), vscale));
+                           _mm256_mul_ps(dot8(qrow(i, h), keys, jg, hd), vscale));
       }
     }
   }
@@ -348,14 +415,13 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
   for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
     prefetch_chunk(kv, kv.v, table, g, j0 + kPrefetchChunks * kKeyChunk, ctx_max);
-    rows_of(kv, table, g, j0, n, rix);
-    rows_f32(kv, kv.v, kv.v_row_scale, rix, n, kv.v_scale, rows, rp);
+    const auto values = chunk_rows(kv.v, kv.v_row_scale, kv.v_scale, j0, n);
     for (int i = 0; i < nq; ++i) {
       const int64_t ni = std::min(n, ctx[i] - j0);
       if (ni <= 0) continue;
       for (int h = 0; h < group; ++h)
-        accumulate_row(acc + (i * group + h) * hd, scores + (i * group + h) * stride + j0, rp, ni,
-                       hd);
+        accumulate_row(acc + (i * group + h) * hd, scores + (i * group + h) * stride + j0, values,
+                       ni, hd);
     }
   }
   for (int i = 0; i < nq; ++i) {
@@ -398,7 +464,19 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
                                      first_tile.begin() - 1);
       const int64_t t0 = a.query_start[s] + (tile - first_tile[s]) * tile_rows[s];
       const int nq = static_cast<int>(std::min<int64_t>(tile_rows[s], a.query_start[s + 1] - t0));
-      attend_tile(a, s, t0, nq, static_cast<int>(item % nkv), scratch);
+      const int g = static_cast<int>(item % nkv);
+      // A row used by at most 2 query heads (decode, small GQA groups) is converted in
+      // registers; bigger tiles share one conversion through scratch.
+      const bool direct = nq * group <= 2 && kv.head_dim % 8 == 0;
+      if (direct && kv.dtype == DType::kBF16) {
+        attend_tile<DType::kBF16>(a, s, t0, nq, g, scratch);
+      } else if (direct && kv.dtype == DType::kF16) {
+        attend_tile<DType::kF16>(a, s, t0, nq, g, scratch);
+      } else if (direct && kv.dtype == DType::kF8E4M3) {
+        attend_tile<DType::kF8E4M3>(a, s, t0, nq, g, scratch);
+      } else {
+        attend_tile<DType::kF32>(a, s, t0, nq, g, scratch);
+      }
     }
   });
 }

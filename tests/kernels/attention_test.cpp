@@ -144,6 +144,29 @@ TEST(AttentionParity, LongSequenceShrinksTheQueryTile) {
   }
 }
 
+// A decode step (one query: its K/V rows converted in registers) gives bit for bit the row the
+// same query gets inside a prefill tile (rows converted once into scratch for 8 queries), for
+// every cache dtype, without and with GQA.
+TEST(AttentionInvariance, DecodeRowEqualsItsRowInAPrefillTile) {
+  ThreadPool pool(2);
+  for (KernelVariant v : fast_variants()) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+      for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{4, 2}}) {
+        const int hd = 32;
+        const int64_t ld = nh * hd;
+        Fixture whole{nh, nkv, hd, 16, dt, {45}, {45}};
+        whole.build();
+        auto all = whole.run(v, pool);
+        Fixture last{nh, nkv, hd, 16, dt, {45}, {1}};
+        last.build();
+        auto one = last.run(v, pool);
+        ASSERT_EQ(std::memcmp(one.data(), all.data() + 44 * ld, ld * 4), 0)
+            << kernel_variant_name(v) << " " << dtype_name(dt) << " group " << nh / nkv;
+      }
+    }
+  }
+}
+
 // A query's output is bit-identical whatever else is in the batch, however the prompt was split
 // into chunks, with any block size, and with any thread count.
 TEST(AttentionInvariance, QueryOutputIndependentOfBatchChunkAndBlockSize) {
