@@ -226,10 +226,10 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const ServerGaug
   w.gauge("strata:kv_cache_blocks_total", "KV cache blocks in the pool.",
           static_cast<double>(s.kv_blocks_total));
   w.header("strata:kv_tier_hits_total", "counter",
-           "Prefix-cache hits served from a KV tier below the main pool, in tokens. Always 0 for "
-           "now: the host-RAM and disk KV tiers are not built yet.");
-  w.sample("strata:kv_tier_hits_total", 0, "tier=\"host_ram\"");
-  w.sample("strata:kv_tier_hits_total", 0, "tier=\"disk\"");
+           "Prefix-cache hits by the KV tier that served them, in tokens. The only tier so far is "
+           "the main pool; host-RAM and disk tiers are not built yet.");
+  w.sample("strata:kv_tier_hits_total", static_cast<double>(s.prefix_cache_hits),
+           "tier=\"pool\"");
   w.counter("strata:engine_steps", "Engine steps run (one batched forward each).",
             static_cast<double>(s.num_steps));
   w.gauge("strata:http_connections", "Open HTTP connections.",
