@@ -1,6 +1,8 @@
 // Tokenizer::load and the directory-based loaders.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "core/file_util.h"
 #include "core/json.h"
@@ -62,6 +64,37 @@ Result<TokenizerParts> load_tokenizer_json(const std::string& path) {
   return parts;
 }
 
+Result<TokenizerParts> byte_level_bpe_parts(
+    Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+    const BpeFilesOptions& options, const std::string& what) {
+  STRATA_ASSIGN_OR_RETURN(BpePreset preset, bpe_preset(options.preset));
+  BpeConfig config;
+  config.byte_level = true;
+  config.ignore_merges = preset.ignore_merges;
+  auto model = BpeModel::create(std::move(vocab), merges, config);
+  if (!model.ok()) return model.status().with_context(what);
+
+  TokenizerParts parts;
+  parts.model = std::move(model).value();
+  parts.normalizer = std::move(preset.normalizer);
+  parts.pre_tokenizer = std::move(preset.pre_tokenizer);
+  if (options.add_prefix_space) {
+    PreTokenizer with_prefix;
+    for (auto step : parts.pre_tokenizer.steps()) {
+      if (step.kind == PreTokenizerStep::Kind::kByteLevel) step.add_prefix_space = true;
+      with_prefix.add(std::move(step));
+    }
+    parts.pre_tokenizer = std::move(with_prefix);
+  }
+  parts.decoder.add(DecoderStep{.kind = DecoderStep::Kind::kByteLevel});
+  parts.added_tokens = options.added_tokens;
+  parts.prefix_ids = options.prefix_ids;
+  parts.suffix_ids = options.suffix_ids;
+  parts.info.format = "vocab.json+merges.txt";
+  parts.info.model = parts.model->describe();
+  return parts;
+}
+
 Result<TokenizerParts> load_bpe_files(const std::string& vocab_path, const std::string& merges_path,
                                       const BpeFilesOptions& options) {
   STRATA_ASSIGN_OR_RETURN(Json vocab_json, read_json_file(vocab_path));
@@ -96,32 +129,7 @@ Result<TokenizerParts> load_bpe_files(const std::string& vocab_path, const std::
     }
     merges.emplace_back(std::string(line.substr(0, sp)), std::string(line.substr(sp + 1)));
   }
-  STRATA_ASSIGN_OR_RETURN(BpePreset preset, bpe_preset(options.preset));
-  BpeConfig config;
-  config.byte_level = true;
-  config.ignore_merges = preset.ignore_merges;
-  auto model = BpeModel::create(std::move(vocab), merges, config);
-  if (!model.ok()) return model.status().with_context("'" + merges_path + "'");
-
-  TokenizerParts parts;
-  parts.model = std::move(model).value();
-  parts.normalizer = std::move(preset.normalizer);
-  parts.pre_tokenizer = std::move(preset.pre_tokenizer);
-  if (options.add_prefix_space) {
-    PreTokenizer with_prefix;
-    for (auto step : parts.pre_tokenizer.steps()) {
-      if (step.kind == PreTokenizerStep::Kind::kByteLevel) step.add_prefix_space = true;
-      with_prefix.add(std::move(step));
-    }
-    parts.pre_tokenizer = std::move(with_prefix);
-  }
-  parts.decoder.add(DecoderStep{.kind = DecoderStep::Kind::kByteLevel});
-  parts.added_tokens = options.added_tokens;
-  parts.prefix_ids = options.prefix_ids;
-  parts.suffix_ids = options.suffix_ids;
-  parts.info.format = "vocab.json+merges.txt";
-  parts.info.model = parts.model->describe();
-  return parts;
+  return byte_level_bpe_parts(std::move(vocab), merges, options, "'" + merges_path + "'");
 }
 
 Result<TokenizerParts> load_vocab_merges_dir(const std::string& dir) {
@@ -238,6 +246,28 @@ Result<TokenizerParts> load_sentencepiece(const std::string& path) {
   return parts;
 }
 
+std::optional<Result<TokenizerParts>> find_other_bpe_files(const std::string& dir) {
+  std::string tiktoken, encoder, bpe;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (ends_with(name, ".tiktoken")) tiktoken = e.path().string();
+    if (ends_with(name, "encoder.json")) encoder = e.path().string();
+    if (ends_with(name, "vocab.bpe")) bpe = e.path().string();
+  }
+  if (!tiktoken.empty()) return load_tiktoken(tiktoken);
+  if (encoder.empty() || bpe.empty()) return std::nullopt;
+  // OpenAI's GPT-2 release format; a 128000-token vocabulary is Llama 3's (its split pattern and
+  // special tokens; <|begin_of_text|> first), anything else GPT-2's.
+  BpeFilesOptions options;
+  auto vocab = read_json_file(encoder);
+  const bool llama3 = vocab.ok() && vocab->is_object() && vocab->size() == 128000;
+  if (llama3) options.preset = "llama3";
+  auto parts = load_bpe_files(encoder, bpe, options);
+  if (parts.ok() && llama3) set_llama3_specials(&*parts);
+  return parts;
+}
+
 }  // namespace tok
 
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::load(const std::string& path) {
@@ -249,16 +279,25 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::load(const std::string& path
                file_exists(path_join(path, "merges.txt"))) {
       parts = tok::load_vocab_merges_dir(path);
     } else if (file_exists(path_join(path, "tokenizer.model"))) {
-      parts = tok::load_sentencepiece(path_join(path, "tokenizer.model"));
+      // SentencePiece protobuf (Llama 2, Mistral) or tiktoken text (Meta's Llama 3).
+      const std::string model = path_join(path, "tokenizer.model");
+      parts = tok::looks_like_tiktoken(model) ? tok::load_tiktoken(model)
+                                              : tok::load_sentencepiece(model);
+    } else if (auto found = tok::find_other_bpe_files(path)) {
+      parts = std::move(*found);
     } else {
       return not_found("no tokenizer in '" + path +
-                       "': expected tokenizer.json, vocab.json + merges.txt, or tokenizer.model");
+                       "': expected tokenizer.json, vocab.json + merges.txt, tokenizer.model, "
+                       "a *.tiktoken file, or *encoder.json + *vocab.bpe");
     }
   } else if (file_exists(path)) {
     if (ends_with(path, ".gguf")) {
       parts = tok::load_gguf_vocab(path);
     } else if (ends_with(path, ".json")) {
       parts = tok::load_tokenizer_json(path);
+    } else if (ends_with(path, ".tiktoken") ||
+               (ends_with(path, ".model") && tok::looks_like_tiktoken(path))) {
+      parts = tok::load_tiktoken(path);
     } else if (ends_with(path, ".model")) {
       parts = tok::load_sentencepiece(path);
     } else {

@@ -1,6 +1,7 @@
 // Golden tests: real vocabularies from ../shared/data against the reference implementations'
 // recorded outputs (Hugging Face transformers/tokenizers, SentencePiece/llama2.c, ollama, Meta).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -177,6 +178,56 @@ TEST(GoldenLlama3, SwiftTransformersVectors) {
   // Llama-3.2's tokenizer_config.json sets clean_up_tokenization_spaces.
   check_swift_cases(*t, "pcuenq/Llama-3.2-1B-Instruct-tokenizer", /*clean_up=*/true);
   check_encoded_file(*t, "llama_3.2_encoded.json", true);
+}
+
+// Meta's own Llama 3 tokenizer file (tiktoken: base64 token + rank per line, as shipped in
+// original/tokenizer.model) and OpenAI-format encoder.json + vocab.bpe, found by Tokenizer::load
+// from a directory or a file path: the same ids as the vectors (which include the specials), BOS
+// added, and identical to each other on the multilingual inputs.
+TEST(GoldenLlama3, TiktokenFileAndEncoderJsonDirectory) {
+  STRATA_REQUIRE_SHARED("tokenizers/llama3/llama3_tokenizer.model.tiktoken");
+  auto tik = load_tok("tokenizers/llama3/llama3_tokenizer.model.tiktoken");
+  ASSERT_TRUE(tik);
+  EXPECT_EQ(tik->info().format, "tiktoken (Llama 3)");
+  EXPECT_EQ(tik->bos_token_id(), 128000);
+  // A directory holding only encoder.json + vocab.bpe (links to the shared files).
+  char tmpl[] = "/tmp/strata_llama3_bpe_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  for (const char* f : {"llama3.2_encoder.json", "llama3.2_vocab.bpe"}) {
+    ASSERT_EQ(::symlink(shared_data_path(std::string("tokenizers/llama3/") + f).c_str(),
+                        (dir + "/" + f).c_str()),
+              0);
+  }
+  auto bpe = Tokenizer::load(dir);
+  ASSERT_TRUE(bpe.ok()) << bpe.status().to_string();
+  Json vectors = load_json("tokenizer-tests/llama3_tokenizer_vectors.json");
+  for (const Tokenizer* t : {tik.get(), bpe->get()}) {
+    for (const auto& c : vectors["encode"]) {
+      // The vectors' ids hold BOS and EOS only when with_bos_eos; the tokenizer adds BOS only.
+      std::vector<int32_t> want = c["ids"];
+      if (c.value("with_bos_eos", false)) {
+        want.pop_back();
+      } else {
+        want.insert(want.begin(), 128000);
+      }
+      EXPECT_EQ(encode(*t, c["text"], true), want) << t->info().format << ": " << c["text"];
+    }
+    for (const auto& c : vectors["chat_format"]) {
+      std::vector<int32_t> want = c["ids"];
+      std::string text = t->decode(want, /*skip_special_tokens=*/false);
+      EXPECT_EQ(encode(*t, text, false), want) << t->info().format;
+    }
+  }
+  Json inputs = load_json("tokenizer-tests/swift-transformers-multilingual/inputs.json");
+  for (const auto& in : inputs["inputs"]) {
+    const std::string text = in["text"];
+    const auto ids = encode(*tik, text, true);
+    EXPECT_EQ(ids, encode(**bpe, text, true)) << in["id"];
+    EXPECT_EQ(tik->decode(ids, true), text) << in["id"];
+  }
+  for (const char* f : {"llama3.2_encoder.json", "llama3.2_vocab.bpe"})
+    ::unlink((dir + "/" + f).c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(GoldenLlama2, SentencePieceModelVectors) {
