@@ -183,11 +183,11 @@ uint8_t f32_to_fp8_e4m3(float f) {
   const uint32_t bits = f32_to_bits(f);
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return 0x7f;            // NaN
-  if (abs >= 0x43e00000u) return sign | 0x7e;    // >= 448 (and inf): saturate
-  if (abs < 0x3c800000u) {                       // below 2^-6: subnormal, units of 2^-9
+  if (abs > 0x7f800000u) return 0x7f;          // NaN
+  if (abs >= 0x43e00000u) return sign | 0x7e;  // >= 448 (and inf): saturate
+  if (abs < 0x3c800000u) {                     // below 2^-6: subnormal, units of 2^-9
     const float q = std::nearbyint(bits_to_f32(abs) * 512.0f);  // exact product, < 8.5
-    return sign | static_cast<uint8_t>(q);       // q == 8 is exactly the smallest normal
+    return sign | static_cast<uint8_t>(q);  // q == 8 is exactly the smallest normal
   }
   // Normal: the exponent and top 3 mantissa bits, rounded to nearest even on the 20 dropped
   // bits, then re-biased (127 -> 7); a carry into the exponent is the correct next code.

@@ -163,16 +163,10 @@ Result<TokenizerParts> load_gpt2_vocab(const io::GgufFile& f,
   for (size_t id = 0; id < tokens.size(); ++id) {
     vocab.set(static_cast<int32_t>(id), std::string(tokens[id]));
   }
-  BpeConfig config;
-  config.byte_level = true;
-  config.ignore_merges = preset.ignore_merges;
-  auto model = BpeModel::create(std::move(vocab), merges, config);
-  if (!model.ok()) return model.status().with_context(what);
-  TokenizerParts parts;
-  parts.model = std::move(model).value();
-  parts.normalizer = std::move(preset.normalizer);
-  parts.pre_tokenizer = std::move(preset.pre_tokenizer);
-  parts.decoder.add(DecoderStep{.kind = DecoderStep::Kind::kByteLevel});
+  BpeFilesOptions options;
+  options.preset = preset.name;
+  STRATA_ASSIGN_OR_RETURN(TokenizerParts parts,
+                          byte_level_bpe_parts(std::move(vocab), merges, options, what));
   add_typed_tokens(tokens, types, &parts);
   return parts;
 }
