@@ -48,6 +48,21 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
+std::vector<std::pair<size_t, std::string_view>> text_lines(std::string_view text) {
+  std::vector<std::pair<size_t, std::string_view>> out;
+  size_t pos = 0, line_no = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty()) out.emplace_back(line_no, line);
+  }
+  return out;
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

@@ -15,10 +15,10 @@
 namespace strata::kernels {
 namespace {
 
-using avx2::exp8;
 using avx2::hsum8;
 using avx2::load_bf16x8;
 using avx2::load_f16x8;
+using avx2::softmax_numerators;
 
 // Row `slot` of the latent cache as f32 (times the cache scale): in place for an f32 cache with
 // scale 1, else converted into tmp.
@@ -82,18 +82,7 @@ void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t r
   }
   float sums[kMlaHeadBlock];
   for (int h = 0; h < nb; ++h) {
-    float* sc = scores + h * ctx8;
-    for (int64_t j = ctx; j < ctx8; ++j) sc[j] = -INFINITY;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < ctx; ++j) mx = std::max(mx, sc[j]);
-    const __m256 vmx = _mm256_set1_ps(mx);
-    __m256 vs = _mm256_setzero_ps();
-    for (int64_t j = 0; j < ctx8; j += 8) {
-      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), vmx));
-      _mm256_storeu_ps(sc + j, e);
-      vs = _mm256_add_ps(vs, e);
-    }
-    sums[h] = hsum8(vs);
+    sums[h] = softmax_numerators(scores + h * ctx8, ctx, ctx8);
     std::memset(acc + h * r, 0, r * sizeof(float));
   }
   float* vtmp = rows + 8 * D;

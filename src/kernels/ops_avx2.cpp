@@ -159,6 +159,47 @@ void prefetch_chunk(const PagedKvLayer& kv, const std::byte* base, const int32_t
   }
 }
 
+// The factor a bf16/f16/fp8 cache row's values are multiplied by: the layer scale, for fp8 times
+// the row's scale and 256 (see load_kv8).
+template <DType D>
+inline float kv_factor(float scale, const float* row_scales, int64_t row) {
+  if constexpr (D != DType::kF8E4M3) return scale;
+  float f = scale;
+  if (row_scales != nullptr) f *= row_scales[row];
+  return f * 256.0f;
+}
+
+// Values e..e+7 of a bf16/f16/fp8 cache row times `factor`, as f32: the same values
+// read_kv_row() gives. fp8: the e4m3 byte, sign-extended to 16 bits, shifted left by 7 with bit
+// 14 cleared, is the f16 of value / 256 (f16's exponent bias is 8 more than e4m3's); x (f * 256)
+// rounds once, as value * f does. (Caches hold no NaN bytes: kv_write saturates to 448.)
+template <DType D>
+inline __m256 load_kv8(const std::byte* row, int64_t e, __m256 factor) {
+  if constexpr (D == DType::kBF16) {
+    return _mm256_mul_ps(load_bf16x8(row + e * 2), factor);
+  } else if constexpr (D == DType::kF16) {
+    return _mm256_mul_ps(load_f16x8(row + e * 2), factor);
+  } else {
+    static_assert(D == DType::kF8E4M3);
+    const __m128i h = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + e)));
+    return _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(h, 7), _mm_set1_epi16(-16385))), factor);
+  }
+}
+
+template <DType D>
+void convert_rows(const PagedKvLayer& kv, const std::byte* base, const float* row_scales,
+                  const int64_t* rows, int64_t n, float scale, float* buf, const float** out) {
+  const int64_t hd = kv.head_dim, row_bytes = hd * kv.elem_bytes();
+  for (int64_t r = 0; r < n; ++r) {
+    float* dst = buf + r * hd;
+    out[r] = dst;
+    const std::byte* p = base + rows[r] * row_bytes;
+    const __m256 f = _mm256_set1_ps(kv_factor<D>(scale, row_scales, rows[r]));
+    for (int64_t e = 0; e < hd; e += 8) _mm256_storeu_ps(dst + e, load_kv8<D>(p, e, f));
+  }
+}
+
 // Rows `rows[0..n)` of `base` as f32 pointers: into the cache for an unscaled f32 cache, else
 // converted into buf (n rows of head_dim floats) exactly as read_kv_row() converts them.
 void rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row_scales,
@@ -170,38 +211,25 @@ void rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row_sc
       out[r] = reinterpret_cast<const float*>(base + rows[r] * row_bytes);
     return;
   }
-  const bool half = (kv.dtype == DType::kBF16 || kv.dtype == DType::kF16) && hd % 8 == 0;
-  const __m256 sv = _mm256_set1_ps(scale);
+  if (hd % 8 == 0) {
+    switch (kv.dtype) {
+      case DType::kBF16:
+        return convert_rows<DType::kBF16>(kv, base, row_scales, rows, n, scale, buf, out);
+      case DType::kF16:
+        return convert_rows<DType::kF16>(kv, base, row_scales, rows, n, scale, buf, out);
+      case DType::kF8E4M3:
+        return convert_rows<DType::kF8E4M3>(kv, base, row_scales, rows, n, scale, buf, out);
+      default:
+        break;
+    }
+  }
+  // Other shapes (head_dim not a multiple of 8, a scaled f32 cache): the scalar reader, from the
+  // slot and head of each row (row = (block * num_kv_heads + head) * block_size + i).
+  const int64_t bs = kv.block_size;
   for (int64_t r = 0; r < n; ++r) {
-    float* dst = buf + r * hd;
-    out[r] = dst;
-    const std::byte* p = base + rows[r] * row_bytes;
-    if (half) {
-      for (int64_t e = 0; e < hd; e += 8) {
-        __m256 v = kv.dtype == DType::kBF16 ? load_bf16x8(p + e * 2) : load_f16x8(p + e * 2);
-        _mm256_storeu_ps(dst + e, _mm256_mul_ps(v, sv));
-      }
-      continue;
-    }
-    float f = scale;
-    if (kv.dtype == DType::kF8E4M3 && row_scales != nullptr) f *= row_scales[rows[r]];
-    if (kv.dtype == DType::kF8E4M3 && hd % 8 == 0) {
-      // e4m3 byte, sign-extended to 16 bits, shifted left by 7 with bit 14 cleared: the f16 of
-      // value / 256 (f16's exponent bias is 8 more than e4m3's); x (f * 256) rounds once, as
-      // value * f does. (Caches hold no NaN bytes: kv_write saturates to 448.)
-      const __m256 fv = _mm256_set1_ps(f * 256.0f);
-      const __m128i mask = _mm_set1_epi16(-16385);
-      for (int64_t e = 0; e < hd; e += 8) {
-        const __m128i h =
-            _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + e)));
-        const __m256 v = _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(h, 7), mask));
-        _mm256_storeu_ps(dst + e, _mm256_mul_ps(v, fv));
-      }
-      continue;
-    }
-    dequantize_row(kv.dtype, p, dst, hd);
-    if (f != 1.0f)
-      for (int64_t e = 0; e < hd; ++e) dst[e] *= f;
+    const int64_t block = rows[r] / bs / kv.num_kv_heads, head = rows[r] / bs % kv.num_kv_heads;
+    out[r] = buf + r * hd;
+    read_kv_row(kv, base, block * bs + rows[r] % bs, head, scale, buf + r * hd);
   }
 }
 
@@ -232,18 +260,7 @@ struct CacheRows {
   const std::byte* const* rows;
   const float* factor;  // per row: bf16/f16: the layer scale; fp8: scale * row scale * 256
   __m256 load(int64_t r, int64_t e) const {
-    const __m256 f = _mm256_set1_ps(factor[r]);
-    if constexpr (D == DType::kBF16) {
-      return _mm256_mul_ps(load_bf16x8(rows[r] + e * 2), f);
-    } else if constexpr (D == DType::kF16) {
-      return _mm256_mul_ps(load_f16x8(rows[r] + e * 2), f);
-    } else {
-      static_assert(D == DType::kF8E4M3);
-      const __m128i h =
-          _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[r] + e)));
-      return _mm256_mul_ps(
-          _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(h, 7), _mm_set1_epi16(-16385))), f);
-    }
+    return load_kv8<D>(rows[r], e, _mm256_set1_ps(factor[r]));
   }
   float at(int64_t, int64_t) const { return 0.0f; }  // never called (kTail is false)
 };
@@ -355,11 +372,7 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
     } else {
       for (int64_t r = 0; r < n; ++r) {
         raw[r] = base + rix[r] * row_bytes;
-        factor[r] = scale;
-        if constexpr (D == DType::kF8E4M3) {
-          if (row_scales != nullptr) factor[r] *= row_scales[rix[r]];
-          factor[r] *= 256.0f;
-        }
+        factor[r] = kv_factor<D>(scale, row_scales, rix[r]);
       }
       for (int64_t r = n; r < n8; ++r) {
         raw[r] = raw[n - 1];
@@ -394,18 +407,7 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
   for (int i = 0; i < nq; ++i) {
     const int64_t c = ctx[i], c8 = (c + 7) / 8 * 8;
     for (int h = 0; h < group; ++h) {
-      float* sc = scores + (i * group + h) * stride;
-      for (int64_t j = c; j < c8; ++j) sc[j] = -INFINITY;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < c; ++j) mx = std::max(mx, sc[j]);
-      const __m256 vmx = _mm256_set1_ps(mx);
-      __m256 vs = _mm256_setzero_ps();
-      for (int64_t j = 0; j < c8; j += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), vmx));
-        _mm256_storeu_ps(sc + j, e);
-        vs = _mm256_add_ps(vs, e);
-      }
-      sums[i * group + h] = hsum8(vs);
+      sums[i * group + h] = softmax_numerators(scores + (i * group + h) * stride, c, c8);
       std::memset(acc + (i * group + h) * hd, 0, hd * sizeof(float));
     }
   }

@@ -3,6 +3,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace strata::kernels::avx2 {
@@ -47,6 +48,23 @@ inline __m256 exp8(__m256 x) {
   __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127));
   __m256 pow2n = _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
   return _mm256_andnot_ps(underflow, _mm256_mul_ps(y, pow2n));
+}
+
+// Softmax numerators of one score row in place: sc[0..n) becomes exp(sc - max), the padding
+// sc[n..n8) (n8 = n rounded up to 8) becomes 0; returns their sum (lane = index mod 8, then
+// hsum8's fixed order), so a row's result depends on nothing but the row.
+inline float softmax_numerators(float* sc, int64_t n, int64_t n8) {
+  for (int64_t j = n; j < n8; ++j) sc[j] = -INFINITY;
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) mx = sc[j] > mx ? sc[j] : mx;
+  const __m256 vmx = _mm256_set1_ps(mx);
+  __m256 vs = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n8; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), vmx));
+    _mm256_storeu_ps(sc + j, e);
+    vs = _mm256_add_ps(vs, e);
+  }
+  return hsum8(vs);
 }
 
 }  // namespace strata::kernels::avx2

@@ -111,15 +111,7 @@ Result<TokenizerParts> load_bpe_files(const std::string& vocab_path, const std::
   }
   STRATA_ASSIGN_OR_RETURN(std::string merges_text, read_file(merges_path));
   std::vector<std::pair<std::string, std::string>> merges;
-  size_t pos = 0, line_no = 0;
-  while (pos < merges_text.size()) {
-    size_t nl = merges_text.find('\n', pos);
-    if (nl == std::string::npos) nl = merges_text.size();
-    std::string_view line(merges_text.data() + pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
+  for (const auto& [line_no, line] : text_lines(merges_text)) {
     // Only a "#version" header is a comment: real merges may start with '#'.
     if (line_no == 1 && starts_with(line, "#version")) continue;
     size_t sp = line.find(' ', 1);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/file_util.h"
+#include "core/strings.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/loaders.h"
 
@@ -104,16 +105,8 @@ Result<TokenizerParts> load_tiktoken(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(std::string text, read_file(path));
   std::vector<std::string> tokens;
   std::unordered_map<std::string, int32_t> ranks;
-  size_t pos = 0, line_no = 0;
   std::string bytes;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string::npos) nl = text.size();
-    std::string_view line(text.data() + pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
+  for (const auto& [line_no, line] : text_lines(text)) {
     const size_t sp = line.find(' ');
     auto bad = [&](const std::string& why) {
       return invalid_argument("'" + path + "' line " + std::to_string(line_no) + ": " + why +

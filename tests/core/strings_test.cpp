@@ -23,3 +23,19 @@ TEST(StringsTest, Utf8Validation) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(StringsTest, TextLinesSkipEmptyLinesAndCountThem) {
+  const auto lines = text_lines("a b\r\n\n#c\nlast");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], (std::pair<size_t, std::string_view>{1, "a b"}));
+  EXPECT_EQ(lines[1], (std::pair<size_t, std::string_view>{3, "#c"}));
+  EXPECT_EQ(lines[2], (std::pair<size_t, std::string_view>{4, "last"}));
+  EXPECT_TRUE(text_lines("").empty());
+  EXPECT_TRUE(text_lines("\n\r\n").empty());
+}
+
+}  // namespace
+}  // namespace strata

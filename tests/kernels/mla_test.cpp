@@ -41,8 +41,10 @@ struct MlaCase {
     const int64_t num_blocks = S * blocks_per_seq + 1;
     cache.assign(num_blocks * block_size * row() * dtype_block_bytes(dtype), std::byte{0});
     row_scales.assign(num_blocks * block_size, 0.0f);
-    kv = {dtype, block_size, 1, row(), cache.data(), nullptr, 1.0f, 1.0f,
-          dtype == DType::kF8E4M3 ? row_scales.data() : nullptr, nullptr};
+    kv = {dtype,  block_size,   1,
+          row(),  cache.data(), nullptr,
+          1.0f,   1.0f,         dtype == DType::kF8E4M3 ? row_scales.data() : nullptr,
+          nullptr};
     tables.resize(S * blocks_per_seq);
     for (int s = 0; s < S; ++s)
       for (int64_t b = 0; b < blocks_per_seq; ++b)
