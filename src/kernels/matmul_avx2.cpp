@@ -3,8 +3,11 @@
 // Two paths with the same arithmetic: every output element is one chain of FMAs over k in order,
 // starting from zero, using the exact f32 value of each weight. So a row's result is bit-identical
 // whichever path computed it (batch invariance).
-//  - small m (decode): stream the panels once, converting weights in registers; several panels at
-//    a time so enough independent FMA chains hide the latency.
+//  - small m (decode): stream the panels once, one panel at a time, converting weights in
+//    registers. One sequential stream per thread (with a software prefetch ahead of it) keeps
+//    closer to the machine's read bandwidth from DRAM than interleaving several panels (~0.97 of a
+//    plain read loop against ~0.88 for four streams on the development machine); the two
+//    accumulator chains per row are enough to keep up with memory.
 //  - larger m (prefill): per thread, convert a [kKc x 16] block of a panel to f32 in L1, then a
 //    6x16 register-blocked micro-kernel runs over the rows; rows are blocked by kMc so the x
 //    block stays in L2 across panels.
@@ -87,52 +90,6 @@ inline void store16(float* y, __m256 lo, __m256 hi, int64_t cols) {
 
 // ---- small m: stream NP panels at a time -------------------------------------------------------
 
-// One row of x against four panels: eight independent accumulators, kept in registers.
-template <DType D>
-void gemv_1x4(const float* x, const PackedWeight& w, int64_t p, float* y) {
-  const int64_t K = w.k();
-  const std::byte* p0 = w.panel(p);
-  const int64_t pb = w.panel_bytes();
-  const std::byte *p1 = p0 + pb, *p2 = p1 + pb, *p3 = p2 + pb;
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  constexpr int64_t kAhead = 1024;  // bytes of prefetch distance per panel stream
-  const int64_t step = kPanelRows * static_cast<int64_t>(sizeof(float)) /
-                       (D == DType::kF32 ? 1 : 2);  // bytes of one k in a panel
-  for (int64_t k = 0; k < K; ++k) {
-    if ((k * step) % 64 == 0) {
-      const int64_t off = k * step + kAhead;
-      _mm_prefetch(reinterpret_cast<const char*>(p0 + off), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p1 + off), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p2 + off), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p3 + off), _MM_HINT_T0);
-    }
-    const __m256 xb = _mm256_broadcast_ss(x + k);
-    __m256 lo, hi;
-    load_w16_gemv<D>(p0, k, lo, hi);
-    a0 = _mm256_fmadd_ps(xb, lo, a0);
-    a1 = _mm256_fmadd_ps(xb, hi, a1);
-    load_w16_gemv<D>(p1, k, lo, hi);
-    a2 = _mm256_fmadd_ps(xb, lo, a2);
-    a3 = _mm256_fmadd_ps(xb, hi, a3);
-    load_w16_gemv<D>(p2, k, lo, hi);
-    a4 = _mm256_fmadd_ps(xb, lo, a4);
-    a5 = _mm256_fmadd_ps(xb, hi, a5);
-    load_w16_gemv<D>(p3, k, lo, hi);
-    a6 = _mm256_fmadd_ps(xb, lo, a6);
-    a7 = _mm256_fmadd_ps(xb, hi, a7);
-  }
-  const int64_t n = w.n();
-  auto cols = [&](int64_t q) { return std::min<int64_t>(kPanelRows, n - (p + q) * kPanelRows); };
-  unpermute16<D>(a0, a1);
-  unpermute16<D>(a2, a3);
-  unpermute16<D>(a4, a5);
-  unpermute16<D>(a6, a7);
-  store16(y + p * kPanelRows, a0, a1, cols(0));
-  store16(y + (p + 1) * kPanelRows, a2, a3, cols(1));
-  store16(y + (p + 2) * kPanelRows, a4, a5, cols(2));
-  store16(y + (p + 3) * kPanelRows, a6, a7, cols(3));
-}
-
 // MR rows of x against one panel.
 template <DType D, int MR>
 void gemv_rx1(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
@@ -142,7 +99,11 @@ void gemv_rx1(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, flo
   __m256 lo_acc[MR], hi_acc[MR];
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i) lo_acc[i] = hi_acc[i] = _mm256_setzero_ps();
+  constexpr int64_t kStep = kPanelRows * (D == DType::kF32 ? 4 : 2);  // bytes of one k
+  constexpr int64_t kAhead = 1024;  // software prefetch distance, bytes
   for (int64_t k = 0; k < K; ++k) {
+    if ((k * kStep) % 64 == 0)
+      _mm_prefetch(reinterpret_cast<const char*>(pan + k * kStep + kAhead), _MM_HINT_T0);
     __m256 lo, hi;
     load_w16_gemv<D>(pan, k, lo, hi);
 #pragma GCC unroll 4
@@ -205,17 +166,9 @@ void gemv_panels_q8(const float* x, int64_t ldx, const PackedWeight& w, int64_t 
 template <DType D, int MR>
 void gemv_typed(const float* x, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
                 ThreadPool& pool) {
-  if constexpr (MR == 1) {
-    pool.parallel_for(w.num_panels(), 4, [&](int64_t p0, int64_t p1) {
-      int64_t p = p0;
-      for (; p + 4 <= p1; p += 4) gemv_1x4<D>(x, w, p, y);
-      for (; p < p1; ++p) gemv_rx1<D, 1>(x, ldx, w, p, y, ldy);
-    });
-  } else {
-    pool.parallel_for(w.num_panels(), 1, [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) gemv_rx1<D, MR>(x, ldx, w, p, y, ldy);
-    });
-  }
+  pool.parallel_for(w.num_panels(), 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) gemv_rx1<D, MR>(x, ldx, w, p, y, ldy);
+  });
 }
 
 template <int MR>
