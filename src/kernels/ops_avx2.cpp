@@ -143,9 +143,11 @@ void rows_of(const PagedKvLayer& kv, const int32_t* table, int64_t g, int64_t j0
   }
 }
 
-// Prefetches the rows of keys [j0, j0 + kKeyChunk) (clipped to ctx): issued kPrefetchChunks
-// chunks ahead, the cache reads overlap the work on the chunks before them.
-constexpr int64_t kPrefetchChunks = 2;
+// Prefetches the rows of keys [j0, j0 + kKeyChunk) (clipped to ctx), so that their reads overlap
+// the work on the chunk before them. (Fetching further ahead in bigger bursts measured slower.)
+// Value rows of tiles whose values take at most kEarlyValueBytes are fetched during the score
+// pass instead.
+constexpr int64_t kEarlyValueBytes = 96 * 1024;
 void prefetch_chunk(const PagedKvLayer& kv, const std::byte* base, const int32_t* table, int64_t g,
                     int64_t j0, int64_t ctx) {
   if (j0 >= ctx) return;
@@ -385,14 +387,30 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
   auto qrow = [&](int i, int h) {
     return a.q + (t0 + i) * a.ldq + (static_cast<int64_t>(g) * group + h) * hd;
   };
+  // When the tile's value rows fit in L2 comfortably (decode over short contexts), they are
+  // fetched during the score pass so their reads overlap the dot products; longer sequences fetch
+  // them a chunk ahead of the weighted sum instead.
+  const bool values_early = ctx_max * row_bytes <= kEarlyValueBytes;
   // Scores, 8 keys at a time (a query's lanes past its last key are masked below).
-  for (int64_t c = 1; c < kPrefetchChunks; ++c)
-    prefetch_chunk(kv, kv.k, table, g, c * kKeyChunk, ctx_max);
+  prefetch_chunk(kv, kv.k, table, g, 0, ctx_max);
+  int64_t ahead[kKeyChunk];
   for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
-    prefetch_chunk(kv, kv.k, table, g, j0 + kPrefetchChunks * kKeyChunk, ctx_max);
+    const int64_t na = std::max<int64_t>(0, std::min(kKeyChunk, ctx_max - j0 - kKeyChunk));
+    if (na > 0) rows_of(kv, table, g, j0 + kKeyChunk, na, ahead);
     const auto keys = chunk_rows(kv.k, kv.k_row_scale, kv.k_scale, j0, n);
     for (int64_t jg = 0; jg < n; jg += 8) {
+      // The next chunk's keys, 8 rows per 8 keys scored (and this chunk's values when they are
+      // fetched early): a steady trickle of prefetches rather than bursts.
+      for (int64_t r = jg; r < std::min(jg + 8, na); ++r)
+        for (int64_t off = 0; off < row_bytes; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(kv.k + ahead[r] * row_bytes) + off,
+                       _MM_HINT_T0);
+      if (values_early)
+        for (int64_t r = jg; r < std::min(jg + 8, n); ++r)
+          for (int64_t off = 0; off < row_bytes; off += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(kv.v + rix[r] * row_bytes) + off,
+                         _MM_HINT_T0);
       for (int i = 0; i < nq; ++i) {
         if (j0 + jg >= ctx[i]) continue;
         for (int h = 0; h < group; ++h)
@@ -412,11 +430,10 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
     }
   }
   // Weighted values, key by key in order.
-  for (int64_t c = 1; c < kPrefetchChunks; ++c)
-    prefetch_chunk(kv, kv.v, table, g, c * kKeyChunk, ctx_max);
+  if (!values_early) prefetch_chunk(kv, kv.v, table, g, 0, ctx_max);
   for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
-    prefetch_chunk(kv, kv.v, table, g, j0 + kPrefetchChunks * kKeyChunk, ctx_max);
+    if (!values_early) prefetch_chunk(kv, kv.v, table, g, j0 + kKeyChunk, ctx_max);
     const auto values = chunk_rows(kv.v, kv.v_row_scale, kv.v_scale, j0, n);
     for (int i = 0; i < nq; ++i) {
       const int64_t ni = std::min(n, ctx[i] - j0);
