@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "core/strings.h"
 #include "kernels/bandwidth.h"
+#include "kernels/op_profile.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
 
@@ -26,11 +27,15 @@ void add_options(OptionSet& o) {
   o.add_int("max-num-batched-tokens", 2048, "most prompt tokens per forward pass (prefill chunk)");
   o.add_string("load-format", "auto", "auto, safetensors, gguf or dummy");
   o.add_string("dtype", "auto", "weight dtype: auto, float32, bfloat16, float16");
+  o.add_int("block-size", 16, "KV cache block size (tokens per block)");
   o.add_string("kv-cache-dtype", "auto", "auto (model dtype), float32, bfloat16, float16, fp8");
   o.add_string("hf-overrides", "", "JSON merged into config.json");
   o.add_int("threads", ThreadPool::hardware_threads(), "compute threads");
   o.add_int("seed", 0, "seed of the random prompts and dummy weights");
   o.add_int("bandwidth-mib", 1024, "buffer size for the bandwidth measurement (MiB)");
+  o.add_bool("profile", false,
+             "after the measured iterations, run one more with every kernel op timed and print "
+             "where a decode step's time goes");
 }
 
 DType kv_dtype_for(const std::string& s, DType weights) {
@@ -52,8 +57,9 @@ int run(const Args& args) {
   const int64_t in_len = args.get_int("input-len"), out_len = args.get_int("output-len");
   const int64_t batch = args.get_int("batch-size");
   const int64_t chunk = args.get_int("max-num-batched-tokens");
-  if (in_len < 1 || out_len < 1 || batch < 1 || chunk < 1) {
-    std::fprintf(stderr, "strata bench latency: lengths, batch size and chunk must be >= 1\n");
+  if (in_len < 1 || out_len < 1 || batch < 1 || chunk < 1 || args.get_int("block-size") < 1) {
+    std::fprintf(stderr,
+                 "strata bench latency: lengths, batch size, chunk and block size must be >= 1\n");
     return 2;
   }
   ThreadPool pool(static_cast<int>(args.get_int("threads")));
@@ -78,7 +84,7 @@ int run(const Args& args) {
                dtype_name(model.weight_dtype()), format_bytes(model.weight_bytes_total()).c_str());
 
   KvSpec ks = model.kv_spec();
-  const int64_t block = 16;
+  const int64_t block = args.get_int("block-size");
   const int64_t blocks_per_seq = (max_len + block - 1) / block;
   DType kv_dtype = kv_dtype_for(args.get("kv-cache-dtype"), model.weight_dtype());
   auto storage = KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block,
@@ -100,7 +106,8 @@ int run(const Args& args) {
     for (int64_t i = 0; i < in_len; ++i)
       p.push_back(static_cast<int32_t>(rng.below(cfg.vocab_size)));
 
-  const KernelOps& ops = kernel_ops(best_kernel_variant());
+  const KernelOps& fast_ops = kernel_ops(best_kernel_variant());
+  const KernelOps* ops_in_use = &fast_ops;
   std::vector<float> logits(batch * cfg.vocab_size);
   // Runs one forward for the tokens [start, start+n) of each sequence.
   auto forward = [&](int64_t start, int64_t n, const std::vector<int32_t>& next) -> Status {
@@ -117,21 +124,19 @@ int run(const Args& args) {
       rows.push_back(qs.back() - 1);
     }
     ForwardBatch b{ids, pos, slots, qs, lens, tables, blocks_per_seq, rows};
-    return model.forward(b, layers, ops, logits.data());
+    return model.forward(b, layers, *ops_in_use, logits.data());
   };
 
-  double best_prefill = 1e30, best_decode = 1e30;
   const int64_t per_chunk = std::max<int64_t>(1, chunk / batch);
-  for (int64_t it = 0; it < args.get_int("num-iters-warmup") + args.get_int("num-iters"); ++it) {
+  // One prefill of every prompt, then out_len - 1 greedy decode steps; returns the seconds each
+  // took (the profile totals are reset between the two).
+  auto run_once = [&](double* prefill, double* decode) -> Status {
     Stopwatch sw;
     for (int64_t start = 0; start < in_len; start += per_chunk) {
-      Status s = forward(start, std::min(per_chunk, in_len - start), {});
-      if (!s.ok()) {
-        std::fprintf(stderr, "strata bench latency: %s\n", s.to_string().c_str());
-        return 1;
-      }
+      STRATA_RETURN_IF_ERROR(forward(start, std::min(per_chunk, in_len - start), {}));
     }
-    double prefill = sw.elapsed();
+    *prefill = sw.elapsed();
+    reset_op_times();
     std::vector<int32_t> next(batch);
     sw.reset();
     for (int64_t t = 0; t < out_len - 1; ++t) {
@@ -139,17 +144,36 @@ int run(const Args& args) {
         next[s] = static_cast<int32_t>(std::max_element(logits.begin() + s * cfg.vocab_size,
                                                         logits.begin() + (s + 1) * cfg.vocab_size) -
                                        (logits.begin() + s * cfg.vocab_size));
-      Status st = forward(in_len + t, 1, next);
-      if (!st.ok()) {
-        std::fprintf(stderr, "strata bench latency: %s\n", st.to_string().c_str());
-        return 1;
-      }
+      STRATA_RETURN_IF_ERROR(forward(in_len + t, 1, next));
     }
-    double decode = sw.elapsed();
+    *decode = sw.elapsed();
+    return Status();
+  };
+  double best_prefill = 1e30, best_decode = 1e30;
+  for (int64_t it = 0; it < args.get_int("num-iters-warmup") + args.get_int("num-iters"); ++it) {
+    double prefill = 0, decode = 0;
+    Status s = run_once(&prefill, &decode);
+    if (!s.ok()) {
+      std::fprintf(stderr, "strata bench latency: %s\n", s.to_string().c_str());
+      return 1;
+    }
     if (it >= args.get_int("num-iters-warmup")) {
       best_prefill = std::min(best_prefill, prefill);
       best_decode = std::min(best_decode, decode);
     }
+  }
+  double profiled_decode = 0;
+  std::vector<OpTime> profile;
+  if (args.get_bool("profile")) {
+    ops_in_use = &profiling_ops(fast_ops);
+    double prefill = 0;
+    Status s = run_once(&prefill, &profiled_decode);
+    ops_in_use = &fast_ops;
+    if (!s.ok()) {
+      std::fprintf(stderr, "strata bench latency: %s\n", s.to_string().c_str());
+      return 1;
+    }
+    profile = op_times();
   }
   const double bw = measure_read_bandwidth(pool, args.get_int("bandwidth-mib") << 20);
   const double peak = measure_fma_peak(pool);
@@ -159,8 +183,8 @@ int run(const Args& args) {
   const double decode_tps = batch * steps_per_s;
   const double util = model.weight_bytes_per_token() * steps_per_s / bw;
   std::printf("kernels: %s, threads: %d, batch size: %lld, input len: %lld, output len: %lld\n",
-              ops.name, pool.size(), static_cast<long long>(batch), static_cast<long long>(in_len),
-              static_cast<long long>(out_len));
+              fast_ops.name, pool.size(), static_cast<long long>(batch),
+              static_cast<long long>(in_len), static_cast<long long>(out_len));
   std::printf("prefill: %.1f tokens/s (%.1f ms for %lld tokens)\n", prefill_tps, best_prefill * 1e3,
               static_cast<long long>(batch * in_len));
   std::printf("decode: %.1f tokens/s (%.2f ms per step)\n", decode_tps, 1e3 / steps_per_s);
@@ -175,6 +199,26 @@ int run(const Args& args) {
     // A batch shares each weight read among its rows (and an MoE batch reads more experts than
     // one token does): decode is judged by compute below, not by bandwidth.
     std::printf("decode bandwidth utilisation: not shown for batch size > 1 (see compute)\n");
+  }
+  if (!profile.empty()) {
+    // Where the profiled run's decode steps went; "rest" is what no kernel op covers (embedding,
+    // residual adds, the argmax between steps, the forward's own bookkeeping).
+    const double step = profiled_decode / decode_steps;
+    std::printf("decode step profile (one more run, %.2f ms per step):\n", step * 1e3);
+    double covered = 0;
+    for (const OpTime& t : profile) {
+      if (t.calls == 0) continue;
+      covered += t.seconds;
+      std::printf("  %-10s %7.3f ms per step (%4.1f%%), %5.1f calls per step", t.name,
+                  t.seconds / decode_steps * 1e3, 100 * t.seconds / profiled_decode,
+                  static_cast<double>(t.calls) / decode_steps);
+      if (t.weight_bytes > 0)
+        std::printf(", %.2f GB/s of weights", t.weight_bytes / t.seconds / 1e9);
+      std::printf("\n");
+    }
+    std::printf("  %-10s %7.3f ms per step (%4.1f%%)\n", "rest",
+                (profiled_decode - covered) / decode_steps * 1e3,
+                100 * (profiled_decode - covered) / profiled_decode);
   }
   if (peak > 0) {
     // Decode step t: every sequence's new token attends to in_len + t + 1 positions.

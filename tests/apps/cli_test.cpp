@@ -194,6 +194,27 @@ TEST(BenchCli, LatencyPrintsSpeedsAndUtilisation) {
   EXPECT_GT(figure_after(r.out, "prefill compute utilisation = "), 0) << r.out;
 }
 
+TEST(BenchCli, LatencyProfileSaysWhereADecodeStepGoes) {
+  CliRun r = run_strata("bench latency " + testing::repo_path("models/strata-tiny") +
+                            " --load-format dummy --input-len 16 --output-len 5 --num-iters 1 "
+                            "--bandwidth-mib 16 --threads 2 --block-size 4 --profile",
+                        true);
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_NE(r.out.find("decode step profile"), std::string::npos) << r.out;
+  // Per decode step every layer runs its attention once, and the matmuls (batch 1) are gemvs
+  // with a bandwidth figure.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m, std::regex(R"(gemv +[0-9.]+ ms per step .*calls per step, ([0-9.]+) GB/s)")))
+      << r.out;
+  EXPECT_GT(std::stod(m[1]), 0);
+  ASSERT_TRUE(std::regex_search(
+      r.out, m, std::regex(R"(attention +[0-9.]+ ms per step \( *[0-9.]+%\), +([0-9.]+) calls)")))
+      << r.out;
+  EXPECT_EQ(std::stod(m[1]), 4.0) << "strata-tiny has 4 layers";
+  EXPECT_NE(r.out.find("rest "), std::string::npos) << r.out;
+}
+
 TEST(BenchCli, ThroughputPrintsRequestAndTokenRates) {
   CliRun r = run_strata("bench throughput " + testing::repo_path("models/strata-tiny") +
                             " --load-format dummy --num-prompts 6 --input-len 24 --output-len 8",

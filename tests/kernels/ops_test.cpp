@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernel_test_util.h"
+#include "kernels/op_profile.h"
 #include "kernels/ops.h"
 
 namespace strata {
@@ -85,6 +86,40 @@ TEST(OpsParity, RopeBothLayouts) {
       }
     }
   }
+}
+
+TEST(OpProfile, ForwardsEveryCallAndCountsIt) {
+  ThreadPool pool(2);
+  const KernelOps& inner = kernel_ops(fast_variants().back());
+  const KernelOps& timed = profiling_ops(inner);
+  EXPECT_STREQ(timed.name, inner.name);
+  EXPECT_EQ(kernel_variant_of(timed), kernel_variant_of(inner));
+  reset_op_times();
+  const int64_t n = 40, k = 64;
+  auto src = random_vector(n * k, 11);
+  auto w = PackedWeight::pack(src.data(), DType::kF32, n, k, DType::kBF16);
+  ASSERT_TRUE(w.ok());
+  for (int64_t m : {1, 9}) {
+    auto x = random_vector(m * k, 12);
+    std::vector<float> want(m * n), got(m * n);
+    inner.matmul(x.data(), m, k, *w, want.data(), n, pool);
+    timed.matmul(x.data(), m, k, *w, got.data(), n, pool);
+    EXPECT_EQ(got, want) << "m=" << m;
+  }
+  auto x = random_vector(3 * k, 13), nw = random_vector(k, 14);
+  std::vector<float> want(3 * k), got(3 * k);
+  inner.rms_norm(x.data(), k, nw.data(), 1e-6f, 3, k, want.data(), k, pool);
+  timed.rms_norm(x.data(), k, nw.data(), 1e-6f, 3, k, got.data(), k, pool);
+  EXPECT_EQ(got, want);
+  for (const OpTime& t : op_times()) {
+    const std::string name = t.name;
+    const int64_t calls = (name == "gemv" || name == "gemm" || name == "rms_norm") ? 1 : 0;
+    EXPECT_EQ(t.calls, calls) << name;
+    EXPECT_GE(t.seconds, 0) << name;
+    EXPECT_EQ(t.weight_bytes, calls > 0 && name != "rms_norm" ? w->bytes() : 0) << name;
+  }
+  reset_op_times();
+  for (const OpTime& t : op_times()) EXPECT_EQ(t.calls, 0) << t.name;
 }
 
 }  // namespace
