@@ -12,7 +12,7 @@ namespace strata {
 namespace kernels::avx2 {
 float sum_floats(const float* p, int64_t n);
 double fma_chains(int64_t iterations, const float* seeds);  // returns FLOPs done
-}
+}  // namespace kernels::avx2
 
 namespace {
 float sum_floats_portable(const float* p, int64_t n) {
@@ -27,26 +27,34 @@ float sum_floats_portable(const float* p, int64_t n) {
 }
 }  // namespace
 
-double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int passes) {
-  const int64_t n = bytes / 4 / 64 * 64;
-  AlignedBuffer buf(static_cast<size_t>(n) * 4);
-  float* data = buf.as<float>();
-  pool.parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+ReadBandwidthMeter::ReadBandwidthMeter(ThreadPool& pool, int64_t bytes)
+    : pool_(pool), n_(std::max<int64_t>(64, bytes / 4 / 64 * 64)), buf_(n_ * 4) {
+  float* data = buf_.as<float>();
+  pool_.parallel_for(n_, 4096, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) data[i] = static_cast<float>(i & 7);
   });
+}
+
+double ReadBandwidthMeter::pass() {
+  const float* data = buf_.as<float>();
   const bool avx2 = kernel_variant_supported(KernelVariant::kAvx2);
   std::atomic<int64_t> sink{0};
-  double best = 0;
-  for (int p = 0; p < passes; ++p) {
-    Stopwatch sw;
-    pool.parallel_for(n, 4096, [&](int64_t b, int64_t e) {
-      float s =
-          avx2 ? kernels::avx2::sum_floats(data + b, e - b) : sum_floats_portable(data + b, e - b);
-      sink += static_cast<int64_t>(s);
-    });
-    best = std::max(best, static_cast<double>(n) * 4 / sw.elapsed());
-  }
-  return best;
+  Stopwatch sw;
+  pool_.parallel_for(n_, 4096, [&](int64_t b, int64_t e) {
+    float s =
+        avx2 ? kernels::avx2::sum_floats(data + b, e - b) : sum_floats_portable(data + b, e - b);
+    sink += static_cast<int64_t>(s);
+  });
+  const double bw = static_cast<double>(n_) * 4 / sw.elapsed();
+  best_ = std::max(best_, bw);
+  ++passes_;
+  return bw;
+}
+
+double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int passes) {
+  ReadBandwidthMeter meter(pool, bytes);
+  for (int p = 0; p < passes; ++p) meter.pass();
+  return meter.best();
 }
 
 }  // namespace strata

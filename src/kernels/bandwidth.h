@@ -4,12 +4,31 @@
 
 #include <cstdint>
 
+#include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 
 namespace strata {
 
-// Reads a buffer of `bytes` (well above the caches) `passes` times with all threads of `pool`
-// and returns the best observed read bandwidth in bytes per second.
+// A buffer of `bytes` (well above the caches) read with all threads of `pool`: each pass() reads
+// it once and returns that pass's bandwidth in bytes per second; best() is the highest so far.
+// A benchmark can spread passes among its own iterations so that both see the same machine (on a
+// shared machine the bandwidth on offer drifts from second to second).
+class ReadBandwidthMeter {
+ public:
+  ReadBandwidthMeter(ThreadPool& pool, int64_t bytes);
+  double pass();
+  double best() const { return best_; }
+  int passes() const { return passes_; }
+
+ private:
+  ThreadPool& pool_;
+  int64_t n_;  // floats
+  AlignedBuffer buf_;
+  double best_ = 0;
+  int passes_ = 0;
+};
+
+// `passes` passes of a ReadBandwidthMeter in a row; returns the best.
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30, int passes = 5);
 
 // Runs independent f32 FMA chains on every thread of `pool` (AVX2 when available) and returns the

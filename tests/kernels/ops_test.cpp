@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernel_test_util.h"
+#include "kernels/bandwidth.h"
 #include "kernels/op_profile.h"
 #include "kernels/ops.h"
 
@@ -120,6 +122,21 @@ TEST(OpProfile, ForwardsEveryCallAndCountsIt) {
   }
   reset_op_times();
   for (const OpTime& t : op_times()) EXPECT_EQ(t.calls, 0) << t.name;
+}
+
+TEST(ReadBandwidthMeter, BestIsTheHighestPass) {
+  ThreadPool pool(2);
+  ReadBandwidthMeter meter(pool, 8 << 20);
+  EXPECT_EQ(meter.passes(), 0);
+  EXPECT_EQ(meter.best(), 0);
+  double highest = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double bw = meter.pass();
+    EXPECT_GT(bw, 1e6);  // bytes per second; any machine reads 8 MiB faster than in 8 s
+    highest = std::max(highest, bw);
+  }
+  EXPECT_EQ(meter.passes(), 3);
+  EXPECT_EQ(meter.best(), highest);
 }
 
 }  // namespace
