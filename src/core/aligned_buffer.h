@@ -26,14 +26,15 @@ class AlignedBuffer {
 
   // Reallocates (contents are not kept) and zero-fills.
   void resize(size_t bytes) {
-    std::free(data_);
-    data_ = nullptr;
-    size_ = bytes;
-    if (bytes == 0) return;
-    size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
-    if (data_ == nullptr) std::abort();
-    std::memset(data_, 0, rounded);
+    allocate(bytes);
+    if (data_ != nullptr) std::memset(data_, 0, rounded(bytes));
+  }
+  // A buffer whose contents are undefined until written: for a destination about to be filled in
+  // full, so that its pages are first touched by the copy (not all at once by a zero fill).
+  static AlignedBuffer uninitialized(size_t bytes) {
+    AlignedBuffer b;
+    b.allocate(bytes);
+    return b;
   }
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
@@ -48,6 +49,16 @@ class AlignedBuffer {
   size_t size() const { return size_; }
 
  private:
+  static size_t rounded(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+  void allocate(size_t bytes) {
+    std::free(data_);
+    data_ = nullptr;
+    size_ = bytes;
+    if (bytes == 0) return;
+    data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded(bytes)));
+    if (data_ == nullptr) std::abort();
+  }
+
   std::byte* data_ = nullptr;
   size_t size_ = 0;
 };

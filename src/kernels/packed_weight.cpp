@@ -109,4 +109,28 @@ float PackedWeight::at(int64_t row, int64_t col) const {
   return v;
 }
 
+void PackedWeight::place_in_order(std::span<PackedWeight* const> weights) {
+  constexpr size_t kAlign = AlignedBuffer::kAlignment;
+  auto bytes_of = [](const PackedWeight& w) {
+    return static_cast<size_t>(w.num_panels() * w.panel_bytes());
+  };
+  size_t total = 0;
+  for (const PackedWeight* w : weights)
+    if (!w->empty()) total += (bytes_of(*w) + kAlign - 1) / kAlign * kAlign;
+  if (total == 0) return;
+  auto arena = std::make_shared<AlignedBuffer>(AlignedBuffer::uninitialized(total));
+  size_t offset = 0;
+  for (PackedWeight* w : weights) {
+    if (w->empty()) continue;
+    const size_t n = bytes_of(*w), padded = (n + kAlign - 1) / kAlign * kAlign;
+    std::byte* dst = arena->data() + offset;
+    std::memcpy(dst, w->data(), n);
+    std::memset(dst + n, 0, padded - n);
+    w->data_ = AlignedBuffer();
+    w->arena_ = arena;
+    w->arena_data_ = dst;
+    offset += padded;
+  }
+}
+
 }  // namespace strata

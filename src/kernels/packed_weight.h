@@ -17,6 +17,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 
 #include "core/aligned_buffer.h"
 #include "core/dtype.h"
@@ -75,18 +77,33 @@ class PackedWeight {
   int64_t fp8_block_offset(int64_t b) const {
     return b * (kFp8ScaleBytes + fp8_block_k_ * kPanelRows);
   }
-  const std::byte* panel(int64_t p) const { return data_.data() + p * panel_bytes(); }
+  const std::byte* panel(int64_t p) const { return data() + p * panel_bytes(); }
   // Bytes a matmul streams per token when reading every weight once.
   int64_t bytes() const { return num_panels() * panel_bytes(); }
   // The f32 value of element (row, col); for references and tests.
   float at(int64_t row, int64_t col) const;
   bool empty() const { return n_ == 0; }
 
+  // Moves the data of `weights` into one shared allocation, back to back in the given order (the
+  // order a forward pass reads them), each weight's values unchanged. Decode streams every weight
+  // once per token, and on the development machine weights read in ascending address order
+  // stream ~10% faster than the same weights in separate allocations (which the allocator places
+  // at descending addresses). Empty weights are skipped. Pages of the new allocation are touched
+  // as each weight is copied and each old buffer is freed right after, so the peak is the total
+  // plus one weight.
+  static void place_in_order(std::span<PackedWeight* const> weights);
+  // Whether the data lives in a shared allocation made by place_in_order().
+  bool placed() const { return arena_ != nullptr; }
+
  private:
+  const std::byte* data() const { return arena_ ? arena_data_ : data_.data(); }
+
   DType dtype_ = DType::kF32;
   int64_t n_ = 0, k_ = 0;
   int64_t fp8_block_k_ = 1;  // F8E4M3 only
-  AlignedBuffer data_;
+  AlignedBuffer data_;       // own data (empty once placed)
+  std::shared_ptr<const AlignedBuffer> arena_;
+  const std::byte* arena_data_ = nullptr;  // this weight's bytes inside *arena_
 };
 
 }  // namespace strata

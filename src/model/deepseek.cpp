@@ -134,6 +134,19 @@ Status DeepseekModel::load(const ModelBuildOptions& opt) {
   STRATA_ASSIGN_OR_RETURN(auto rope, mla_rope_table(c, mla_));
   rope_ = std::move(rope);
   w.release_generated();
+  // One allocation for the matmul weights, in the order a forward pass reads them.
+  std::vector<PackedWeight*> order;
+  for (Layer& L : layers_) {
+    L.attn.append_weights_in_order(&order);
+    if (L.moe) {
+      L.moe->append_weights_in_order(&order);
+    } else {
+      order.push_back(&L.mlp->gate_up);
+      order.push_back(&L.mlp->down);
+    }
+  }
+  order.push_back(&lm_head_);
+  PackedWeight::place_in_order(order);
   allocate_workspace(opt.limits);
   return ok_status();
 }

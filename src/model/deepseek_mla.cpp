@@ -143,6 +143,14 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
   return m;
 }
 
+void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
+  out->push_back(&qkv_a_);
+  out->push_back(&q_b_);
+  for (PackedWeight& w : uk_t_) out->push_back(&w);
+  for (PackedWeight& w : uv_) out->push_back(&w);
+  out->push_back(&o_);
+}
+
 int64_t MlaAttention::bytes() const {
   int64_t n = qkv_a_.bytes() + q_b_.bytes() + o_.bytes();
   for (size_t h = 0; h < uk_t_.size(); ++h) n += uk_t_[h].bytes() + uv_[h].bytes();

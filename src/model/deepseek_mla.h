@@ -80,6 +80,9 @@ class MlaAttention {
 
   int64_t bytes() const;
   int64_t parameters() const;
+  // Appends the matmul weights in the order forward() reads them, for
+  // PackedWeight::place_in_order().
+  void append_weights_in_order(std::vector<PackedWeight*>* out);
 
  private:
   void attend_absorbed(const AttentionArgs& args, int64_t T, const float* q, int64_t ldq,

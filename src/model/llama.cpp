@@ -171,6 +171,20 @@ Status LlamaModel::load(const ModelBuildOptions& opt) {
   }
   rope_ = std::move(rope);
   w.release_generated();
+  // One allocation for the matmul weights, in the order a forward pass reads them.
+  std::vector<PackedWeight*> order;
+  for (Layer& L : layers_) {
+    order.push_back(&L.qkv);
+    order.push_back(&L.o);
+    if (L.moe) {
+      L.moe->append_weights_in_order(&order);
+    } else {
+      order.push_back(&L.gate_up);
+      order.push_back(&L.down);
+    }
+  }
+  order.push_back(&lm_head_);
+  PackedWeight::place_in_order(order);
   allocate_workspace(opt.limits);
   return ok_status();
 }

@@ -106,6 +106,10 @@ class MoeBlock {
   void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
                ThreadPool& pool, MoeWorkspace& ws) const;
 
+  // Appends this block's matmul weights in the order forward() reads them (router, experts by
+  // index, shared expert) for PackedWeight::place_in_order().
+  void append_weights_in_order(std::vector<PackedWeight*>* out);
+
   int64_t bytes_total() const;
   // Bytes one token reads: the gate, top_k experts and the shared expert.
   int64_t bytes_active() const;

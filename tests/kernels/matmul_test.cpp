@@ -39,6 +39,51 @@ TEST(PackedWeightTest, PackKeepsValues) {
   }
 }
 
+TEST(PackedWeightTest, PlaceInOrderKeepsEveryWeightAndItsResults) {
+  ThreadPool pool(2);
+  const DType types[] = {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kF16, DType::kF8E4M3};
+  const int64_t ns[] = {19, 48, 7, 33, 130}, ks[] = {64, 96, 32, 40, 160};
+  std::vector<PackedWeight> w;
+  for (int i = 0; i < 5; ++i) {
+    auto f = random_vector(ns[i] * ks[i], 20 + i);
+    auto p = PackedWeight::pack(f.data(), DType::kF32, ns[i], ks[i], types[i]);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    w.push_back(std::move(*p));
+  }
+  // Results and values before.
+  const KernelOps& ops = kernel_ops(fast_variants().back());
+  std::vector<std::vector<float>> before(5);
+  for (int i = 0; i < 5; ++i) {
+    auto x = random_vector(3 * ks[i], 30 + i);
+    before[i].resize(3 * ns[i]);
+    ops.matmul(x.data(), 3, ks[i], w[i], before[i].data(), ns[i], pool);
+  }
+  const float corner = w[4].at(129, 159);
+  PackedWeight empty;
+  std::vector<PackedWeight*> order = {&w[3], &empty, &w[0], &w[4], &w[1], &w[2]};
+  PackedWeight::place_in_order(order);
+  EXPECT_FALSE(empty.placed());
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(w[i].placed()) << i;
+  // Back to back in the given order, each 64-byte aligned.
+  EXPECT_LT(w[3].panel(0), w[0].panel(0));
+  EXPECT_LT(w[0].panel(0), w[4].panel(0));
+  EXPECT_LT(w[4].panel(0), w[1].panel(0));
+  EXPECT_LT(w[1].panel(0), w[2].panel(0));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w[1].panel(0)) % 64, 0u);
+  EXPECT_EQ(w[4].at(129, 159), corner);
+  // Moving a placed weight (as the models' vectors do) keeps it readable; the arena lives while
+  // any weight uses it.
+  std::vector<PackedWeight> moved;
+  for (auto& x : w) moved.push_back(std::move(x));
+  w.clear();
+  for (int i = 0; i < 5; ++i) {
+    auto x = random_vector(3 * ks[i], 30 + i);
+    std::vector<float> after(3 * ns[i]);
+    ops.matmul(x.data(), 3, ks[i], moved[i], after.data(), ns[i], pool);
+    EXPECT_EQ(after, before[i]) << dtype_name(types[i]);
+  }
+}
+
 TEST(PackedWeightTest, PackRowsConcatenates) {
   auto a = random_vector(3 * 32, 1), b = random_vector(20 * 32, 2);
   PackedWeight::Part parts[] = {{a.data(), DType::kF32, 3}, {b.data(), DType::kF32, 20}};
