@@ -108,7 +108,8 @@ void kv_write(const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t 
 
 // ---- attention -----------------------------------------------------------------------------
 //
-// Work item: a tile of up to kTileQ consecutive query rows of one sequence and one kv head. The
+// Work item: a tile of up to kTileQ consecutive query rows of one sequence and one kv head (or, for
+// a decode sequence, one query row and several adjacent kv heads). The
 // tile shares every key and value row it converts (bf16/f16/fp8 -> f32) among its queries and the
 // query heads of the GQA group, and walks the block table block by block (no division per key).
 // Each query's arithmetic is the same whatever tile it lands in: its score for key j is one FMA
@@ -340,10 +341,15 @@ void accumulate_row(float* acc, const float* p, const Rows& v, int64_t n, int64_
   }
 }
 
-// Query rows [t0, t0 + nq) of sequence s, all query heads of kv head g. D = kF32: rows through
-// rows_f32 (F32Rows); otherwise the cache's dtype, converted in registers (CacheRows<D>).
+// Query rows [t0, t0 + nq) of sequence s, all query heads of kv heads [g0, g0 + ng) (nq * ng <=
+// kTileQ; several kv heads only for decode tiles, nq == 1). D = kF32: rows through rows_f32
+// (F32Rows); otherwise the cache's dtype, converted in registers (CacheRows<D>). Each kv head's
+// arithmetic is the same whichever heads share its tile: the heads only take turns chunk by
+// chunk, so that a decode tile reads the cache's adjacent heads of a block together (one longer
+// run of memory instead of ng short ones).
 template <DType D>
-void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float* scratch) {
+void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g0, int ng,
+                 float* scratch) {
   const PagedKvLayer& kv = *a.kv;
   const int64_t hd = kv.head_dim;
   const int group = a.num_heads / static_cast<int>(kv.num_kv_heads);
@@ -354,17 +360,20 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
   for (int i = 0; i < nq; ++i) ctx[i] = a.seq_lens[s] - (q1 - (t0 + i)) + 1;
   const int64_t ctx_max = ctx[nq - 1];
   const int64_t stride = (ctx_max + 7) / 8 * 8;  // per-head score row, whole vectors
-  float* acc = scratch;                          // [nq * group][hd]
+  float* acc = scratch;                          // [ng * nq * group][hd]
   float* rows = acc + acc_floats(group, hd);     // converted rows
-  float* scores = rows + rows_floats(hd);        // [nq * group][stride]
+  float* scores = rows + rows_floats(hd);        // [ng * nq * group][stride]
+  // Slot of (kv head gi of the tile, query i, query head h of the group): its acc and score row.
+  auto slot = [&](int gi, int i, int h) { return (gi * nq + i) * group + h; };
   int64_t rix[kKeyChunk];
   const float* rp[kKeyChunk];
   const std::byte* raw[kKeyChunk];
   float factor[kKeyChunk];
   const int64_t row_bytes = hd * kv.elem_bytes();
-  // The rows of keys [j0, j0 + n) of `base`, padded to whole groups of 8 with the last row.
-  auto chunk_rows = [&](const std::byte* base, const float* row_scales, float scale, int64_t j0,
-                        int64_t n) {
+  // The rows of keys [j0, j0 + n) of kv head g in `base`, padded to whole groups of 8 with the
+  // last row.
+  auto chunk_rows = [&](const std::byte* base, const float* row_scales, float scale, int g,
+                        int64_t j0, int64_t n) {
     rows_of(kv, table, g, j0, n, rix);
     const int64_t n8 = (n + 7) / 8 * 8;
     if constexpr (D == DType::kF32) {
@@ -384,71 +393,82 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float
     }
   };
   const __m256 vscale = _mm256_set1_ps(a.scale);
-  auto qrow = [&](int i, int h) {
+  auto qrow = [&](int i, int g, int h) {
     return a.q + (t0 + i) * a.ldq + (static_cast<int64_t>(g) * group + h) * hd;
   };
   // When the tile's value rows fit in L2 comfortably (decode over short contexts), they are
   // fetched during the score pass so their reads overlap the dot products; longer sequences fetch
   // them a chunk ahead of the weighted sum instead.
-  const bool values_early = ctx_max * row_bytes <= kEarlyValueBytes;
+  const bool values_early = ng * ctx_max * row_bytes <= kEarlyValueBytes;
   // Scores, 8 keys at a time (a query's lanes past its last key are masked below).
-  prefetch_chunk(kv, kv.k, table, g, 0, ctx_max);
+  for (int gi = 0; gi < ng; ++gi) prefetch_chunk(kv, kv.k, table, g0 + gi, 0, ctx_max);
   int64_t ahead[kKeyChunk];
   for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
     const int64_t na = std::max<int64_t>(0, std::min(kKeyChunk, ctx_max - j0 - kKeyChunk));
-    if (na > 0) rows_of(kv, table, g, j0 + kKeyChunk, na, ahead);
-    const auto keys = chunk_rows(kv.k, kv.k_row_scale, kv.k_scale, j0, n);
-    for (int64_t jg = 0; jg < n; jg += 8) {
-      // The next chunk's keys, 8 rows per 8 keys scored (and this chunk's values when they are
-      // fetched early): a steady trickle of prefetches rather than bursts.
-      for (int64_t r = jg; r < std::min(jg + 8, na); ++r)
-        for (int64_t off = 0; off < row_bytes; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(kv.k + ahead[r] * row_bytes) + off,
-                       _MM_HINT_T0);
-      if (values_early)
-        for (int64_t r = jg; r < std::min(jg + 8, n); ++r)
+    for (int gi = 0; gi < ng; ++gi) {
+      const int g = g0 + gi;
+      if (na > 0) rows_of(kv, table, g, j0 + kKeyChunk, na, ahead);
+      const auto keys = chunk_rows(kv.k, kv.k_row_scale, kv.k_scale, g, j0, n);
+      for (int64_t jg = 0; jg < n; jg += 8) {
+        // The next chunk's keys, 8 rows per 8 keys scored (and this chunk's values when they are
+        // fetched early): a steady trickle of prefetches rather than bursts.
+        for (int64_t r = jg; r < std::min(jg + 8, na); ++r)
           for (int64_t off = 0; off < row_bytes; off += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(kv.v + rix[r] * row_bytes) + off,
+            _mm_prefetch(reinterpret_cast<const char*>(kv.k + ahead[r] * row_bytes) + off,
                          _MM_HINT_T0);
-      for (int i = 0; i < nq; ++i) {
-        if (j0 + jg >= ctx[i]) continue;
-        for (int h = 0; h < group; ++h)
-          _mm256_storeu_ps(scores + (i * group + h) * stride + j0 + jg,
-                           _mm256_mul_ps(dot8(qrow(i, h), keys, jg, hd), vscale));
+        if (values_early)
+          for (int64_t r = jg; r < std::min(jg + 8, n); ++r)
+            for (int64_t off = 0; off < row_bytes; off += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(kv.v + rix[r] * row_bytes) + off,
+                           _MM_HINT_T0);
+        for (int i = 0; i < nq; ++i) {
+          if (j0 + jg >= ctx[i]) continue;
+          for (int h = 0; h < group; ++h)
+            _mm256_storeu_ps(scores + slot(gi, i, h) * stride + j0 + jg,
+                             _mm256_mul_ps(dot8(qrow(i, g, h), keys, jg, hd), vscale));
+        }
       }
     }
   }
   // Softmax numerators and sums (lane = key index mod 8, then a fixed reduction).
   float sums[kTileQ * 64];
   STRATA_CHECK(group <= 64) << "GQA group of " << group;
-  for (int i = 0; i < nq; ++i) {
-    const int64_t c = ctx[i], c8 = (c + 7) / 8 * 8;
-    for (int h = 0; h < group; ++h) {
-      sums[i * group + h] = softmax_numerators(scores + (i * group + h) * stride, c, c8);
-      std::memset(acc + (i * group + h) * hd, 0, hd * sizeof(float));
+  for (int gi = 0; gi < ng; ++gi) {
+    for (int i = 0; i < nq; ++i) {
+      const int64_t c = ctx[i], c8 = (c + 7) / 8 * 8;
+      for (int h = 0; h < group; ++h) {
+        sums[slot(gi, i, h)] = softmax_numerators(scores + slot(gi, i, h) * stride, c, c8);
+        std::memset(acc + slot(gi, i, h) * hd, 0, hd * sizeof(float));
+      }
     }
   }
   // Weighted values, key by key in order.
-  if (!values_early) prefetch_chunk(kv, kv.v, table, g, 0, ctx_max);
+  if (!values_early)
+    for (int gi = 0; gi < ng; ++gi) prefetch_chunk(kv, kv.v, table, g0 + gi, 0, ctx_max);
   for (int64_t j0 = 0; j0 < ctx_max; j0 += kKeyChunk) {
     const int64_t n = std::min(kKeyChunk, ctx_max - j0);
-    if (!values_early) prefetch_chunk(kv, kv.v, table, g, j0 + kKeyChunk, ctx_max);
-    const auto values = chunk_rows(kv.v, kv.v_row_scale, kv.v_scale, j0, n);
-    for (int i = 0; i < nq; ++i) {
-      const int64_t ni = std::min(n, ctx[i] - j0);
-      if (ni <= 0) continue;
-      for (int h = 0; h < group; ++h)
-        accumulate_row(acc + (i * group + h) * hd, scores + (i * group + h) * stride + j0, values,
-                       ni, hd);
+    for (int gi = 0; gi < ng; ++gi) {
+      const int g = g0 + gi;
+      if (!values_early) prefetch_chunk(kv, kv.v, table, g, j0 + kKeyChunk, ctx_max);
+      const auto values = chunk_rows(kv.v, kv.v_row_scale, kv.v_scale, g, j0, n);
+      for (int i = 0; i < nq; ++i) {
+        const int64_t ni = std::min(n, ctx[i] - j0);
+        if (ni <= 0) continue;
+        for (int h = 0; h < group; ++h)
+          accumulate_row(acc + slot(gi, i, h) * hd, scores + slot(gi, i, h) * stride + j0, values,
+                         ni, hd);
+      }
     }
   }
-  for (int i = 0; i < nq; ++i) {
-    for (int h = 0; h < group; ++h) {
-      float* o = a.out + (t0 + i) * a.ldo + (static_cast<int64_t>(g) * group + h) * hd;
-      const float inv = 1.0f / sums[i * group + h];
-      const float* ac = acc + (i * group + h) * hd;
-      for (int64_t e = 0; e < hd; ++e) o[e] = ac[e] * inv;
+  for (int gi = 0; gi < ng; ++gi) {
+    for (int i = 0; i < nq; ++i) {
+      for (int h = 0; h < group; ++h) {
+        float* o = a.out + (t0 + i) * a.ldo + (static_cast<int64_t>(g0 + gi) * group + h) * hd;
+        const float inv = 1.0f / sums[slot(gi, i, h)];
+        const float* ac = acc + slot(gi, i, h) * hd;
+        for (int64_t e = 0; e < hd; ++e) o[e] = ac[e] * inv;
+      }
     }
   }
 }
@@ -460,41 +480,54 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
   const int64_t score_floats =
       a.scratch_floats_per_thread - acc_floats(group, kv.head_dim) - rows_floats(kv.head_dim);
   // Tiles per sequence: kTileQ query rows, fewer when the scores of a whole tile over the
-  // sequence's length would not fit in the scratch.
-  std::vector<int64_t> first_tile(a.num_seqs + 1, 0);
-  std::vector<int> tile_rows(a.num_seqs);
+  // sequence's length would not fit in the scratch. A decode sequence (one query row) takes
+  // several kv heads per tile instead, as many as leave about two tiles per thread in all.
+  int64_t decode_heads = 0;
+  for (int s = 0; s < a.num_seqs; ++s)
+    if (a.query_start[s + 1] - a.query_start[s] == 1) decode_heads += nkv;
+  const int64_t heads_per_decode_tile =
+      std::max<int64_t>(1, decode_heads / (2 * static_cast<int64_t>(pool.size())));
+  std::vector<int64_t> first_item(a.num_seqs + 1, 0);
+  std::vector<int> tile_rows(a.num_seqs), tile_heads(a.num_seqs);
   for (int s = 0; s < a.num_seqs; ++s) {
     const int64_t row = group * ((int64_t{a.seq_lens[s]} + 7) / 8 * 8);
     const int64_t fit = row > 0 ? score_floats / row : kTileQ;
     STRATA_CHECK(fit >= 1) << "attention scratch too small for a sequence of " << a.seq_lens[s];
-    tile_rows[s] = static_cast<int>(std::min<int64_t>(kTileQ, fit));
     const int64_t qn = a.query_start[s + 1] - a.query_start[s];
-    first_tile[s + 1] = first_tile[s] + (qn + tile_rows[s] - 1) / tile_rows[s];
+    tile_rows[s] = static_cast<int>(std::min<int64_t>(kTileQ, fit));
+    tile_heads[s] = qn == 1 ? static_cast<int>(std::min<int64_t>(
+                                  {heads_per_decode_tile, int64_t{tile_rows[s]}, int64_t{nkv}}))
+                            : 1;
+    if (qn == 1) tile_rows[s] = 1;
+    const int64_t head_groups = (nkv + tile_heads[s] - 1) / tile_heads[s];
+    first_item[s + 1] = first_item[s] + (qn + tile_rows[s] - 1) / tile_rows[s] * head_groups;
   }
-  const int64_t items = first_tile[a.num_seqs] * nkv;
+  const int64_t items = first_item[a.num_seqs];
   pool.parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
     float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
     for (int64_t idx = i0; idx < i1; ++idx) {
       // Last tiles first: within a prompt later tiles attend to more keys, so the pool's
       // chunks go from the most to the least work and the threads finish together.
       const int64_t item = items - 1 - idx;
-      const int64_t tile = item / nkv;
-      const int s = static_cast<int>(std::upper_bound(first_tile.begin(), first_tile.end(), tile) -
-                                     first_tile.begin() - 1);
-      const int64_t t0 = a.query_start[s] + (tile - first_tile[s]) * tile_rows[s];
+      const int s = static_cast<int>(std::upper_bound(first_item.begin(), first_item.end(), item) -
+                                     first_item.begin() - 1);
+      const int64_t head_groups = (nkv + tile_heads[s] - 1) / tile_heads[s];
+      const int64_t local = item - first_item[s];
+      const int64_t t0 = a.query_start[s] + local / head_groups * tile_rows[s];
       const int nq = static_cast<int>(std::min<int64_t>(tile_rows[s], a.query_start[s + 1] - t0));
-      const int g = static_cast<int>(item % nkv);
+      const int g0 = static_cast<int>(local % head_groups) * tile_heads[s];
+      const int ng = std::min(tile_heads[s], nkv - g0);
       // A row used by at most 2 query heads (decode, small GQA groups) is converted in
       // registers; bigger tiles share one conversion through scratch.
       const bool direct = nq * group <= 2 && kv.head_dim % 8 == 0;
       if (direct && kv.dtype == DType::kBF16) {
-        attend_tile<DType::kBF16>(a, s, t0, nq, g, scratch);
+        attend_tile<DType::kBF16>(a, s, t0, nq, g0, ng, scratch);
       } else if (direct && kv.dtype == DType::kF16) {
-        attend_tile<DType::kF16>(a, s, t0, nq, g, scratch);
+        attend_tile<DType::kF16>(a, s, t0, nq, g0, ng, scratch);
       } else if (direct && kv.dtype == DType::kF8E4M3) {
-        attend_tile<DType::kF8E4M3>(a, s, t0, nq, g, scratch);
+        attend_tile<DType::kF8E4M3>(a, s, t0, nq, g0, ng, scratch);
       } else {
-        attend_tile<DType::kF32>(a, s, t0, nq, g, scratch);
+        attend_tile<DType::kF32>(a, s, t0, nq, g0, ng, scratch);
       }
     }
   });

@@ -167,6 +167,40 @@ TEST(AttentionInvariance, DecodeRowEqualsItsRowInAPrefillTile) {
   }
 }
 
+// A batch of decode steps (tiles of several adjacent kv heads, as many heads per tile as the
+// batch and thread count suggest) gives bit for bit each sequence's last row of its own prefill,
+// with one thread or two, for every cache dtype, without and with GQA; and matches the reference.
+TEST(AttentionInvariance, DecodeTilesOfSeveralHeadsEqualPrefillRows) {
+  ThreadPool p1(1), p2(2);
+  const std::vector<int> lens = {45, 20, 33, 7, 64};
+  for (KernelVariant v : fast_variants()) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+      for (auto [nh, nkv] : {std::pair{12, 6}, std::pair{12, 3}, std::pair{16, 16}}) {
+        const int hd = 32;
+        const int64_t ld = nh * hd;
+        Fixture dec{nh, nkv, hd, 16, dt, lens, std::vector<int>(lens.size(), 1)};
+        dec.build();
+        auto two = dec.run(v, p2);
+        auto one = dec.run(v, p1);
+        ASSERT_EQ(std::memcmp(one.data(), two.data(), two.size() * 4), 0)
+            << kernel_variant_name(v) << " " << dtype_name(dt) << " kv heads " << nkv;
+        auto ref = dec.run(KernelVariant::kReference, p2);
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(two[i], ref[i], 2e-5f * (1 + std::fabs(ref[i])))
+              << kernel_variant_name(v) << " " << dtype_name(dt) << " kv heads " << nkv;
+        for (size_t s = 0; s < lens.size(); ++s) {
+          Fixture whole{nh, nkv, hd, 16, dt, {lens[s]}, {lens[s]}, {static_cast<int>(s)}};
+          whole.build();
+          auto all = whole.run(v, p2);
+          ASSERT_EQ(std::memcmp(two.data() + s * ld, all.data() + (lens[s] - 1) * ld, ld * 4), 0)
+              << kernel_variant_name(v) << " " << dtype_name(dt) << " kv heads " << nkv
+              << " sequence " << s;
+        }
+      }
+    }
+  }
+}
+
 // A query's output is bit-identical whatever else is in the batch, however the prompt was split
 // into chunks, with any block size, and with any thread count.
 TEST(AttentionInvariance, QueryOutputIndependentOfBatchChunkAndBlockSize) {
