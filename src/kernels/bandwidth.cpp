@@ -28,7 +28,11 @@ float sum_floats_portable(const float* p, int64_t n) {
 }  // namespace
 
 ReadBandwidthMeter::ReadBandwidthMeter(ThreadPool& pool, int64_t bytes)
-    : pool_(pool), n_(std::max<int64_t>(64, bytes / 4 / 64 * 64)), buf_(n_ * 4) {
+    : pool_(pool),
+      n_(std::max<int64_t>(64, bytes / 4 / 64 * 64)),
+      buf_(AlignedBuffer::uninitialized(n_ * 4, AlignedBuffer::kHugePage)) {
+  // Huge pages where the OS gives them, as for the weights (PackedWeight::place_in_order).
+  buf_.advise_huge_pages();
   float* data = buf_.as<float>();
   pool_.parallel_for(n_, 4096, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) data[i] = static_cast<float>(i & 7);

@@ -118,7 +118,9 @@ void PackedWeight::place_in_order(std::span<PackedWeight* const> weights) {
   for (const PackedWeight* w : weights)
     if (!w->empty()) total += (bytes_of(*w) + kAlign - 1) / kAlign * kAlign;
   if (total == 0) return;
-  auto arena = std::make_shared<AlignedBuffer>(AlignedBuffer::uninitialized(total));
+  auto arena = std::make_shared<AlignedBuffer>(
+      AlignedBuffer::uninitialized(total, AlignedBuffer::kHugePage));
+  arena->advise_huge_pages();
   size_t offset = 0;
   for (PackedWeight* w : weights) {
     if (w->empty()) continue;

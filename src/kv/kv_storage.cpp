@@ -31,6 +31,13 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec) {
                               " for the KV cache: " + std::strerror(errno) +
                               "; lower --kv-cache-memory or --gpu-memory-utilization");
   s.base_ = static_cast<std::byte*>(p);
+#if defined(MADV_HUGEPAGE)
+  // Transparent huge pages where the OS gives them: attention walks blocks all over the cache,
+  // and with 2 MiB pages far fewer of those reads miss the TLB (decode attention at 512 tokens
+  // measured ~7% faster). Pages are still only backed once written. Advice only: without THP the
+  // cache works the same.
+  (void)::madvise(p, s.mapped_, MADV_HUGEPAGE);
+#endif
   return s;
 }
 
