@@ -257,12 +257,17 @@ struct F32Rows {
   float at(int64_t r, int64_t e) const { return rows[r][e]; }
 };
 
-template <DType D>
+template <DType D, bool kScaled = true>
 struct CacheRows {
   static constexpr bool kTail = false;  // only for head_dim % 8 == 0
   const std::byte* const* rows;
   const float* factor;  // per row: bf16/f16: the layer scale; fp8: scale * row scale * 256
   __m256 load(int64_t r, int64_t e) const {
+    if constexpr (!kScaled) {
+      // bf16/f16 with a layer scale of 1 (the usual case): x * 1 is x, so the multiply is skipped.
+      static_assert(D != DType::kF8E4M3);
+      return D == DType::kBF16 ? load_bf16x8(rows[r] + e * 2) : load_f16x8(rows[r] + e * 2);
+    }
     return load_kv8<D>(rows[r], e, _mm256_set1_ps(factor[r]));
   }
   float at(int64_t, int64_t) const { return 0.0f; }  // never called (kTail is false)
@@ -347,7 +352,7 @@ void accumulate_row(float* acc, const float* p, const Rows& v, int64_t n, int64_
 // arithmetic is the same whichever heads share its tile: the heads only take turns chunk by
 // chunk, so that a decode tile reads the cache's adjacent heads of a block together (one longer
 // run of memory instead of ng short ones).
-template <DType D>
+template <DType D, bool kScaled = true>
 void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g0, int ng,
                  float* scratch) {
   const PagedKvLayer& kv = *a.kv;
@@ -389,7 +394,7 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g0, int 
         raw[r] = raw[n - 1];
         factor[r] = factor[n - 1];
       }
-      return CacheRows<D>{raw, factor};
+      return CacheRows<D, kScaled>{raw, factor};
     }
   };
   const __m256 vscale = _mm256_set1_ps(a.scale);
@@ -520,10 +525,17 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
       // A row used by at most 2 query heads (decode, small GQA groups) is converted in
       // registers; bigger tiles share one conversion through scratch.
       const bool direct = nq * group <= 2 && kv.head_dim % 8 == 0;
+      const bool unit = kv.k_scale == 1.0f && kv.v_scale == 1.0f;
       if (direct && kv.dtype == DType::kBF16) {
-        attend_tile<DType::kBF16>(a, s, t0, nq, g0, ng, scratch);
+        if (unit)
+          attend_tile<DType::kBF16, false>(a, s, t0, nq, g0, ng, scratch);
+        else
+          attend_tile<DType::kBF16>(a, s, t0, nq, g0, ng, scratch);
       } else if (direct && kv.dtype == DType::kF16) {
-        attend_tile<DType::kF16>(a, s, t0, nq, g0, ng, scratch);
+        if (unit)
+          attend_tile<DType::kF16, false>(a, s, t0, nq, g0, ng, scratch);
+        else
+          attend_tile<DType::kF16>(a, s, t0, nq, g0, ng, scratch);
       } else if (direct && kv.dtype == DType::kF8E4M3) {
         attend_tile<DType::kF8E4M3>(a, s, t0, nq, g0, ng, scratch);
       } else {

@@ -123,6 +123,29 @@ TEST(AttentionParity, RaggedBatchesAllBlockSizesAndDtypes) {
   }
 }
 
+// Checkpoint KV scales (k_scale, v_scale != 1) multiply every cached value, in the prefill tiles
+// and in decode rows converted in registers alike; with scales of 1 the decode path skips the
+// multiply, which must not change a bit.
+TEST(AttentionParity, LayerKvScales) {
+  ThreadPool pool(2);
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF32}) {
+    Fixture f{8, 4, 32, 16, dt, {30, 9, 50}, {30, 1, 1}};
+    f.build();
+    auto unscaled = f.run(KernelVariant::kReference, pool);
+    f.kv.k_scale = 0.5f;
+    f.kv.v_scale = 3.0f;
+    auto ref = f.run(KernelVariant::kReference, pool);
+    // Halving every key halves the logits: the outputs change.
+    ASSERT_NE(std::memcmp(ref.data(), unscaled.data(), ref.size() * 4), 0) << dtype_name(dt);
+    for (KernelVariant v : fast_variants()) {
+      auto out = f.run(v, pool);
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_NEAR(out[i], ref[i], 3e-5f * (1 + std::fabs(ref[i])))
+            << kernel_variant_name(v) << " " << dtype_name(dt);
+    }
+  }
+}
+
 // A sequence longer than the scratch's tile budget (attention_scratch_floats caps a tile's scores
 // at 8 rows of 4096 keys): the fast kernels shrink their query tiles and still match the
 // reference, and a query's row is bit-identical to computing that query alone.
