@@ -3,6 +3,7 @@
 // (weight bytes per decode step x steps per second / measured bandwidth).
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "apps/command.h"
@@ -129,13 +130,17 @@ int run(const Args& args) {
 
   const int64_t per_chunk = std::max<int64_t>(1, chunk / batch);
   // One prefill of every prompt, then out_len - 1 greedy decode steps; returns the seconds each
-  // took (the profile totals are reset between the two).
+  // took (with profiling ops, the prefill's op times are kept in prefill_profile and the totals
+  // reset before the decode steps).
+  std::vector<OpTime> prefill_profile;
   auto run_once = [&](double* prefill, double* decode) -> Status {
+    reset_op_times();
     Stopwatch sw;
     for (int64_t start = 0; start < in_len; start += per_chunk) {
       STRATA_RETURN_IF_ERROR(forward(start, std::min(per_chunk, in_len - start), {}));
     }
     *prefill = sw.elapsed();
+    prefill_profile = op_times();
     reset_op_times();
     std::vector<int32_t> next(batch);
     sw.reset();
@@ -168,12 +173,11 @@ int run(const Args& args) {
     meter.pass();
   }
   while (meter.passes() < 5) meter.pass();
-  double profiled_decode = 0;
+  double profiled_prefill = 0, profiled_decode = 0;
   std::vector<OpTime> profile;
   if (args.get_bool("profile")) {
     ops_in_use = &profiling_ops(fast_ops);
-    double prefill = 0;
-    Status s = run_once(&prefill, &profiled_decode);
+    Status s = run_once(&profiled_prefill, &profiled_decode);
     ops_in_use = &fast_ops;
     if (!s.ok()) {
       std::fprintf(stderr, "strata bench latency: %s\n", s.to_string().c_str());
@@ -208,24 +212,29 @@ int run(const Args& args) {
     std::printf("decode bandwidth utilisation: not shown for batch size > 1 (see compute)\n");
   }
   if (!profile.empty()) {
-    // Where the profiled run's decode steps went; "rest" is what no kernel op covers (embedding,
-    // residual adds, the argmax between steps, the forward's own bookkeeping).
-    const double step = profiled_decode / decode_steps;
-    std::printf("decode step profile (one more run, %.2f ms per step):\n", step * 1e3);
-    double covered = 0;
-    for (const OpTime& t : profile) {
-      if (t.calls == 0) continue;
-      covered += t.seconds;
-      std::printf("  %-10s %7.3f ms per step (%4.1f%%), %5.1f calls per step", t.name,
-                  t.seconds / decode_steps * 1e3, 100 * t.seconds / profiled_decode,
-                  static_cast<double>(t.calls) / decode_steps);
-      if (t.weight_bytes > 0)
-        std::printf(", %.2f GB/s of weights", t.weight_bytes / t.seconds / 1e9);
-      std::printf("\n");
-    }
-    std::printf("  %-10s %7.3f ms per step (%4.1f%%)\n", "rest",
-                (profiled_decode - covered) / decode_steps * 1e3,
-                100 * (profiled_decode - covered) / profiled_decode);
+    // Where the profiled run's time went, per kernel op; "rest" is what no kernel op covers
+    // (embedding, residual adds, the argmax between steps, the forward's own bookkeeping).
+    auto print_profile = [](const std::vector<OpTime>& ops, double total, int64_t steps,
+                            const char* per) {
+      double covered = 0;
+      for (const OpTime& t : ops) {
+        if (t.calls == 0) continue;
+        covered += t.seconds;
+        std::printf("  %-10s %8.3f ms %s (%4.1f%%), %5.1f calls %s", t.name,
+                    t.seconds / steps * 1e3, per, 100 * t.seconds / total,
+                    static_cast<double>(t.calls) / steps, per);
+        if (t.weight_bytes > 0 && std::string(t.name) == "gemv")  // gemm re-reads its weights
+          std::printf(", %.2f GB/s of weights", t.weight_bytes / t.seconds / 1e9);
+        std::printf("\n");
+      }
+      std::printf("  %-10s %8.3f ms %s (%4.1f%%)\n", "rest", (total - covered) / steps * 1e3, per,
+                  100 * (total - covered) / total);
+    };
+    std::printf("prefill profile (one more run, %.1f ms):\n", profiled_prefill * 1e3);
+    print_profile(prefill_profile, profiled_prefill, 1, "in all");
+    std::printf("decode step profile (the same run, %.2f ms per step):\n",
+                profiled_decode / decode_steps * 1e3);
+    print_profile(profile, profiled_decode, decode_steps, "per step");
   }
   if (peak > 0) {
     // Decode step t: every sequence's new token attends to in_len + t + 1 positions.

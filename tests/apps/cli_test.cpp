@@ -213,6 +213,14 @@ TEST(BenchCli, LatencyProfileSaysWhereADecodeStepGoes) {
       << r.out;
   EXPECT_EQ(std::stod(m[1]), 4.0) << "strata-tiny has 4 layers";
   EXPECT_NE(r.out.find("rest "), std::string::npos) << r.out;
+  // The prefill of 16 tokens is one forward: 4 attention calls in all, its matmuls are gemms.
+  ASSERT_NE(r.out.find("prefill profile"), std::string::npos) << r.out;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex(R"(attention +[0-9.]+ ms in all \( *[0-9.]+%\), +([0-9.]+) calls in all)")))
+      << r.out;
+  EXPECT_EQ(std::stod(m[1]), 4.0);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(gemm +[0-9.]+ ms in all)"))) << r.out;
 }
 
 TEST(BenchCli, ThroughputPrintsRequestAndTokenRates) {
