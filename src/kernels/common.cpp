@@ -14,13 +14,14 @@ namespace strata {
 int64_t attention_scratch_floats(int num_heads, int num_kv_heads, int head_dim,
                                  int64_t max_seq_len) {
   const int64_t group = num_heads / std::max(1, num_kv_heads);
-  // The AVX2 kernel works on tiles of up to 8 query rows (ops_avx2.cpp): accumulators
-  // [8 * group, head_dim] + 40 converted rows + scores [8 * group, max_seq_len + 8] (a tile shrinks
-  // to fewer rows when a sequence is long; scores are capped at 8 tile rows of 4096 keys, at least
-  // one row of max_seq_len). The other variants need less.
+  // The AVX2 kernel works on tiles of up to kAttentionTileRows query rows (ops_avx2.cpp):
+  // accumulators [rows * group, head_dim] + 40 converted rows + scores [rows * group,
+  // max_seq_len + 8] (a tile shrinks to fewer rows when a sequence is long; scores are capped at
+  // 8 tile rows of 4096 keys, at least one row of max_seq_len). The other variants need less.
+  const int64_t rows = kernels::kAttentionTileRows;
   const int64_t len = max_seq_len + 8;
-  const int64_t scores = group * std::max(len, 8 * std::min<int64_t>(len, 4096 + 8));
-  return 8 * group * head_dim + 40 * head_dim + scores + 64;
+  const int64_t scores = group * std::max(len, rows * std::min<int64_t>(len, 8 * 4096 / rows + 8));
+  return rows * group * head_dim + 40 * head_dim + scores + 64;
 }
 
 namespace kernels {

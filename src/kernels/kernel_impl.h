@@ -15,6 +15,10 @@ namespace avx2 {
 extern const KernelOps kOps;
 }
 
+// Query rows per tile of the AVX2 attention kernel (fewer when a sequence's scores would not fit
+// the scratch); attention_scratch_floats() sizes the scratch for it.
+inline constexpr int kAttentionTileRows = 16;
+
 // Converts one cached row (slot, kv_head) of `base` (kv.k or kv.v) to f32, times `scale`.
 void read_kv_row(const PagedKvLayer& kv, const std::byte* base, int64_t slot, int64_t kv_head,
                  float scale, float* out);

@@ -147,7 +147,8 @@ TEST(AttentionParity, LayerKvScales) {
 }
 
 // A sequence longer than the scratch's tile budget (attention_scratch_floats caps a tile's scores
-// at 8 rows of 4096 keys): the fast kernels shrink their query tiles and still match the
+// at 8 x 4096 in all, e.g. 16 rows of 2048 keys): the fast kernels shrink their query tiles and
+// still match the
 // reference, and a query's row is bit-identical to computing that query alone.
 TEST(AttentionParity, LongSequenceShrinksTheQueryTile) {
   ThreadPool pool(2);
