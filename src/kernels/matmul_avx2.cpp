@@ -51,8 +51,8 @@ inline void load_w16(const std::byte* pan, int64_t k, __m256& lo, __m256& hi) {
 
 // The 16 weights of one k for the streaming (gemv) kernels, in the order that is cheapest to
 // convert: for BF16 one 32-byte load, then a = rows 0,2,..,14 (shift) and b = rows 1,3,..,15
-// (mask); for the other types a = rows 0..7, b = rows 8..15 (F16: one 32-byte load too).
-// unpermute16<D>() restores rows 0..7 / 8..15 from accumulators kept in that order.
+// (mask); for the other types a = rows 0..7, b = rows 8..15. unpermute16<D>() restores rows
+// 0..7 / 8..15 from accumulators kept in that order.
 template <DType D>
 inline void load_w16_gemv(const std::byte* pan, int64_t k, __m256& a, __m256& b) {
   if constexpr (D == DType::kBF16) {
@@ -60,13 +60,6 @@ inline void load_w16_gemv(const std::byte* pan, int64_t k, __m256& a, __m256& b)
         reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(pan) + k * kPanelRows));
     a = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
     b = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-  } else if constexpr (D == DType::kF16) {
-    // One 32-byte load, then vcvtph2ps on each register half: on Zen 1 the memory-operand form
-    // is the slower one (a standalone gemv streamed 23.4 against 21.0 GB/s).
-    const __m256i v = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(pan) + k * kPanelRows));
-    a = _mm256_cvtph_ps(_mm256_castsi256_si128(v));
-    b = _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1));
   } else {
     load_w16<D>(pan, k, a, b);
   }
