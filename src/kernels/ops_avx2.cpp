@@ -108,10 +108,10 @@ void kv_write(const float* k, int64_t ldk, const float* v, int64_t ldv, int64_t 
 
 // ---- attention -----------------------------------------------------------------------------
 //
-// Work item: a tile of up to kTileQ consecutive query rows of one sequence and one kv head (or, for
-// a decode sequence, one query row and several adjacent kv heads). The
-// tile shares every key and value row it converts (bf16/f16/fp8 -> f32) among its queries and the
-// query heads of the GQA group, and walks the block table block by block (no division per key).
+// Work item: a tile of up to kTileQ consecutive query rows of one sequence and one kv head (or,
+// for a decode sequence, one query row and several adjacent kv heads). The tile shares every key
+// and value row it converts (bf16/f16/fp8 -> f32) among its queries and the query heads of the
+// GQA group, and walks the block table block by block (no division per key).
 // Each query's arithmetic is the same whatever tile it lands in: its score for key j is one FMA
 // chain over the head dims reduced in a fixed order, its softmax runs over its own keys only, and
 // its output accumulates p_j * v_j key by key in order. So outputs stay bit-identical whatever

@@ -111,12 +111,9 @@ float PackedWeight::at(int64_t row, int64_t col) const {
 
 void PackedWeight::place_in_order(std::span<PackedWeight* const> weights) {
   constexpr size_t kAlign = AlignedBuffer::kAlignment;
-  auto bytes_of = [](const PackedWeight& w) {
-    return static_cast<size_t>(w.num_panels() * w.panel_bytes());
-  };
   size_t total = 0;
   for (const PackedWeight* w : weights)
-    if (!w->empty()) total += (bytes_of(*w) + kAlign - 1) / kAlign * kAlign;
+    if (!w->empty()) total += (static_cast<size_t>(w->bytes()) + kAlign - 1) / kAlign * kAlign;
   if (total == 0) return;
   auto arena = std::make_shared<AlignedBuffer>(
       AlignedBuffer::uninitialized(total, AlignedBuffer::kHugePage));
@@ -124,7 +121,7 @@ void PackedWeight::place_in_order(std::span<PackedWeight* const> weights) {
   size_t offset = 0;
   for (PackedWeight* w : weights) {
     if (w->empty()) continue;
-    const size_t n = bytes_of(*w), padded = (n + kAlign - 1) / kAlign * kAlign;
+    const size_t n = static_cast<size_t>(w->bytes()), padded = (n + kAlign - 1) / kAlign * kAlign;
     std::byte* dst = arena->data() + offset;
     std::memcpy(dst, w->data(), n);
     std::memset(dst + n, 0, padded - n);
