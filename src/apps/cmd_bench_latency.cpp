@@ -36,7 +36,7 @@ void add_options(OptionSet& o) {
   o.add_int("bandwidth-mib", 1024, "buffer size for the bandwidth measurement (MiB)");
   o.add_bool("profile", false,
              "after the measured iterations, run one more with every kernel op timed and print "
-             "where a decode step's time goes");
+             "where the prefill's and a decode step's time go");
 }
 
 DType kv_dtype_for(const std::string& s, DType weights) {
