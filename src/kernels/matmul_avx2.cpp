@@ -88,7 +88,7 @@ inline void store16(float* y, __m256 lo, __m256 hi, int64_t cols) {
   std::memcpy(y, tmp, cols * sizeof(float));
 }
 
-// ---- small m: stream NP panels at a time -------------------------------------------------------
+// ---- small m: stream the panels one at a time ---------------------------------------------------
 
 // MR rows of x against one panel.
 template <DType D, int MR>

@@ -138,12 +138,10 @@ Status DeepseekModel::load(const ModelBuildOptions& opt) {
   std::vector<PackedWeight*> order;
   for (Layer& L : layers_) {
     L.attn.append_weights_in_order(&order);
-    if (L.moe) {
+    if (L.moe)
       L.moe->append_weights_in_order(&order);
-    } else {
-      order.push_back(&L.mlp->gate_up);
-      order.push_back(&L.mlp->down);
-    }
+    else
+      L.mlp->append_weights_in_order(&order);
   }
   order.push_back(&lm_head_);
   PackedWeight::place_in_order(order);

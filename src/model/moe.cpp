@@ -283,14 +283,10 @@ void MoeBlock::add_shared(const float* x, int64_t ldx, int64_t T, float* y, int6
 
 void MoeBlock::append_weights_in_order(std::vector<PackedWeight*>* out) {
   out->push_back(&gate_);
-  for (DenseMlp& e : experts_) {
-    out->push_back(&e.gate_up);
-    out->push_back(&e.down);
-  }
+  for (DenseMlp& e : experts_) e.append_weights_in_order(out);
   if (shared_) {
     out->push_back(&shared_gate_);
-    out->push_back(&shared_->gate_up);
-    out->push_back(&shared_->down);
+    shared_->append_weights_in_order(out);
   }
 }
 

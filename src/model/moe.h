@@ -95,6 +95,11 @@ struct DenseMlp {
                ThreadPool& pool, MoeWorkspace& ws) const;
   int64_t bytes() const { return gate_up.bytes() + down.bytes(); }
   int64_t parameters() const { return 3 * ffn * down.n(); }
+  // Appends gate_up then down, the order forward() reads them (PackedWeight::place_in_order).
+  void append_weights_in_order(std::vector<PackedWeight*>* out) {
+    out->push_back(&gate_up);
+    out->push_back(&down);
+  }
 };
 
 class MoeBlock {
