@@ -1,15 +1,20 @@
-# strata_module(NAME <name> [DEPS <module>...] [LIBS <target>...])
+# strata_module(NAME <name> [DEPS <module>...] [LIBS <target>...] [NO_INCLUDE <module>...]
+#               [ONLY_HEADERS <module/header.h>...])
 #
 # Builds src/<name>/**.cpp into the static library strata_<name>. Files named *_avx2.cpp are
-# compiled with AVX2/FMA/F16C enabled (callers must dispatch to them at run time). DEPS are other
-# Strata modules; LIBS are third-party targets. At configure time every #include "<module>/..." in
-# the module's sources is checked against the transitive closure of DEPS, so a module cannot reach
-# into one it does not declare (see docs/architecture.md).
+# compiled with AVX2/FMA/F16C enabled, *_avx512.cpp with AVX-512 F/BW/VL/DQ (plus FMA/F16C) and
+# *_avx512bf16.cpp with AVX-512 BF16 and VNNI as well; callers dispatch to them at run time
+# (kernels/backend.h), so one binary runs on any x86-64 CPU. DEPS are other Strata modules; LIBS
+# are third-party targets. At configure time every #include "<module>/..." in the module's sources
+# is checked against the transitive closure of DEPS, so a module cannot reach into one it does not
+# declare (see docs/architecture.md). NO_INCLUDE names modules that are linked (through DEPS) but
+# whose headers the module may not include; ONLY_HEADERS restricts includes of a module to the
+# headers listed (the server sees the engine only through engine/engine_client.h).
 set(STRATA_ALL_MODULE_NAMES core io tokenizer kernels model kv sched sampling engine net server bench
     plan dist apps)
 
 function(strata_module)
-  cmake_parse_arguments(M "" "NAME" "DEPS;LIBS" ${ARGN})
+  cmake_parse_arguments(M "" "NAME" "DEPS;LIBS;NO_INCLUDE;ONLY_HEADERS" ${ARGN})
   set(dir ${CMAKE_CURRENT_SOURCE_DIR})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${dir}/*.cpp)
   file(GLOB_RECURSE headers CONFIGURE_DEPENDS ${dir}/*.h)
@@ -24,6 +29,12 @@ function(strata_module)
   foreach(src IN LISTS sources)
     if(src MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+    elseif(src MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+                                  "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq")
+    elseif(src MATCHES "_avx512bf16\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mavx512vnni")
     endif()
   endforeach()
 
@@ -41,7 +52,37 @@ function(strata_module)
   endforeach()
   list(REMOVE_DUPLICATES allowed)
   set_property(GLOBAL PROPERTY STRATA_CLOSURE_${M_NAME} ${allowed})
-  strata_check_includes(${M_NAME} "${allowed}" ${sources} ${headers})
+  set(visible ${allowed})
+  if(M_NO_INCLUDE)
+    list(REMOVE_ITEM visible ${M_NO_INCLUDE})
+  endif()
+  strata_check_includes(${M_NAME} "${visible}" ${sources} ${headers})
+  if(M_ONLY_HEADERS)
+    strata_check_only_headers(${M_NAME} "${M_ONLY_HEADERS}" ${sources} ${headers})
+  endif()
+endfunction()
+
+# Fails configuration when a file includes a header of a module named in `only` other than the
+# headers listed there.
+function(strata_check_only_headers owner only)
+  set(restricted)
+  foreach(h IN LISTS only)
+    string(REGEX REPLACE "/.*" "" m ${h})
+    list(APPEND restricted ${m})
+  endforeach()
+  foreach(file IN LISTS ARGN)
+    file(STRINGS ${file} lines REGEX "^#include \"[a-z_]+/")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^#include \"([a-z_]+/[^\"]*)\".*" "\\1" path ${line})
+      string(REGEX REPLACE "/.*" "" inc ${path})
+      list(FIND restricted ${inc} is_restricted)
+      list(FIND only ${path} ok)
+      if(is_restricted GREATER -1 AND ok EQUAL -1)
+        message(FATAL_ERROR "${file}: module '${owner}' may include only ${only} from '${inc}/', "
+                            "not ${path}; see docs/architecture.md")
+      endif()
+    endforeach()
+  endforeach()
 endfunction()
 
 # Fails configuration when a file includes a Strata module outside `allowed`.

@@ -5,6 +5,7 @@
 #include "apps/command.h"
 #include "core/clock.h"
 #include "core/rng.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 namespace strata::apps {
@@ -42,9 +43,8 @@ int run(const Args& args) {
     return 1;
   }
   ThreadPool pool(static_cast<int>(args.get_int("threads")));
-  for (KernelVariant v : {KernelVariant::kPortable, KernelVariant::kAvx2}) {
-    if (!kernel_variant_supported(v)) continue;
-    const KernelOps& ops = kernel_ops(v);
+  for (const KernelVariantInfo* v : supported_kernel_variants()) {
+    const KernelOps& ops = v->ops();
     ops.matmul(x.data(), m, k, *w, y.data(), n, pool);  // warm up
     int iters = 0;
     Stopwatch sw;

@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "core/rng.h"
 #include "core/strings.h"
+#include "kernels/backend.h"
 #include "kernels/bandwidth.h"
 #include "kernels/op_profile.h"
 #include "kv/kv_storage.h"
@@ -32,6 +33,9 @@ void add_options(OptionSet& o) {
   o.add_string("kv-cache-dtype", "auto", "auto (model dtype), float32, bfloat16, float16, fp8");
   o.add_string("hf-overrides", "", "JSON merged into config.json");
   o.add_int("threads", ThreadPool::hardware_threads(), "compute threads");
+  o.add_string("kernels", "auto",
+               "kernel variant: auto (the fastest this CPU runs) or a name (reference, portable, "
+               "avx2, ...)");
   o.add_int("seed", 0, "seed of the random prompts and dummy weights");
   o.add_int("bandwidth-mib", 1024, "buffer size for the bandwidth measurement (MiB)");
   o.add_bool("profile", false,
@@ -63,7 +67,14 @@ int run(const Args& args) {
                  "strata bench latency: lengths, batch size, chunk and block size must be >= 1\n");
     return 2;
   }
-  ThreadPool pool(static_cast<int>(args.get_int("threads")));
+  auto backend_or = CpuBackend::create(
+      {.kernels = args.get("kernels"), .threads = static_cast<int>(args.get_int("threads"))});
+  if (!backend_or.ok()) {
+    std::fprintf(stderr, "strata bench latency: %s\n", backend_or.status().message().c_str());
+    return 2;
+  }
+  Backend& backend = **backend_or;
+  ThreadPool& pool = backend.pool();
   LoadOptions lo;
   lo.model = args.positional()[0];
   lo.load_format = args.get("load-format");
@@ -71,6 +82,7 @@ int run(const Args& args) {
   lo.hf_overrides = args.get("hf-overrides");
   lo.seed = static_cast<uint64_t>(args.get_int("seed"));
   lo.pool = &pool;
+  lo.allocator = &backend.allocator();
   const int64_t max_len = in_len + out_len;
   lo.limits = {std::max(std::min(chunk, in_len * batch), batch), max_len, batch};
   auto loaded = load_model(lo);
@@ -89,7 +101,8 @@ int run(const Args& args) {
   const int64_t blocks_per_seq = (max_len + block - 1) / block;
   DType kv_dtype = kv_dtype_for(args.get("kv-cache-dtype"), model.weight_dtype());
   auto storage = KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block,
-                                      ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v});
+                                      ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
+                                     backend.allocator());
   if (!storage.ok()) {
     std::fprintf(stderr, "strata bench latency: %s\n", storage.status().message().c_str());
     return 1;
@@ -107,7 +120,7 @@ int run(const Args& args) {
     for (int64_t i = 0; i < in_len; ++i)
       p.push_back(static_cast<int32_t>(rng.below(cfg.vocab_size)));
 
-  const KernelOps& fast_ops = kernel_ops(best_kernel_variant());
+  const KernelOps& fast_ops = backend.ops();
   const KernelOps* ops_in_use = &fast_ops;
   std::vector<float> logits(batch * cfg.vocab_size);
   // Runs one forward for the tokens [start, start+n) of each sequence.
@@ -192,8 +205,10 @@ int run(const Args& args) {
   const double steps_per_s = decode_steps / best_decode;
   const double decode_tps = batch * steps_per_s;
   const double util = model.weight_bytes_per_token() * steps_per_s / bw;
-  std::printf("kernels: %s, threads: %d, batch size: %lld, input len: %lld, output len: %lld\n",
-              fast_ops.name, pool.size(), static_cast<long long>(batch),
+  std::printf("kernels: %s (%s; CPU: %s), threads: %d, batch size: %lld, input len: %lld, "
+              "output len: %lld\n",
+              backend.variant().name.c_str(), backend.name().c_str(),
+              cpu_features_string().c_str(), pool.size(), static_cast<long long>(batch),
               static_cast<long long>(in_len), static_cast<long long>(out_len));
   std::printf("prefill: %.1f tokens/s (%.1f ms for %lld tokens)\n", prefill_tps, best_prefill * 1e3,
               static_cast<long long>(batch * in_len));

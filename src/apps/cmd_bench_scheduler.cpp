@@ -54,7 +54,7 @@ void print_timing(const char* name, Timing& t) {
 double timed_step(sched::Scheduler& s, int64_t* tokens, std::vector<int32_t>& sampled,
                   int64_t* finished) {
   auto t0 = std::chrono::steady_clock::now();
-  sched::SchedulerOutput plan = s.schedule();
+  sched::StepPlan plan = s.schedule();
   auto t1 = std::chrono::steady_clock::now();
   sampled.clear();
   for (const auto& e : plan.scheduled) {

@@ -84,7 +84,7 @@ int run(const Args& args) {
     return 1;
   }
   auto& client = **client_or;
-  const int64_t V = client.engine().model_config().vocab_size;
+  const int64_t V = client.info().vocab_size;
   Rng rng(cfg->seed + 7);
   auto random_tokens = [&](int64_t len) {
     std::vector<int32_t> t(len);

@@ -97,8 +97,8 @@ int run(const Args& args) {
     return 1;
   }
   auto& client = *client_or;
-  const engine::Engine& eng = client->engine();
-  params = eng.default_sampling_params();
+  const engine::EngineInfo& eng = client->info();
+  params = eng.default_sampling_params;
   params.max_tokens = static_cast<int>(args.get_int("max-tokens"));
   params.min_tokens = static_cast<int>(args.get_int("min-tokens"));
   if (args.is_set("temperature"))
@@ -120,11 +120,11 @@ int run(const Args& args) {
 
   std::vector<Result1> results;
   for (const auto& t : texts) {
-    if (!eng.tokenizer()) {
+    if (!eng.tokenizer) {
       std::cerr << "strata generate: this model has no tokenizer; use --prompt-ids\n";
       return 2;
     }
-    auto ids = eng.tokenizer()->encode(t);
+    auto ids = eng.tokenizer->encode(t);
     if (!ids.ok()) {
       std::cerr << "strata generate: " << ids.status().message() << "\n";
       return 2;

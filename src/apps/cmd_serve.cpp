@@ -9,7 +9,7 @@
 
 #include "apps/command.h"
 #include "core/logging.h"
-#include "engine/engine.h"
+#include "engine/engine.h"  // EngineConfig and its options
 #include "net/event_loop.h"
 #include "server/openai_server.h"
 

@@ -18,7 +18,6 @@ struct Engine::Choice {
   int index = 0;
   std::string seq_id;  // the scheduler's request id
   sampling::SamplingParams params;
-  std::optional<Rng> generator;
   std::unique_ptr<IncrementalDetokenizer> detok;
   std::unique_ptr<sampling::StopStringMatcher> matcher;
   bool wants_prompt_logprobs = false;
@@ -26,7 +25,8 @@ struct Engine::Choice {
   int64_t num_output_tokens = 0;
   bool first_chunk = true;
   std::vector<std::optional<sampling::TokenLogprobs>> prompt_logprobs;
-  const sampling::SampleOutput* pending_sample = nullptr;  // this step's sample, if any
+  const SampledEntry* pending_sample = nullptr;  // this step's sample, if any
+  bool sent_to_workers = false;                  // its NewRequestData went out
 };
 
 struct Engine::RequestState {
@@ -37,12 +37,6 @@ struct Engine::RequestState {
 };
 
 namespace {
-
-DType default_kv_dtype(DType weights) {
-  return (weights == DType::kF32 || weights == DType::kF16 || weights == DType::kBF16)
-             ? weights
-             : DType::kBF16;
-}
 
 // Sampling defaults from generation_config.json (vLLM's --generation-config auto).
 void apply_generation_config(const std::string& model_path, sampling::SamplingParams* p,
@@ -84,16 +78,15 @@ sched::StopConfig stop_config(const sampling::SamplingParams& p, const std::vect
 
 Engine::~Engine() = default;
 
-Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in) {
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
+                                               ExecutorFactory executor_factory) {
   std::unique_ptr<Engine> e(new Engine());
   e->config_ = config_in;
   EngineConfig& c = e->config_;
-  int threads = c.threads > 0 ? c.threads : ThreadPool::hardware_threads();
-  e->pool_ = std::make_unique<ThreadPool>(threads);
 
-  // Model config first: max_model_len defaults to the model's.
-  c.model.pool = e->pool_.get();
-  STRATA_ASSIGN_OR_RETURN(ModelConfig mc, load_model_config(c.model));
+  // Model config first: max_model_len defaults to the model's, and it sizes the workspaces.
+  STRATA_ASSIGN_OR_RETURN(e->model_config_, load_model_config(c.model));
+  const ModelConfig& mc = e->model_config_;
   int64_t model_len = mc.max_position_embeddings;
   if (mc.sliding_window && *mc.sliding_window < model_len) {
     STRATA_LOG(WARNING) << "sliding-window attention is not implemented: limiting the context to "
@@ -107,13 +100,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in) {
   c.model.limits.max_num_tokens = sc.max_num_batched_tokens;
   c.model.limits.max_seq_len = sc.max_model_len;
   c.model.limits.max_logit_rows = std::max<int64_t>(sc.max_num_seqs, 64);
-  STRATA_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(c.model));
-  e->model_ = std::move(loaded.model);
-  Model& model = *e->model_;
-  STRATA_LOG(INFO) << "Loaded " << model.config().summary() << " from " << c.model.model << " ("
-                   << loaded.format << ", " << dtype_name(model.weight_dtype()) << ", "
-                   << model.parameter_count() / 1e6 << "M parameters) in " << loaded.load_seconds
-                   << " s";
 
   // Tokenizer: optional for dummy models run on token ids.
   std::string tok_path = c.tokenizer.empty() ? c.model.model : c.tokenizer;
@@ -128,7 +114,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in) {
   }
 
   // EOS ids: config.json, generation_config.json and the tokenizer.
-  e->eos_ids_ = model.config().eos_token_ids;
+  e->eos_ids_ = mc.eos_token_ids;
   if (c.generation_config == "auto" && is_directory(c.model.model))
     apply_generation_config(c.model.model, &e->defaults_, &e->eos_ids_);
   if (e->tokenizer_ && e->tokenizer_->eos_token_id())
@@ -136,76 +122,39 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in) {
   std::sort(e->eos_ids_.begin(), e->eos_ids_.end());
   e->eos_ids_.erase(std::unique(e->eos_ids_.begin(), e->eos_ids_.end()), e->eos_ids_.end());
 
-  // Memory plan.
-  MemoryPlan& plan = e->plan_;
-  const KvSpec ks = model.kv_spec();
-  const DType kv_dtype = c.cache.kv_cache_dtype.value_or(default_kv_dtype(model.weight_dtype()));
-  plan.block_size = c.cache.block_size;
-  plan.memory_budget =
-      static_cast<int64_t>(available_memory_bytes() * c.cache.gpu_memory_utilization);
-  plan.weight_bytes = model.weight_bytes_total();
-  const int64_t V = model.config().vocab_size;
-  plan.workspace_bytes =
-      model.workspace_bytes() + (model.config().vocab_size * 4) * 2 * c.model.limits.max_logit_rows;
-  plan.kv_bytes_per_token = ks.bytes_per_token(kv_dtype);
-  const int64_t block_bytes = plan.kv_bytes_per_token * plan.block_size;
-  if (c.cache.kv_cache_memory_bytes > 0) {
-    plan.kv_bytes = c.cache.kv_cache_memory_bytes;
-  } else {
-    plan.kv_bytes = plan.memory_budget - plan.weight_bytes - plan.workspace_bytes;
-    if (plan.kv_bytes <= 0)
-      return resource_exhausted("the model needs " + format_bytes(plan.weight_bytes) +
-                                " of weights and " + format_bytes(plan.workspace_bytes) +
-                                " of workspace, more than the budget of " +
-                                format_bytes(plan.memory_budget) + " (--gpu-memory-utilization " +
-                                std::to_string(c.cache.gpu_memory_utilization) +
-                                " of RAM); raise it, or lower --max-num-batched-tokens");
-  }
-  plan.num_blocks = plan.kv_bytes / block_bytes;
-  const int64_t needed = (sc.max_model_len + plan.block_size - 1) / plan.block_size;
-  if (plan.num_blocks < needed)
-    return resource_exhausted(
-        "max_model_len " + std::to_string(sc.max_model_len) + " needs " + std::to_string(needed) +
-        " KV blocks (" + format_bytes(static_cast<double>(needed) * block_bytes) + ") but only " +
-        std::to_string(plan.num_blocks) + " fit in " + format_bytes(plan.kv_bytes) +
-        " of KV memory; lower --max-model-len, or raise --kv-cache-memory / "
-        "--gpu-memory-utilization");
-  plan.kv_bytes = plan.num_blocks * block_bytes;
-  STRATA_LOG(INFO) << "Memory plan: budget " << format_bytes(plan.memory_budget) << ", weights "
-                   << format_bytes(plan.weight_bytes) << ", activation workspace "
-                   << format_bytes(plan.workspace_bytes) << " (max_num_batched_tokens "
-                   << sc.max_num_batched_tokens << "), KV cache " << format_bytes(plan.kv_bytes)
-                   << " (" << dtype_name(kv_dtype) << ")";
-  STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
-                   << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
-                   << " x " << ks.head_dim << " values, " << dtype_name(kv_dtype) << ")";
+  // The workers load the model and size the KV pool.
+  WorkerConfig wc;
+  wc.engine = c;
+  wc.eos_token_ids = e->eos_ids_;
+  STRATA_ASSIGN_OR_RETURN(e->executor_, executor_factory(wc));
+  const WorkerInfo& wi = e->executor_->info();
+  const MemoryPlan& plan = wi.memory;
   STRATA_LOG(INFO) << "KV cache: " << plan.num_blocks << " blocks x " << plan.block_size
                    << " tokens = " << plan.num_tokens() << " tokens; max_model_len "
                    << sc.max_model_len << ", max_num_seqs " << sc.max_num_seqs
                    << ", prefix caching " << (c.cache.enable_prefix_caching ? "on" : "off");
-
-  STRATA_ASSIGN_OR_RETURN(e->storage_,
-                          KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
-                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v}));
   STRATA_ASSIGN_OR_RETURN(e->scheduler_,
                           sched::Scheduler::create(sc, c.cache, plan.num_blocks + 1));
-  sampling::SamplerConfig samp;
-  samp.vocab_size = V;
-  samp.eos_token_ids = e->eos_ids_;
-  samp.seed = c.seed;
-  samp.pool = e->pool_.get();
-  e->sampler_ = std::make_unique<sampling::Sampler>(samp);
-  const KernelOps& ops = kernel_ops(best_kernel_variant());
-  e->runner_ = std::make_unique<ModelRunner>(model, e->storage_, ops);
-  e->logits_.resize(static_cast<size_t>(c.model.limits.max_logit_rows * V));
-  e->prompt_logits_.resize(static_cast<size_t>(c.model.limits.max_logit_rows * V));
-  STRATA_LOG(INFO) << "Engine ready: " << e->pool_->size() << " threads, " << ops.name
-                   << " kernels";
+
+  EngineInfo& info = e->info_;
+  info.model_path = c.model.model;
+  info.tokenizer_path = tok_path;
+  info.tokenizer = e->tokenizer_;
+  info.max_model_len = sc.max_model_len;
+  info.vocab_size = mc.vocab_size;
+  info.max_num_seqs = sc.max_num_seqs;
+  info.priority_scheduling = sc.policy == sched::SchedulingPolicy::kPriority;
+  info.default_sampling_params = e->defaults_;
+  info.eos_token_ids = e->eos_ids_;
+  info.backend = wi.backend;
+  info.threads = wi.threads;
+  info.kv_cache_tokens = plan.num_tokens();
+  STRATA_LOG(INFO) << "Engine ready: " << wi.threads << " threads, " << wi.backend << " kernels";
   return e;
 }
 
 Status Engine::validate(const EngineRequest& r) const {
-  const int64_t V = model_->config().vocab_size;
+  const int64_t V = model_config_.vocab_size;
   if (r.prompt_token_ids.empty()) return invalid_argument("the prompt is empty");
   for (int32_t id : r.prompt_token_ids)
     if (id < 0 || id >= V)
@@ -224,10 +173,10 @@ Status Engine::validate(const EngineRequest& r) const {
                         " in the messages, " + std::to_string(*r.params.max_tokens) +
                         " in the completion). Please reduce the length of the messages or "
                         "completion.");
-  if (n + 1 > plan_.num_tokens())
+  if (n + 1 > info_.kv_cache_tokens)
     return resource_exhausted("the prompt needs " + std::to_string(n + 1) +
                               " KV slots but the whole KV cache holds " +
-                              std::to_string(plan_.num_tokens()) + " tokens");
+                              std::to_string(info_.kv_cache_tokens) + " tokens");
   STRATA_RETURN_IF_ERROR(r.params.validate(V, config_.max_logprobs));
   if (r.detokenize && !tokenizer_ && !r.params.stop.empty())
     return invalid_argument("stop strings need a tokenizer, and this model has none");
@@ -254,7 +203,6 @@ Status Engine::add_request(EngineRequest request, std::shared_ptr<RequestStream>
     c->index = i;
     c->seq_id = std::to_string(seq) + (req.params.n > 1 ? "/" + std::to_string(i) : "");
     c->params = req.params.n > 1 ? req.params.child(i) : req.params;
-    c->generator = sampling::make_generator(c->params);
     c->wants_prompt_logprobs = i == 0 && c->params.prompt_logprobs.has_value();
     if (req.detokenize && tokenizer_)
       c->detok = std::make_unique<IncrementalDetokenizer>(tokenizer_, req.prompt_token_ids,
@@ -339,39 +287,7 @@ void Engine::abort_all(const Status& why) {
   }
 }
 
-Status Engine::compute_prompt_logprobs(const sched::SchedulerOutput& plan) {
-  const int64_t V = model_->config().vocab_size;
-  const int64_t max_rows = config_.model.limits.max_logit_rows;
-  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    const auto& s = plan.scheduled[i];
-    Choice* c = reinterpret_cast<Choice*>(s.user_data);
-    if (!c->wants_prompt_logprobs) continue;
-    const auto& prompt = c->request->request.prompt_token_ids;
-    const int64_t n_prompt = static_cast<int64_t>(prompt.size());
-    if (c->prompt_logprobs.empty()) c->prompt_logprobs.emplace_back();  // first token: none
-    // Positions p of this step that predict a prompt token (p + 1 < n_prompt).
-    const int64_t p0 = s.num_computed_tokens;
-    const int64_t p1 =
-        std::min<int64_t>(s.num_computed_tokens + s.num_scheduled_tokens, n_prompt - 1);
-    for (int64_t p = p0; p < p1; p += max_rows) {
-      const int64_t cnt = std::min(max_rows, p1 - p);
-      std::vector<int32_t> rows(cnt), targets(cnt);
-      for (int64_t k = 0; k < cnt; ++k) {
-        rows[k] = runner_->row_start(static_cast<int>(i)) + static_cast<int32_t>(p - p0 + k);
-        targets[k] = prompt[p + k + 1];
-      }
-      STRATA_RETURN_IF_ERROR(runner_->logits_for_rows(rows, prompt_logits_.data()));
-      std::vector<sampling::TokenLogprobs> out(cnt);
-      sampler_->prompt_logprobs(prompt_logits_.data(), targets, *c->params.prompt_logprobs, out);
-      for (auto& lp : out) c->prompt_logprobs.emplace_back(std::move(lp));
-    }
-    (void)V;
-  }
-  return ok_status();
-}
-
-void Engine::emit(Choice& c, const sched::RequestOutput& out,
-                  const sampling::SampleOutput* sample) {
+void Engine::emit(Choice& c, const sched::RequestOutput& out, const SampledEntry* sample) {
   RequestState* r = c.request;
   OutputChunk chunk;
   chunk.index = c.index;
@@ -421,30 +337,40 @@ void Engine::emit(Choice& c, const sched::RequestOutput& out,
 }
 
 Status Engine::step() {
-  sched::SchedulerOutput plan = scheduler_->schedule();
+  sched::StepPlan& plan = input_.plan;
+  plan = scheduler_->schedule();
   if (plan.empty()) return ok_status();
-  STRATA_RETURN_IF_ERROR(runner_->execute(plan, *scheduler_, logits_.data()));
-  const auto& index = runner_->sample_plan_index();
-  const size_t R = index.size();
-  rows_.resize(R);
-  samples_.resize(R);
-  plan_to_row_.assign(plan.scheduled.size(), -1);
-  for (size_t r = 0; r < R; ++r) {
-    const auto& s = plan.scheduled[index[r]];
-    Choice* c = reinterpret_cast<Choice*>(s.user_data);
+  // Requests the workers have not seen yet travel with the plan, once.
+  input_.new_requests.clear();
+  std::vector<Choice*> choices(plan.scheduled.size());
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const auto& s = plan.scheduled[i];
     const sched::Request* req = scheduler_->get(s.handle);
     STRATA_CHECK(req != nullptr) << "scheduled request " << s.request_id << " is unknown";
-    rows_[r] = {&c->params, req->prompt_token_ids(), req->output_token_ids(),
-                c->generator ? &*c->generator : nullptr};
-    plan_to_row_[index[r]] = static_cast<int>(r);
+    Choice* c = reinterpret_cast<Choice*>(req->user_data());
+    choices[i] = c;
+    if (c->sent_to_workers) continue;
+    c->sent_to_workers = true;
+    NewRequestData& n = input_.new_requests.emplace_back();
+    n.request_id = s.request_id;
+    n.prompt_token_ids = c->request->request.prompt_token_ids;
+    n.params = c->params;
+    n.wants_prompt_logprobs = c->wants_prompt_logprobs;
   }
-  sampler_->sample(logits_.data(), rows_, samples_);
-  STRATA_RETURN_IF_ERROR(compute_prompt_logprobs(plan));
+  STRATA_RETURN_IF_ERROR(executor_->execute(input_, &output_));
+  if (output_.entries.size() != plan.scheduled.size())
+    return internal_error("the executor returned " + std::to_string(output_.entries.size()) +
+                          " results for a plan of " + std::to_string(plan.scheduled.size()));
   sampled_.assign(plan.scheduled.size(), sched::kNoToken);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    Choice* c = reinterpret_cast<Choice*>(plan.scheduled[i].user_data);
-    c->pending_sample = plan_to_row_[i] >= 0 ? &samples_[plan_to_row_[i]] : nullptr;
-    if (plan_to_row_[i] >= 0) sampled_[i] = samples_[plan_to_row_[i]].token_id;
+    Choice* c = choices[i];
+    const SampledEntry& e = output_.entries[i];
+    if (c->wants_prompt_logprobs) {
+      if (c->prompt_logprobs.empty()) c->prompt_logprobs.emplace_back();  // first token: none
+      for (const auto& lp : e.prompt_logprobs) c->prompt_logprobs.emplace_back(lp);
+    }
+    c->pending_sample = plan.scheduled[i].will_sample ? &e : nullptr;
+    if (plan.scheduled[i].will_sample) sampled_[i] = e.token_id;
   }
   std::vector<sched::RequestOutput> outputs = scheduler_->update(plan, sampled_);
   for (const auto& out : outputs) {

@@ -45,8 +45,14 @@ void RequestStream::push(OutputChunk chunk) {
 }
 
 Result<std::unique_ptr<EngineClient>> EngineClient::create(const EngineConfig& config) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(config));
+  return start(std::move(engine));
+}
+
+std::unique_ptr<EngineClient> EngineClient::start(std::unique_ptr<Engine> engine) {
   std::unique_ptr<EngineClient> c(new EngineClient());
-  STRATA_ASSIGN_OR_RETURN(c->engine_, Engine::create(config));
+  c->engine_ = std::move(engine);
+  c->info_ = c->engine_->info();
   c->stats_ = c->engine_->stats();
   c->thread_ = std::thread([p = c.get()] { p->loop(); });
   return c;

@@ -31,6 +31,10 @@ void add_engine_options(OptionSet& o) {
                "generation_config.json; none: vLLM's defaults",
                g);
   o.add_int("threads", 0, "compute threads (0: every available core)", "Engine");
+  o.add_string("kernels", "auto",
+               "kernel variant: auto (the fastest this CPU runs) or a name (reference, "
+               "portable, avx2, ...); for tests and comparisons",
+               "Engine");
   kv::add_cache_options(o);
   sched::add_scheduler_options(o);
 }
@@ -56,6 +60,7 @@ Result<EngineConfig> engine_config_from_args(const Args& args) {
     return invalid_argument("--generation-config must be auto or none");
   c.threads = static_cast<int>(args.get_int("threads"));
   if (c.threads < 0) return invalid_argument("--threads must be >= 0");
+  c.kernels = args.get("kernels");
   STRATA_ASSIGN_OR_RETURN(c.cache, kv::cache_config_from_args(args));
   STRATA_ASSIGN_OR_RETURN(c.scheduler, sched::scheduler_config_from_args(args));
   return c;

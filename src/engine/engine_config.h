@@ -19,6 +19,7 @@ struct EngineConfig {
   kv::CacheConfig cache;
   sched::SchedulerConfig scheduler;
   int threads = 0;        // compute threads; 0: all available
+  std::string kernels = "auto";  // kernel variant (kernels/backend.h); auto: the fastest supported
   uint64_t seed = 0;      // engine generator (unseeded requests) and dummy weights
   int max_logprobs = 20;  // largest logprobs / prompt_logprobs a request may ask for
   std::string generation_config = "auto";  // auto: defaults from generation_config.json; none

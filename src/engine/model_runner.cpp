@@ -5,51 +5,103 @@
 namespace strata::engine {
 
 ModelRunner::ModelRunner(Model& model, KvStorage& storage, const KernelOps& ops)
-    : model_(model), storage_(storage), ops_(ops), block_size_(storage.spec().block_size) {
+    : model_(model), storage_(storage), ops_(&ops), block_size_(storage.spec().block_size) {
   const KvStorageSpec& s = storage.spec();
   for (int64_t l = 0; l < s.num_layers; ++l)
     layers_.push_back({s.dtype, s.block_size, s.num_kv_heads, s.head_dim, storage.k(l),
                        storage.v(l), 1.0f, 1.0f, storage.k_scales(l), storage.v_scales(l)});
 }
 
-Status ModelRunner::execute(const sched::SchedulerOutput& plan, const sched::Scheduler& scheduler,
-                            float* logits) {
-  token_ids_.clear();
+std::span<const kv::BlockId> ModelRunner::block_table(const std::string& request_id) const {
+  auto it = tables_.find(request_id);
+  return it == tables_.end() ? std::span<const kv::BlockId>() : std::span(it->second);
+}
+
+Status ModelRunner::update_tables(const sched::StepPlan& plan) {
+  for (const auto& id : plan.finished_ids) tables_.erase(id);
+  for (const auto& id : plan.preempted_ids) tables_.erase(id);
+  const int64_t num_blocks = storage_.spec().num_blocks;
+  step_tables_.clear();
+  for (const auto& s : plan.scheduled) {
+    auto blocks = plan.block_ids_of(s);
+    for (kv::BlockId b : blocks)
+      if (b < 0 || b >= num_blocks)
+        return internal_error("plan gives request '" + s.request_id + "' block " +
+                              std::to_string(b) + ", outside the KV cache of " +
+                              std::to_string(num_blocks) + " blocks");
+    std::vector<kv::BlockId>* table;
+    if (s.new_block_table) {
+      table = &tables_[s.request_id];
+      table->assign(blocks.begin(), blocks.end());
+    } else {
+      auto it = tables_.find(s.request_id);
+      if (it == tables_.end())
+        return internal_error("plan extends the block table of request '" + s.request_id +
+                              "', which this runner has never been given");
+      table = &it->second;
+      table->insert(table->end(), blocks.begin(), blocks.end());
+    }
+    const int64_t end = s.num_computed_tokens + s.num_scheduled_tokens;
+    if (end > static_cast<int64_t>(table->size()) * block_size_)
+      return internal_error("request '" + s.request_id + "' runs to position " +
+                            std::to_string(end) + " but its block table holds " +
+                            std::to_string(table->size()) + " blocks of " +
+                            std::to_string(block_size_));
+    step_tables_.push_back(table);
+  }
+  return ok_status();
+}
+
+Status ModelRunner::execute(const sched::StepPlan& plan, float* logits) {
+  STRATA_RETURN_IF_ERROR(update_tables(plan));
   positions_.clear();
   slots_.clear();
   query_start_.assign(1, 0);
   seq_lens_.clear();
   rows_.clear();
   sample_plan_index_.clear();
+  // A plan with nothing to run (a worker given none of this step's requests) only updates the
+  // tables.
+  if (plan.scheduled.empty()) return ok_status();
   int64_t max_blocks = 1;
-  for (const auto& s : plan.scheduled)
-    max_blocks = std::max<int64_t>(max_blocks, scheduler.block_table(s).size());
+  for (const auto* t : step_tables_) max_blocks = std::max<int64_t>(max_blocks, t->size());
   block_tables_.assign(plan.scheduled.size() * max_blocks, 0);
+  int32_t row = 0;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const sched::ScheduledRequest& s = plan.scheduled[i];
-    auto table = scheduler.block_table(s);
+    if (s.token_ids_offset != static_cast<uint32_t>(row))
+      return internal_error("plan entry '" + s.request_id +
+                            "' does not follow the previous entry's tokens");
+    const std::vector<kv::BlockId>& table = *step_tables_[i];
     std::copy(table.begin(), table.end(), block_tables_.begin() + i * max_blocks);
     for (int64_t t = 0; t < s.num_scheduled_tokens; ++t) {
       const int64_t pos = s.num_computed_tokens + t;
-      token_ids_.push_back(s.token_ids[t]);
       positions_.push_back(static_cast<int32_t>(pos));
       slots_.push_back(static_cast<int64_t>(table[pos / block_size_]) * block_size_ +
                        pos % block_size_);
     }
-    query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
+    row += static_cast<int32_t>(s.num_scheduled_tokens);
+    query_start_.push_back(row);
     seq_lens_.push_back(static_cast<int32_t>(s.num_computed_tokens + s.num_scheduled_tokens));
     if (s.will_sample) {
       rows_.push_back(query_start_.back() - 1);
       sample_plan_index_.push_back(static_cast<int>(i));
     }
   }
-  ForwardBatch b{token_ids_, positions_,    slots_,     query_start_,
-                 seq_lens_,  block_tables_, max_blocks, rows_};
-  return model_.forward(b, layers_, ops_, logits);
+  // The plan's tokens are laid out entry by entry, as the batch is.
+  ForwardBatch b{std::span<const int32_t>(plan.token_ids).first(static_cast<size_t>(row)),
+                 positions_,
+                 slots_,
+                 query_start_,
+                 seq_lens_,
+                 block_tables_,
+                 max_blocks,
+                 rows_};
+  return model_.forward(b, layers_, *ops_, logits);
 }
 
 Status ModelRunner::logits_for_rows(std::span<const int32_t> rows, float* logits) {
-  return model_.compute_logits(rows, ops_, logits);
+  return model_.compute_logits(rows, *ops_, logits);
 }
 
 }  // namespace strata::engine

@@ -6,6 +6,7 @@
 
 #include "core/aligned_buffer.h"
 #include "core/clock.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 namespace strata {
@@ -41,7 +42,7 @@ ReadBandwidthMeter::ReadBandwidthMeter(ThreadPool& pool, int64_t bytes)
 
 double ReadBandwidthMeter::pass() {
   const float* data = buf_.as<float>();
-  const bool avx2 = kernel_variant_supported(KernelVariant::kAvx2);
+  const bool avx2 = cpu_features().avx2;
   std::atomic<int64_t> sink{0};
   Stopwatch sw;
   pool_.parallel_for(n_, 4096, [&](int64_t b, int64_t e) {
@@ -66,7 +67,7 @@ double measure_read_bandwidth(ThreadPool& pool, int64_t bytes, int passes) {
 namespace strata {
 
 double measure_fma_peak(ThreadPool& pool, int passes) {
-  if (!kernel_variant_supported(KernelVariant::kAvx2)) return 0;
+  if (!cpu_features().avx2) return 0;
   alignas(32) float seeds[12 * 8];
   for (int i = 0; i < 12 * 8; ++i) seeds[i] = 1.0f + 0.001f * static_cast<float>(i);
   double best = 0;

@@ -1,12 +1,9 @@
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "core/check.h"
-#include "core/logging.h"
-#include "kernels/fp8_matmul.h"
 #include "kernels/kernel_impl.h"
 
 namespace strata {
@@ -67,79 +64,5 @@ void write_kv_rows(const float* k, int64_t ldk, const float* v, int64_t ldv, int
 }
 
 }  // namespace kernels
-
-bool kernel_variant_supported(KernelVariant v) {
-  if (v != KernelVariant::kAvx2) return true;
-#if defined(__x86_64__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-#else
-  return false;
-#endif
-}
-
-const char* kernel_variant_name(KernelVariant v) {
-  switch (v) {
-    case KernelVariant::kReference:
-      return "reference";
-    case KernelVariant::kPortable:
-      return "portable";
-    case KernelVariant::kAvx2:
-      return "avx2";
-  }
-  return "?";
-}
-
-KernelVariant best_kernel_variant() {
-  if (const char* env = std::getenv("STRATA_KERNELS"); env != nullptr && *env) {
-    std::string e = env;
-    KernelVariant v;
-    bool known = true;
-    if (e == "reference")
-      v = KernelVariant::kReference;
-    else if (e == "portable")
-      v = KernelVariant::kPortable;
-    else if (e == "avx2")
-      v = KernelVariant::kAvx2;
-    else
-      known = false;
-    if (!known) {
-      STRATA_LOG(WARNING) << "STRATA_KERNELS=" << e
-                          << " is unknown (use reference, portable or avx2); ignoring it";
-    } else if (!kernel_variant_supported(v)) {
-      STRATA_LOG(WARNING) << "STRATA_KERNELS=" << e << " is not supported on this CPU; ignoring it";
-    } else {
-      return v;
-    }
-  }
-  return kernel_variant_supported(KernelVariant::kAvx2) ? KernelVariant::kAvx2
-                                                        : KernelVariant::kPortable;
-}
-
-// The portable and AVX2 tables send F8E4M3 weights to the FP8 kernels (kernels/fp8_matmul.h);
-// the reference matmul reads any storage through PackedWeight::at().
-const KernelOps& kernel_ops(KernelVariant v) {
-  switch (v) {
-    case KernelVariant::kReference:
-      return kernels::reference::kOps;
-    case KernelVariant::kPortable:
-      return kernels::portable_ops_with_fp8();
-    case KernelVariant::kAvx2:
-      STRATA_CHECK(kernel_variant_supported(v)) << "AVX2 kernels on a CPU without AVX2/FMA/F16C";
-      return kernels::avx2_ops_with_fp8();
-  }
-  return kernels::portable_ops_with_fp8();
-}
-
-KernelVariant kernel_variant_of(const KernelOps& ops) {
-  if (&ops == &kernels::reference::kOps) return KernelVariant::kReference;
-  if (&ops == &kernels::portable_ops_with_fp8()) return KernelVariant::kPortable;
-  if (kernel_variant_supported(KernelVariant::kAvx2) && &ops == &kernels::avx2_ops_with_fp8())
-    return KernelVariant::kAvx2;
-  std::string name = ops.name;
-  if (name == "reference") return KernelVariant::kReference;
-  if (name == "avx2" && kernel_variant_supported(KernelVariant::kAvx2)) return KernelVariant::kAvx2;
-  return KernelVariant::kPortable;
-}
 
 }  // namespace strata

@@ -53,14 +53,7 @@ void mla_attention(const KernelOps& ops, const AttentionArgs& a, int64_t kv_lora
   if (row_end < 0) row_end = rows;
   STRATA_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= rows)
       << "rows [" << row_begin << ", " << row_end << ") of " << rows;
-  switch (kernel_variant_of(ops)) {
-    case KernelVariant::kReference:
-      return kernels::mla_attention_reference(a, kv_lora_rank, row_begin, row_end);
-    case KernelVariant::kPortable:
-      return kernels::mla_attention_portable(a, kv_lora_rank, pool, row_begin, row_end);
-    case KernelVariant::kAvx2:
-      return kernels::mla_attention_avx2(a, kv_lora_rank, pool, row_begin, row_end);
-  }
+  ops.mla_attention(a, kv_lora_rank, pool, row_begin, row_end);
 }
 
 namespace kernels {

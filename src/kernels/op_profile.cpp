@@ -6,9 +6,9 @@
 namespace strata {
 namespace {
 
-enum Op { kGemv, kGemm, kAttention, kRmsNorm, kSiluMul, kRope, kKvWrite, kNumOps };
-constexpr const char* kNames[kNumOps] = {"gemv",     "gemm", "attention", "rms_norm",
-                                         "silu_mul", "rope", "kv_write"};
+enum Op { kGemv, kGemm, kAttention, kMlaAttention, kRmsNorm, kSiluMul, kRope, kKvWrite, kNumOps };
+constexpr const char* kNames[kNumOps] = {"gemv",     "gemm",     "attention", "mla_attention",
+                                         "rms_norm", "silu_mul", "rope",      "kv_write"};
 
 struct Counter {
   std::atomic<int64_t> calls{0}, nanos{0}, bytes{0};
@@ -77,7 +77,13 @@ void attention(const AttentionArgs& args, ThreadPool& pool) {
   inner().attention(args, pool);
 }
 
-KernelOps g_table{"", matmul, rms_norm, silu_mul, rope, kv_write, attention};
+void mla_attention(const AttentionArgs& args, int64_t kv_lora_rank, ThreadPool& pool,
+                   int64_t row_begin, int64_t row_end) {
+  Timed t(kMlaAttention);
+  inner().mla_attention(args, kv_lora_rank, pool, row_begin, row_end);
+}
+
+KernelOps g_table{"", matmul, rms_norm, silu_mul, rope, kv_write, attention, mla_attention};
 
 }  // namespace
 

@@ -1,9 +1,12 @@
 // The kernel set the models call. Each op has a plain reference implementation (reference.cpp,
 // written for clarity, double accumulation) and fast variants (portable.cpp: threaded, blocked,
-// plain C++; *_avx2.cpp: AVX2/FMA/F16C), chosen at run time. Parity tests compare every variant
-// with the reference (tests/kernels/).
+// plain C++; *_avx2.cpp: AVX2/FMA/F16C), registered by name (kernels/backend.h) and chosen at run
+// time from the CPU's features. Parity tests compare every variant with the reference
+// (tests/kernels/). Model code calls a table's ops without knowing which variant it is.
 //
 // Shapes are given as [rows, cols]; `ld*` is the row stride in elements. All activations are f32.
+// Pointers are memory of the backend the table belongs to; `pool` is the CPU backend's compute
+// threads.
 #pragma once
 
 #include <cstdint>
@@ -99,18 +102,12 @@ struct KernelOps {
                    const int64_t* slots, const PagedKvLayer& kv);
 
   void (*attention)(const AttentionArgs& args, ThreadPool& pool);
+
+  // Multi-head latent attention (DeepSeek), absorbed form, over a latent cache: see
+  // kernels/mla.h (mla_attention() checks the arguments and calls this). Query rows
+  // [row_begin, row_end) run; args.q and args.out point at row row_begin.
+  void (*mla_attention)(const AttentionArgs& args, int64_t kv_lora_rank, ThreadPool& pool,
+                        int64_t row_begin, int64_t row_end);
 };
-
-enum class KernelVariant { kReference, kPortable, kAvx2 };
-
-const KernelOps& kernel_ops(KernelVariant variant);
-// The variant a table belongs to (kernels outside KernelOps, such as kernels/mla.h, dispatch on
-// it); tables not from kernel_ops() are matched by name.
-KernelVariant kernel_variant_of(const KernelOps& ops);
-// AVX2 when this CPU has AVX2+FMA+F16C, else portable. STRATA_KERNELS=portable|avx2|reference
-// overrides.
-KernelVariant best_kernel_variant();
-bool kernel_variant_supported(KernelVariant variant);
-const char* kernel_variant_name(KernelVariant variant);
 
 }  // namespace strata

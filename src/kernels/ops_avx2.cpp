@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "kernels/kernel_impl.h"
+#include "kernels/mla_impl.h"
 #include "kernels/simd_avx2.h"
 
 namespace strata::kernels::avx2 {
@@ -550,7 +551,8 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
 
 }  // namespace
 
-const KernelOps kOps = {"avx2", matmul, rms_norm, silu_mul, rope, kv_write, attention};
+const KernelOps kOps = {"avx2", matmul,   rms_norm,  silu_mul,
+                        rope,   kv_write, attention, mla_attention_avx2};
 
 }  // namespace strata::kernels::avx2
 

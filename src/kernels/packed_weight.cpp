@@ -109,15 +109,15 @@ float PackedWeight::at(int64_t row, int64_t col) const {
   return v;
 }
 
-void PackedWeight::place_in_order(std::span<PackedWeight* const> weights) {
+Status PackedWeight::place_in_order(std::span<PackedWeight* const> weights,
+                                    DeviceAllocator& allocator) {
   constexpr size_t kAlign = AlignedBuffer::kAlignment;
   size_t total = 0;
   for (const PackedWeight* w : weights)
     if (!w->empty()) total += (static_cast<size_t>(w->bytes()) + kAlign - 1) / kAlign * kAlign;
-  if (total == 0) return;
-  auto arena = std::make_shared<AlignedBuffer>(
-      AlignedBuffer::uninitialized(total, AlignedBuffer::kHugePage));
-  arena->advise_huge_pages();
+  if (total == 0) return ok_status();
+  STRATA_ASSIGN_OR_RETURN(DeviceBuffer buffer, allocator.allocate(total, MemoryUse::kWeights));
+  auto arena = std::make_shared<DeviceBuffer>(std::move(buffer));
   size_t offset = 0;
   for (PackedWeight* w : weights) {
     if (w->empty()) continue;
@@ -130,6 +130,7 @@ void PackedWeight::place_in_order(std::span<PackedWeight* const> weights) {
     w->arena_data_ = dst;
     offset += padded;
   }
+  return ok_status();
 }
 
 }  // namespace strata

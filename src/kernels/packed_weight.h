@@ -21,6 +21,7 @@
 #include <span>
 
 #include "core/aligned_buffer.h"
+#include "core/device_memory.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -89,10 +90,12 @@ class PackedWeight {
   // once per token, and on the development machine weights read in ascending address order
   // stream ~6-10% faster than the same weights in separate allocations (which the allocator
   // places at descending addresses), and ~5% faster again on transparent huge pages, which the
-  // allocation asks for (AlignedBuffer::advise_huge_pages). Empty weights are skipped. Pages of
-  // the new allocation are touched as each weight is copied and each old buffer is freed right
-  // after, so the peak is the total plus one weight.
-  static void place_in_order(std::span<PackedWeight* const> weights);
+  // CPU backend's allocator asks for. Empty weights are skipped. Pages of the new allocation are
+  // touched as each weight is copied and each old buffer is freed right after, so the peak is the
+  // total plus one weight. The allocation comes from `allocator` (the backend's, where the kernels
+  // that read the weights run). Errors when it cannot be allocated (nothing moved then).
+  static Status place_in_order(std::span<PackedWeight* const> weights,
+                               DeviceAllocator& allocator = host_allocator());
   // Whether the data lives in a shared allocation made by place_in_order().
   bool placed() const { return arena_ != nullptr; }
 
@@ -103,7 +106,7 @@ class PackedWeight {
   int64_t n_ = 0, k_ = 0;
   int64_t fp8_block_k_ = 1;  // F8E4M3 only
   AlignedBuffer data_;       // own data (empty once placed)
-  std::shared_ptr<const AlignedBuffer> arena_;
+  std::shared_ptr<const DeviceBuffer> arena_;
   const std::byte* arena_data_ = nullptr;  // this weight's bytes inside *arena_
 };
 

@@ -8,6 +8,7 @@
 #include "core/aligned_buffer.h"
 #include "core/check.h"
 #include "kernels/kernel_impl.h"
+#include "kernels/mla_impl.h"
 
 namespace strata::kernels::portable {
 namespace {
@@ -177,6 +178,7 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
 
 }  // namespace
 
-const KernelOps kOps = {"portable", matmul, rms_norm, silu_mul, rope, kv_write, attention};
+const KernelOps kOps = {"portable", matmul,    rms_norm,  silu_mul,
+                        rope,       kv_write, attention, mla_attention_portable};
 
 }  // namespace strata::kernels::portable

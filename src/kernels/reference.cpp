@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "kernels/kernel_impl.h"
+#include "kernels/mla_impl.h"
 
 namespace strata::kernels::reference {
 namespace {
@@ -108,6 +109,11 @@ void attention(const AttentionArgs& a, ThreadPool&) {
 
 }  // namespace
 
-const KernelOps kOps = {"reference", matmul, rms_norm, silu_mul, rope, kv_write, attention};
+void mla(const AttentionArgs& a, int64_t kv_lora_rank, ThreadPool&, int64_t row_begin,
+         int64_t row_end) {
+  mla_attention_reference(a, kv_lora_rank, row_begin, row_end);
+}
+
+const KernelOps kOps = {"reference", matmul, rms_norm, silu_mul, rope, kv_write, attention, mla};
 
 }  // namespace strata::kernels::reference

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/device_memory.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -32,10 +33,13 @@ struct KvStorageSpec {
 
 class KvStorage {
  public:
-  static Result<KvStorage> allocate(const KvStorageSpec& spec);
+  // The pool's memory comes from `allocator` (the backend's: where the attention kernels run),
+  // zero-filled.
+  static Result<KvStorage> allocate(const KvStorageSpec& spec,
+                                    DeviceAllocator& allocator = host_allocator());
   const KvStorageSpec& spec() const { return spec_; }
   // Per layer: K values, V values, then (fp8 only) K and V row scales.
-  std::byte* k(int64_t layer) { return base_ + layer * layer_bytes_; }
+  std::byte* k(int64_t layer) { return memory_.data() + layer * layer_bytes_; }
   // nullptr when the spec has no V.
   std::byte* v(int64_t layer) { return spec_.has_v ? k(layer) + values_bytes_ : nullptr; }
   // [num_blocks][num_kv_heads][block_size] f32 scales of fp8 rows; nullptr for other dtypes (and
@@ -53,18 +57,12 @@ class KvStorage {
   int64_t bytes() const { return spec_.total_bytes(); }
 
   KvStorage() = default;
-  KvStorage(KvStorage&& o) noexcept;
-  KvStorage& operator=(KvStorage&& o) noexcept;
-  ~KvStorage();
 
  private:
   KvStorageSpec spec_;
   int64_t layer_bytes_ = 0;
   int64_t values_bytes_ = 0;  // K (or V) values of one layer
-  // One anonymous mapping: pages are committed (zeroed) by the OS on first touch, so a large pool
-  // costs memory only as it fills.
-  std::byte* base_ = nullptr;
-  size_t mapped_ = 0;
+  DeviceBuffer memory_;  // every layer, one allocation
 };
 
 }  // namespace strata

@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "model/model.h"
 #include "model/weight_source.h"
 

@@ -143,6 +143,17 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
   return m;
 }
 
+void MlaAttention::describe(const std::string& prefix, std::vector<LinearInfo>* out) const {
+  auto add = [&](const std::string& name, const PackedWeight& w, Sharding s) {
+    if (!w.empty()) out->push_back({prefix + name, w.n(), w.k(), w.dtype(), s});
+  };
+  add("qkv_a", qkv_a_, Sharding::kReplicated);
+  add("q_b", q_b_, Sharding::kColumn);
+  for (size_t h = 0; h < uk_t_.size(); ++h) add("uk_t." + std::to_string(h), uk_t_[h], Sharding::kColumn);
+  for (size_t h = 0; h < uv_.size(); ++h) add("uv." + std::to_string(h), uv_[h], Sharding::kColumn);
+  add("o", o_, Sharding::kRow);
+}
+
 void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
   out->push_back(&qkv_a_);
   out->push_back(&q_b_);
@@ -197,15 +208,7 @@ void MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
   args.seq_lens = b.seq_lens.data();
   args.block_tables = b.block_tables.data();
   args.max_blocks_per_seq = b.max_blocks_per_seq;
-  if (kernel_variant_of(ops) == KernelVariant::kReference) {
-    args.q = q;
-    args.ldq = ldq;
-    args.out = ws.o;
-    args.ldo = nh * s.v_dim;
-    mla_attention_expanded_reference(args, r, uk_t_, uv_);
-  } else {
-    attend_absorbed(args, T, q, ldq, ops, pool, ws);
-  }
+  attend_absorbed(args, T, q, ldq, ops, pool, ws);
   ops.matmul(ws.o, T, nh * s.v_dim, o_, out, ldo, pool);
 }
 

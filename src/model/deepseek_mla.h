@@ -1,10 +1,10 @@
 // Multi-head latent attention as a model layer (DeepSeek-V2/V3): projections, norms, YaRN RoPE on
 // the rotary dims, the latent cache write and the attention (kernels/mla.h).
 //
-// Fast path (portable/AVX2 kernels): the absorbed form for every token, prefill and decode alike,
-// so a token's result never depends on how its prompt was chunked or batched. Reference path
-// (reference kernels): the expanded form, keys and values rebuilt per head from the cached
-// latents, in double precision. The two are compared by the model parity tests.
+// The absorbed form for every token, prefill and decode alike, so a token's result never depends on
+// how its prompt was chunked or batched; the kernel table's mla_attention does the attention (the
+// reference table's in double precision). The expanded form (keys and values rebuilt per head from
+// the cached latents, kernels/mla.h) is the plain reference the kernel tests hold it to.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "model/forward_batch.h"
+#include "model/model.h"
 #include "model/model_config.h"
 #include "model/rope.h"
 #include "model/weight_source.h"
@@ -80,6 +81,9 @@ class MlaAttention {
 
   int64_t bytes() const;
   int64_t parameters() const;
+  // The fused q_a|kv_a projection replicated, q_b and the per-head W_UK/W_UV column-parallel
+  // (heads split over ranks), o row-parallel.
+  void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
   // Appends the matmul weights in the order forward() reads them, for
   // PackedWeight::place_in_order().
   void append_weights_in_order(std::vector<PackedWeight*>* out);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/fp8.h"
+#include "model/model.h"
 
 namespace strata {
 
@@ -212,6 +213,26 @@ void add_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t m, int
 void add_bias(float* y, int64_t ldy, const float* bias, int64_t m, int64_t n) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) y[i * ldy + j] += bias[j];
+}
+
+}  // namespace strata
+
+namespace strata {
+
+const char* sharding_name(Sharding s) {
+  switch (s) {
+    case Sharding::kReplicated:
+      return "replicated";
+    case Sharding::kColumn:
+      return "column";
+    case Sharding::kRow:
+      return "row";
+    case Sharding::kVocab:
+      return "vocab";
+    case Sharding::kExpert:
+      return "expert";
+  }
+  return "?";
 }
 
 }  // namespace strata

@@ -130,6 +130,7 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
   build.keep_in_place = format != "dummy";
   build.limits = o.limits;
   build.pool = o.pool;
+  build.allocator = o.allocator;
   auto model = it->second(config, std::move(weights), build);
   if (!model.ok()) return model.status();
   LoadedModel out;

@@ -1,6 +1,7 @@
 // The model interface the engine drives, and load_model(): config + weights -> a ready model.
-// One file per architecture family (llama.cpp for Llama/Mistral/Qwen2/Qwen3), registered by the
-// Hugging Face `architectures` name in registry.cpp.
+// One file per architecture family (llama.cpp for Llama/Mistral/Qwen2/Qwen3 and their MoE
+// variants, deepseek.cpp for DeepSeek-V2/V3) on the shared skeleton of model/decoder.h, registered
+// by the Hugging Face `architectures` name in loader.cpp.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,9 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "core/device_memory.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
@@ -31,6 +34,22 @@ struct KvSpec {
     return num_layers * (has_v ? 2 : 1) * num_kv_heads *
            (head_dim * dtype_block_bytes(dtype) + (dtype == DType::kF8E4M3 ? 4 : 0));
   }
+};
+
+// How tensor parallelism would split a linear layer's [rows, cols] weight over ranks (vLLM's
+// linear classes): column-parallel splits the output rows (QKV, gate/up; no reduction), row-parallel
+// splits the input columns (O, down; an all-reduce of the partial outputs), vocab-parallel splits
+// the vocabulary rows (embedding, LM head), replicated keeps the whole weight on every rank (small
+// projections, the MoE router), expert-parallel places whole experts on ranks.
+enum class Sharding { kReplicated, kColumn, kRow, kVocab, kExpert };
+const char* sharding_name(Sharding s);
+
+// One matmul weight of a model, as linear_layers() reports it.
+struct LinearInfo {
+  std::string name;  // our name, e.g. "layers.3.attn.qkv" or "layers.1.moe.experts.7.down"
+  int64_t rows = 0, cols = 0;
+  DType dtype = DType::kF32;
+  Sharding sharding = Sharding::kReplicated;
 };
 
 // Called with (name, data, rows, cols, row stride) for intermediate activations when set.
@@ -73,6 +92,8 @@ class Model {
   virtual int64_t workspace_bytes() const = 0;
   // Storage dtype of the matmul weights (for logs).
   virtual DType weight_dtype() const = 0;
+  // Every matmul weight in forward order, with how it would be sharded.
+  virtual std::vector<LinearInfo> linear_layers() const = 0;
 
   void set_activation_dump(ActivationDump dump) { dump_ = std::move(dump); }
 
@@ -95,6 +116,8 @@ struct LoadOptions {
   uint64_t seed = 0;                 // dummy weights
   WorkspaceLimits limits;
   ThreadPool* pool = nullptr;  // compute threads (required)
+  // Where the weights live (the backend's allocator); null: host memory.
+  DeviceAllocator* allocator = nullptr;
 };
 
 struct LoadedModel {

@@ -159,9 +159,12 @@ void MoeWorkspace::allocate(const std::optional<MoeSpec>& spec, int64_t hidden, 
     K = spec->routing.top_k;
   }
   auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
-  const int64_t sizes[] = {
-      round(T * E),       round(T * K),   round(T * K), round(E + 1), round(T * K), round(T * H),
-      round(T * 2 * ffn), round(T * ffn), round(T * H), round(T * H), round(T)};
+  // A dense model needs only gu and act.
+  const int64_t moe = spec ? 1 : 0;
+  const int64_t sizes[] = {round(moe * T * E), round(moe * T * K), round(moe * T * K),
+                           round(moe * (E + 1)), round(moe * T * K), round(moe * T * H),
+                           round(T * 2 * ffn), round(T * ffn), round(moe * T * H),
+                           round(moe * T * H), round(moe * T)};
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
   buf_.resize(static_cast<size_t>(total) * 4);
@@ -192,6 +195,34 @@ Result<DenseMlp> DenseMlp::load(WeightSource& src, const std::string& prefix, in
                   layer, storage, fp8));
   STRATA_ASSIGN_OR_RETURN(m.down, load_one(src, d, hidden, ffn, layer, storage, fp8));
   return m;
+}
+
+Result<DenseMlp> DenseMlp::load(WeightSource& src, const TensorName& gate, const TensorName& up,
+                                const TensorName& down, int64_t hidden, int64_t ffn,
+                                int64_t layer, std::optional<DType> storage) {
+  DenseMlp m;
+  m.ffn = ffn;
+  STRATA_ASSIGN_OR_RETURN(m.gate_up,
+                          load_packed(src, {{gate, ffn}, {up, ffn}}, hidden, layer, storage));
+  STRATA_ASSIGN_OR_RETURN(m.down, load_packed(src, {{down, hidden}}, ffn, layer, storage));
+  return m;
+}
+
+void DenseMlp::describe(const std::string& prefix, Sharding gate_up_sharding,
+                        Sharding down_sharding, std::vector<LinearInfo>* out) const {
+  out->push_back({prefix + "gate_up", gate_up.n(), gate_up.k(), gate_up.dtype(), gate_up_sharding});
+  out->push_back({prefix + "down", down.n(), down.k(), down.dtype(), down_sharding});
+}
+
+void MoeBlock::describe(const std::string& prefix, std::vector<LinearInfo>* out) const {
+  out->push_back({prefix + "router", gate_.n(), gate_.k(), gate_.dtype(), Sharding::kReplicated});
+  for (size_t e = 0; e < experts_.size(); ++e)
+    experts_[e].describe(prefix + "experts." + std::to_string(e) + ".", Sharding::kExpert,
+                         Sharding::kExpert, out);
+  if (!shared_gate_.empty())
+    out->push_back({prefix + "shared_gate", shared_gate_.n(), shared_gate_.k(),
+                    shared_gate_.dtype(), Sharding::kReplicated});
+  if (shared_) shared_->describe(prefix + "shared.", Sharding::kColumn, Sharding::kRow, out);
 }
 
 void DenseMlp::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
@@ -299,9 +330,6 @@ void MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t
   ops.matmul(x, T, ldx, gate_, ws.logits, E, pool);
   route_tokens(routing_, ws.logits, E, T, bias_.empty() ? nullptr : bias_.data(), ws.ids,
                ws.weights, pool);
-  if (kernel_variant_of(ops) == KernelVariant::kReference)
-    return forward_reference(x, ldx, T, y, ldy, ops, pool, ws);
-
   group_by_expert(ws.ids, T, K, E, ws.offsets, ws.entries);
   for (int64_t t = 0; t < T; ++t) std::memset(y + t * ldy, 0, H * sizeof(float));
   for (int e = 0; e < E; ++e) {
@@ -329,6 +357,9 @@ void MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t
 void MoeBlock::forward_reference(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
                                  const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
   const int K = routing_.top_k;
+  ops.matmul(x, T, ldx, gate_, ws.logits, routing_.num_experts, pool);
+  route_tokens(routing_, ws.logits, routing_.num_experts, T, bias_.empty() ? nullptr : bias_.data(),
+               ws.ids, ws.weights, pool);
   const int64_t H = hidden_;
   std::vector<double> acc(H);
   for (int64_t t = 0; t < T; ++t) {

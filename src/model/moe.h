@@ -5,8 +5,8 @@
 // Fast path: tokens are grouped by expert (kernels/moe_routing.h) so each expert's weights are
 // read once per step, as one batched matmul over its tokens; each token's output is the sum of
 // its experts' outputs in increasing expert id, then the shared expert, so it never depends on
-// which other tokens share the step. Reference path (reference kernels): token by token, expert by
-// expert in routing order, written for clarity.
+// which other tokens share the step. forward_reference() computes the same block token by token,
+// expert by expert in routing order with double sums, written for clarity (tests compare the two).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,8 @@
 #include "core/thread_pool.h"
 #include "kernels/moe_routing.h"
 #include "kernels/ops.h"
+#include "model/layers.h"
+#include "model/model.h"
 #include "model/model_config.h"
 #include "model/weight_source.h"
 
@@ -90,6 +92,10 @@ struct DenseMlp {
   static Result<DenseMlp> load(WeightSource& src, const std::string& prefix, int64_t hidden,
                                int64_t ffn, int64_t layer, std::optional<DType> storage,
                                const Fp8Quantization& fp8, bool mixtral = false);
+  // Loads gate, up and down from a name table (HF and GGUF names).
+  static Result<DenseMlp> load(WeightSource& src, const TensorName& gate, const TensorName& up,
+                               const TensorName& down, int64_t hidden, int64_t ffn, int64_t layer,
+                               std::optional<DType> storage);
   // y[T, H] = MLP(x[T, H]); uses ws.gu and ws.act.
   void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
                ThreadPool& pool, MoeWorkspace& ws) const;
@@ -100,6 +106,9 @@ struct DenseMlp {
     out->push_back(&gate_up);
     out->push_back(&down);
   }
+  // <prefix>gate_up and <prefix>down, sharded as given (column and row for a dense MLP).
+  void describe(const std::string& prefix, Sharding gate_up_sharding, Sharding down_sharding,
+                std::vector<LinearInfo>* out) const;
 };
 
 class MoeBlock {
@@ -111,9 +120,18 @@ class MoeBlock {
   void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
                ThreadPool& pool, MoeWorkspace& ws) const;
 
+  // The same, token by token and expert by expert in routing order, summed in double: the plain
+  // reference the tests hold forward() to.
+  void forward_reference(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                         const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
+
   // Appends this block's matmul weights in the order forward() reads them (router, experts by
   // index, shared expert) for PackedWeight::place_in_order().
   void append_weights_in_order(std::vector<PackedWeight*>* out);
+
+  // The router and shared expert(s) as replicated / column / row, the routed experts as
+  // expert-parallel.
+  void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
 
   int64_t bytes_total() const;
   // Bytes one token reads: the gate, top_k experts and the shared expert.
@@ -123,8 +141,6 @@ class MoeBlock {
  private:
   void run_expert(const DenseMlp& mlp, const float* x, int64_t ldx, int64_t n, float* y,
                   int64_t ldy, const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
-  void forward_reference(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
-                         const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
   void add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
                   const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
 

@@ -15,11 +15,13 @@ struct Logprob {
   // 1-based vocabulary rank. For the chosen token: the number of tokens whose logit is >= its
   // own (vLLM's rule, so ties share the worse rank). For top entries: their position, 1..k.
   int32_t rank = 0;
+  friend bool operator==(const Logprob&, const Logprob&) = default;
 };
 
 struct TokenLogprobs {
   Logprob chosen;            // the sampled token (or, for prompt logprobs, the prompt token)
   std::vector<Logprob> top;  // the most likely tokens, best first (ties: lower id first)
+  friend bool operator==(const TokenLogprobs&, const TokenLogprobs&) = default;
 };
 
 // Holds reusable scratch; one per thread.

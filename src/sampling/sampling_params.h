@@ -43,6 +43,7 @@ struct SamplingParams {
   bool spaces_between_special_tokens = true;  // detokenizer setting, carried for the engine
   std::map<int32_t, float> logit_bias;        // token id -> bias added to its logit
 
+  friend bool operator==(const SamplingParams&, const SamplingParams&) = default;
   bool is_greedy() const { return temperature < kSamplingEps; }
   // True when top_k restricts a vocabulary of `vocab_size` tokens.
   bool uses_top_k(int64_t vocab_size) const { return top_k > 0 && top_k < vocab_size; }

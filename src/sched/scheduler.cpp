@@ -215,7 +215,7 @@ FinishReason Scheduler::check_stop(Request* r, int32_t token) const {
   return FinishReason::kNone;
 }
 
-std::vector<RequestOutput> Scheduler::update(const SchedulerOutput& plan,
+std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
                                              std::span<const int32_t> sampled_token_ids) {
   STRATA_CHECK_EQ(sampled_token_ids.size(), plan.scheduled.size())
       << "update() needs one sampled token (or kNoToken) per scheduled request";

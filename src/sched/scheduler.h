@@ -73,11 +73,11 @@ class Scheduler {
   Status finish_request(std::string_view request_id, FinishReason reason);
 
   // Plans one step. Never empty while a request is unfinished.
-  SchedulerOutput schedule();
+  StepPlan schedule();
   // Applies a step: `sampled_token_ids[i]` is the token sampled for plan.scheduled[i]
   // (required when will_sample, ignored otherwise). Returns one output per sampled token.
   // Requests aborted or finished since schedule() are skipped.
-  std::vector<RequestOutput> update(const SchedulerOutput& plan,
+  std::vector<RequestOutput> update(const StepPlan& plan,
                                     std::span<const int32_t> sampled_token_ids);
 
   // The current block table of a scheduled request (valid until the next schedule()).
@@ -135,16 +135,16 @@ class Scheduler {
   kv::SeqId seq(const Request& r) const { return r.handle_.slot; }
 
   // schedule() helpers (scheduler_schedule.cpp).
-  void release_finished(SchedulerOutput* plan);
-  void schedule_running(SchedulerOutput* plan, int64_t* budget, PrefillSlots* slots);
-  void schedule_waiting(SchedulerOutput* plan, int64_t* budget, PrefillSlots* slots);
+  void release_finished(StepPlan* plan);
+  void schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* slots);
+  void schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* slots);
   bool sibling_gated(Request* r) const;
   int64_t chunk_size(int64_t remaining, int64_t budget) const;
   bool is_long(int64_t remaining) const {
     return long_threshold_ > 0 && remaining > long_threshold_;
   }
-  void preempt(Request* victim, SchedulerOutput* plan);
-  void add_entry(SchedulerOutput* plan, Request* r, int64_t n, std::span<const kv::BlockId> blocks,
+  void preempt(Request* victim, StepPlan* plan);
+  void add_entry(StepPlan* plan, Request* r, int64_t n, std::span<const kv::BlockId> blocks,
                  bool new_table);
   void insert_running(Request* r);
   void erase_running(Request* r);

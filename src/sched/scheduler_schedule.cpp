@@ -6,10 +6,11 @@
 
 namespace strata::sched {
 
-SchedulerOutput Scheduler::schedule() {
-  SchedulerOutput plan;
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
   plan.step = ++step_;
   plan.scheduled.reserve(running_.size() + 8);
+  plan.token_ids.reserve(static_cast<size_t>(config_.max_num_batched_tokens));
   release_finished(&plan);
   int64_t budget = config_.max_num_batched_tokens;
   PrefillSlots slots;
@@ -19,7 +20,7 @@ SchedulerOutput Scheduler::schedule() {
   return plan;
 }
 
-void Scheduler::release_finished(SchedulerOutput* plan) {
+void Scheduler::release_finished(StepPlan* plan) {
   for (Request* r : finished_) {
     plan->finished_ids.push_back(r->id_);
     const uint32_t slot = r->handle_.slot;
@@ -49,17 +50,17 @@ void Scheduler::erase_running(Request* r) {
   running_.erase(it);
 }
 
-void Scheduler::add_entry(SchedulerOutput* plan, Request* r, int64_t n,
+void Scheduler::add_entry(StepPlan* plan, Request* r, int64_t n,
                           std::span<const kv::BlockId> blocks, bool new_table) {
   ScheduledRequest s;
   s.request_id = r->id_;
   s.handle = r->handle_;
-  s.user_data = r->user_data_;
   s.num_computed_tokens = r->num_computed_tokens_;
   s.num_scheduled_tokens = n;
   r->num_scheduled_tokens_ = n;
-  s.token_ids = std::span<const int32_t>(r->token_ids_)
-                    .subspan(static_cast<size_t>(r->num_computed_tokens_), static_cast<size_t>(n));
+  s.token_ids_offset = static_cast<uint32_t>(plan->token_ids.size());
+  const auto first = r->token_ids_.begin() + r->num_computed_tokens_;
+  plan->token_ids.insert(plan->token_ids.end(), first, first + n);
   s.new_block_table = new_table;
   s.will_sample = r->num_computed_tokens_ + n == r->num_tokens();
   s.block_ids_offset = static_cast<uint32_t>(plan->block_ids.size());
@@ -70,7 +71,7 @@ void Scheduler::add_entry(SchedulerOutput* plan, Request* r, int64_t n,
 
 // Recompute preemption: the victim's blocks go back to the pool (its full computed blocks stay
 // findable in the prefix cache until reused), and it waits to be admitted again, in key order.
-void Scheduler::preempt(Request* victim, SchedulerOutput* plan) {
+void Scheduler::preempt(Request* victim, StepPlan* plan) {
   STRATA_CHECK(!running_.empty() && running_.back() == victim) << "only the youngest is preempted";
   running_.pop_back();
   kv_.free(seq(*victim));
@@ -84,7 +85,7 @@ void Scheduler::preempt(Request* victim, SchedulerOutput* plan) {
 
 // R2, R3: running requests in key order; one needing a block preempts the youngest running
 // request (never an older one, never one already scheduled this step, since those are older).
-void Scheduler::schedule_running(SchedulerOutput* plan, int64_t* budget, PrefillSlots* slots) {
+void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* slots) {
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* r = running_[i];
     r->num_scheduled_tokens_ = 0;  // a plan never given to update() is simply replaced
@@ -136,7 +137,7 @@ bool Scheduler::sibling_gated(Request* r) const {
 }
 
 // R4, R5: admission in key order, reserving blocks for all known tokens.
-void Scheduler::schedule_waiting(SchedulerOutput* plan, int64_t* budget, PrefillSlots* slots) {
+void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* slots) {
   const double now = clock_->now();
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (*budget <= 0 || num_running() >= config_.max_num_seqs) return;

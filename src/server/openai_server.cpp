@@ -17,21 +17,19 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
                                                            engine::EngineClient* engine,
                                                            net::EventLoop* loop) {
   std::unique_ptr<OpenAiServer> s(new OpenAiServer());
-  const engine::Engine& eng = engine->engine();
-  if (config.model_path.empty()) config.model_path = eng.config().model.model;
-  s->state_ = std::make_unique<ServerState>(std::move(config), eng.max_model_len());
+  const engine::EngineInfo& eng = engine->info();
+  if (config.model_path.empty()) config.model_path = eng.model_path;
+  s->state_ = std::make_unique<ServerState>(std::move(config), eng.max_model_len);
   ServerState& st = *s->state_;
   st.engine = engine;
   st.loop = loop;
-  st.tokenizer = eng.tokenizer();
-  st.vocab_size = static_cast<int32_t>(eng.model_config().vocab_size);
-  st.priority_scheduling = eng.config().scheduler.policy == sched::SchedulingPolicy::kPriority;
+  st.tokenizer = eng.tokenizer;
+  st.vocab_size = static_cast<int32_t>(eng.vocab_size);
+  st.priority_scheduling = eng.priority_scheduling;
   st.id_rng.seed(static_cast<uint64_t>(wall_seconds() * 1e6) ^
                  reinterpret_cast<uintptr_t>(s.get()));
   // Chat template: --chat-template, else the tokenizer's (or model's) own.
-  const std::string tok_dir =
-      eng.config().tokenizer.empty() ? eng.config().model.model : eng.config().tokenizer;
-  auto tmpl = load_chat_template(tok_dir, st.config.chat_template);
+  auto tmpl = load_chat_template(eng.tokenizer_path, st.config.chat_template);
   if (tmpl.ok()) {
     st.chat_template = std::make_shared<const ChatTemplate>(std::move(tmpl).value());
   } else if (!st.config.chat_template.empty()) {
@@ -46,10 +44,10 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
   }
   st.parse.tokenizer = st.tokenizer.get();
   st.parse.chat_template = st.chat_template.get();
-  st.parse.defaults = eng.default_sampling_params();
+  st.parse.defaults = eng.default_sampling_params;
   st.parse.response_role = st.config.response_role;
   st.parse.return_tokens_as_token_ids = st.config.return_tokens_as_token_ids;
-  st.parse.max_n = static_cast<int>(std::max<int64_t>(1, eng.config().scheduler.max_num_seqs));
+  st.parse.max_n = static_cast<int>(std::max<int64_t>(1, eng.max_num_seqs));
 
   net::HttpServerOptions ho;
   ho.host = st.config.host;

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "core/status.h"
-#include "engine/engine.h"
+#include "engine/engine_client.h"
 #include "net/event_loop.h"
 #include "net/http_server.h"
 #include "server/server_config.h"

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "core/rng.h"
-#include "engine/engine.h"
+#include "engine/engine_client.h"
 #include "net/event_loop.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"

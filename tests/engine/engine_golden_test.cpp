@@ -37,7 +37,7 @@ TEST_P(EngineGolden, TextAndIdPromptsMatchGoldenAloneAndTogether) {
   auto cfg = testing::engine_config(testing::shared_data_path(GetParam()), "auto", 32 << 20);
   auto client = engine::EngineClient::create(cfg);
   ASSERT_TRUE(client.ok()) << client.status().to_string();
-  const auto& tok = (*client)->engine().tokenizer();
+  const auto& tok = (*client)->info().tokenizer;
   ASSERT_TRUE(tok) << "stories260K has a tokenizer";
   auto all = cases();
   ASSERT_FALSE(all.empty());

@@ -5,6 +5,7 @@
 
 #include "core/aligned_buffer.h"
 #include "kernel_test_util.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 namespace strata {
@@ -62,7 +63,7 @@ struct Fixture {
                         j % block_size);
       auto kf = random_vector(seq_lens[s] * num_kv_heads * head_dim, 1000 + ids[s], 1.0f);
       auto vf = random_vector(seq_lens[s] * num_kv_heads * head_dim, 2000 + ids[s], 1.0f);
-      kernel_ops(KernelVariant::kReference)
+      reference_kernel_ops()
           .kv_write(kf.data(), num_kv_heads * head_dim, vf.data(), num_kv_heads * head_dim,
                     seq_lens[s], slots.data(), kv);
     }
@@ -77,7 +78,7 @@ struct Fixture {
     }
   }
 
-  std::vector<float> run(KernelVariant variant, ThreadPool& pool) {
+  std::vector<float> run(const std::string& variant, ThreadPool& pool) {
     int64_t ld = static_cast<int64_t>(num_heads) * head_dim;
     std::vector<float> out(query_start.back() * ld, 0);
     int max_len = *std::max_element(seq_lens.begin(), seq_lens.end());
@@ -111,12 +112,12 @@ TEST(AttentionParity, RaggedBatchesAllBlockSizesAndDtypes) {
            {std::tuple{4, 4, 16}, std::tuple{8, 2, 64}, std::tuple{6, 3, 20}}) {
         Fixture f{nh, nkv, hd, bs, dt, {1, 37, 5, 70}, {1, 37, 2, 1}};
         f.build();
-        auto ref = f.run(KernelVariant::kReference, pool);
-        for (KernelVariant v : fast_variants()) {
+        auto ref = f.run("reference", pool);
+        for (const std::string& v : fast_variants()) {
           auto out = f.run(v, pool);
           for (size_t i = 0; i < out.size(); ++i)
             ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i])))
-                << kernel_variant_name(v) << " " << dtype_name(dt) << " bs=" << bs << " hd=" << hd;
+                << v << " " << dtype_name(dt) << " bs=" << bs << " hd=" << hd;
         }
       }
     }
@@ -131,17 +132,17 @@ TEST(AttentionParity, LayerKvScales) {
   for (DType dt : {DType::kBF16, DType::kF16, DType::kF8E4M3, DType::kF32}) {
     Fixture f{8, 4, 32, 16, dt, {30, 9, 50}, {30, 1, 1}};
     f.build();
-    auto unscaled = f.run(KernelVariant::kReference, pool);
+    auto unscaled = f.run("reference", pool);
     f.kv.k_scale = 0.5f;
     f.kv.v_scale = 3.0f;
-    auto ref = f.run(KernelVariant::kReference, pool);
+    auto ref = f.run("reference", pool);
     // Halving every key halves the logits: the outputs change.
     ASSERT_NE(std::memcmp(ref.data(), unscaled.data(), ref.size() * 4), 0) << dtype_name(dt);
-    for (KernelVariant v : fast_variants()) {
+    for (const std::string& v : fast_variants()) {
       auto out = f.run(v, pool);
       for (size_t i = 0; i < out.size(); ++i)
         ASSERT_NEAR(out[i], ref[i], 3e-5f * (1 + std::fabs(ref[i])))
-            << kernel_variant_name(v) << " " << dtype_name(dt);
+            << v << " " << dtype_name(dt);
     }
   }
 }
@@ -155,16 +156,16 @@ TEST(AttentionParity, LongSequenceShrinksTheQueryTile) {
   const int nh = 4, nkv = 2, hd = 16;
   Fixture f{nh, nkv, hd, 16, DType::kBF16, {5000, 30}, {19, 30}};
   f.build();
-  auto ref = f.run(KernelVariant::kReference, pool);
-  for (KernelVariant v : fast_variants()) {
+  auto ref = f.run("reference", pool);
+  for (const std::string& v : fast_variants()) {
     auto out = f.run(v, pool);
     for (size_t i = 0; i < out.size(); ++i)
-      ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << kernel_variant_name(v);
+      ASSERT_NEAR(out[i], ref[i], 2e-5f * (1 + std::fabs(ref[i]))) << v;
     Fixture last{nh, nkv, hd, 16, DType::kBF16, {5000}, {1}};
     last.build();
     auto one = last.run(v, pool);
     ASSERT_EQ(std::memcmp(one.data(), out.data() + 18 * nh * hd, nh * hd * 4), 0)
-        << kernel_variant_name(v);
+        << v;
   }
 }
 
@@ -173,7 +174,7 @@ TEST(AttentionParity, LongSequenceShrinksTheQueryTile) {
 // every cache dtype, without and with GQA.
 TEST(AttentionInvariance, DecodeRowEqualsItsRowInAPrefillTile) {
   ThreadPool pool(2);
-  for (KernelVariant v : fast_variants()) {
+  for (const std::string& v : fast_variants()) {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
       for (auto [nh, nkv] : {std::pair{4, 4}, std::pair{4, 2}}) {
         const int hd = 32;
@@ -185,7 +186,7 @@ TEST(AttentionInvariance, DecodeRowEqualsItsRowInAPrefillTile) {
         last.build();
         auto one = last.run(v, pool);
         ASSERT_EQ(std::memcmp(one.data(), all.data() + 44 * ld, ld * 4), 0)
-            << kernel_variant_name(v) << " " << dtype_name(dt) << " group " << nh / nkv;
+            << v << " " << dtype_name(dt) << " group " << nh / nkv;
       }
     }
   }
@@ -197,7 +198,7 @@ TEST(AttentionInvariance, DecodeRowEqualsItsRowInAPrefillTile) {
 TEST(AttentionInvariance, DecodeTilesOfSeveralHeadsEqualPrefillRows) {
   ThreadPool p1(1), p2(2);
   const std::vector<int> lens = {45, 20, 33, 7, 64};
-  for (KernelVariant v : fast_variants()) {
+  for (const std::string& v : fast_variants()) {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
       for (auto [nh, nkv] : {std::pair{12, 6}, std::pair{12, 3}, std::pair{16, 16}}) {
         const int hd = 32;
@@ -207,17 +208,17 @@ TEST(AttentionInvariance, DecodeTilesOfSeveralHeadsEqualPrefillRows) {
         auto two = dec.run(v, p2);
         auto one = dec.run(v, p1);
         ASSERT_EQ(std::memcmp(one.data(), two.data(), two.size() * 4), 0)
-            << kernel_variant_name(v) << " " << dtype_name(dt) << " kv heads " << nkv;
-        auto ref = dec.run(KernelVariant::kReference, p2);
+            << v << " " << dtype_name(dt) << " kv heads " << nkv;
+        auto ref = dec.run("reference", p2);
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(two[i], ref[i], 2e-5f * (1 + std::fabs(ref[i])))
-              << kernel_variant_name(v) << " " << dtype_name(dt) << " kv heads " << nkv;
+              << v << " " << dtype_name(dt) << " kv heads " << nkv;
         for (size_t s = 0; s < lens.size(); ++s) {
           Fixture whole{nh, nkv, hd, 16, dt, {lens[s]}, {lens[s]}, {static_cast<int>(s)}};
           whole.build();
           auto all = whole.run(v, p2);
           ASSERT_EQ(std::memcmp(two.data() + s * ld, all.data() + (lens[s] - 1) * ld, ld * 4), 0)
-              << kernel_variant_name(v) << " " << dtype_name(dt) << " kv heads " << nkv
+              << v << " " << dtype_name(dt) << " kv heads " << nkv
               << " sequence " << s;
         }
       }
@@ -228,7 +229,7 @@ TEST(AttentionInvariance, DecodeTilesOfSeveralHeadsEqualPrefillRows) {
 // A query's output is bit-identical whatever else is in the batch, however the prompt was split
 // into chunks, with any block size, and with any thread count.
 TEST(AttentionInvariance, QueryOutputIndependentOfBatchChunkAndBlockSize) {
-  for (KernelVariant v : fast_variants()) {
+  for (const std::string& v : fast_variants()) {
     ThreadPool p1(1), p2(2);
     const int nh = 8, nkv = 2, hd = 64;
     const int64_t ld = nh * hd;
@@ -244,7 +245,7 @@ TEST(AttentionInvariance, QueryOutputIndependentOfBatchChunkAndBlockSize) {
       auto out = batch.run(v, p2);
       for (int t = 0; t < 9; ++t)
         ASSERT_EQ(std::memcmp(out.data() + (13 + t) * ld, base.data() + (31 + t) * ld, ld * 4), 0)
-            << kernel_variant_name(v) << " " << dtype_name(dt) << " query " << t;
+            << v << " " << dtype_name(dt) << " query " << t;
     }
   }
 }

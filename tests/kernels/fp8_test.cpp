@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "kernel_test_util.h"
 #include "kernels/fp8.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "kernels/packed_weight.h"
 
@@ -124,7 +125,7 @@ TEST(Fp8Packed, RejectsUnsupportedBlocksAndMissingScales) {
 }
 
 TEST(Fp8Matmul, EveryVariantMatchesTheReferenceOnOddShapes) {
-  const KernelOps& ref = kernel_ops(KernelVariant::kReference);
+  const KernelOps& ref = reference_kernel_ops();
   ThreadPool pool(3);
   for (int64_t n : {1, 17, 300}) {
     for (int64_t k : {16, 200, 384}) {
@@ -149,14 +150,14 @@ TEST(Fp8Matmul, EveryVariantMatchesTheReferenceOnOddShapes) {
             for (int64_t c = 0; c < k; ++c) d += double{x[i * ldx + c]} * deq[j * k + c];
             ASSERT_NEAR(want[i * ldy + j], d, 1e-5 * (1 + std::fabs(d)));
           }
-        for (KernelVariant v : fast_variants()) {
+        for (const std::string& v : fast_variants()) {
           std::fill(got.begin(), got.end(), -7.0f);
           kernel_ops(v).matmul(x.data(), m, ldx, *pw, got.data(), ldy, pool);
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t j = 0; j < n; ++j)
               ASSERT_NEAR(got[i * ldy + j], want[i * ldy + j],
                           2e-5 * (1 + std::fabs(want[i * ldy + j])))
-                  << kernel_variant_name(v) << " m=" << m << " n=" << n << " k=" << k;
+                  << v << " m=" << m << " n=" << n << " k=" << k;
             for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(got[i * ldy + j], -7.0f) << "wrote padding";
           }
         }
@@ -176,13 +177,13 @@ TEST(Fp8Matmul, RowsDoNotDependOnTheBatchOrThreads) {
   ASSERT_TRUE(pw.ok());
   auto x = random_vector(m * k, 9, 1.0f);
   ThreadPool one(1), three(3);
-  for (KernelVariant v : fast_variants()) {
+  for (const std::string& v : fast_variants()) {
     std::vector<float> all(m * n), row(n);
     kernel_ops(v).matmul(x.data(), m, k, *pw, all.data(), n, three);
     for (int64_t i = 0; i < m; ++i) {
       kernel_ops(v).matmul(x.data() + i * k, 1, k, *pw, row.data(), n, one);
       ASSERT_EQ(std::memcmp(row.data(), all.data() + i * n, n * sizeof(float)), 0)
-          << kernel_variant_name(v) << " row " << i;
+          << v << " row " << i;
     }
   }
 }

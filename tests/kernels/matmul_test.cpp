@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernel_test_util.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 namespace strata {
@@ -61,7 +62,7 @@ TEST(PackedWeightTest, PlaceInOrderKeepsEveryWeightAndItsResults) {
   const float corner = w[4].at(129, 159);
   PackedWeight empty;
   std::vector<PackedWeight*> order = {&w[3], &empty, &w[0], &w[4], &w[1], &w[2]};
-  PackedWeight::place_in_order(order);
+  ASSERT_TRUE(PackedWeight::place_in_order(order).ok());
   EXPECT_FALSE(empty.placed());
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(w[i].placed()) << i;
   // Back to back in the given order, each 64-byte aligned.
@@ -112,19 +113,19 @@ TEST_P(MatmulParity, FastMatchesReference) {
       const int64_t ldx = k + 3, ldy = c.n + 2;
       auto x = random_vector(c.m * ldx, 5 + c.m);
       std::vector<float> ref(c.m * ldy, 0), y(c.m * ldy, -7.0f);
-      kernel_ops(KernelVariant::kReference).matmul(x.data(), c.m, ldx, *w, ref.data(), ldy, pool);
-      for (KernelVariant v : fast_variants()) {
+      reference_kernel_ops().matmul(x.data(), c.m, ldx, *w, ref.data(), ldy, pool);
+      for (const std::string& v : fast_variants()) {
         kernel_ops(v).matmul(x.data(), c.m, ldx, *w, y.data(), ldy, pool);
         for (int64_t i = 0; i < c.m; ++i) {
           for (int64_t n = 0; n < c.n; ++n) {
             double mag = 0;
             for (int64_t kk = 0; kk < k; ++kk) mag += std::fabs(x[i * ldx + kk] * w->at(n, kk));
             ASSERT_NEAR(y[i * ldy + n], ref[i * ldy + n], 1e-5 * mag + 1e-6)
-                << kernel_variant_name(v) << " m=" << c.m << " n=" << c.n << " k=" << k << " at "
+                << v << " m=" << c.m << " n=" << c.n << " k=" << k << " at "
                 << i << "," << n << " threads=" << threads;
           }
           // Padding columns past n are never written.
-          ASSERT_EQ(y[i * ldy + c.n], -7.0f) << kernel_variant_name(v);
+          ASSERT_EQ(y[i * ldy + c.n], -7.0f) << v;
         }
       }
     }
@@ -145,7 +146,7 @@ TEST(MatmulInvariance, RowResultIndependentOfBatchAndThreads) {
     ASSERT_TRUE(w.ok());
     const int64_t big = 300;
     auto x = random_vector(big * k, 9);
-    for (KernelVariant v : fast_variants()) {
+    for (const std::string& v : fast_variants()) {
       ThreadPool p1(1), p3(3);
       std::vector<float> all(big * n);
       kernel_ops(v).matmul(x.data(), big, k, *w, all.data(), n, p3);
@@ -154,7 +155,7 @@ TEST(MatmulInvariance, RowResultIndependentOfBatchAndThreads) {
         const int64_t start = 17;
         kernel_ops(v).matmul(x.data() + start * k, m, k, *w, part.data(), n, m % 2 ? p1 : p3);
         ASSERT_EQ(std::memcmp(part.data(), all.data() + start * n, m * n * 4), 0)
-            << kernel_variant_name(v) << " " << dtype_name(dt) << " m=" << m;
+            << v << " " << dtype_name(dt) << " m=" << m;
       }
     }
   }

@@ -94,11 +94,11 @@ TEST(MlaAttention, FastVariantsMatchTheReference) {
       const int64_t T = c.num_queries(), ldq = heads * c.row() + 3, ldo = heads * c.rank + 1;
       auto q = random_vector(T * ldq, 7, 0.5f);
       std::vector<float> want(T * ldo, -1.0f), got(T * ldo, -1.0f);
-      mla_attention(kernel_ops(KernelVariant::kReference), c.args(q.data(), ldq, want.data(), ldo),
+      mla_attention(reference_kernel_ops(), c.args(q.data(), ldq, want.data(), ldo),
                     c.rank, pool);
       const int64_t per = mla_attention_scratch_floats(heads, c.row(), c.rank, 64);
       std::vector<float> scratch(per * pool.size());
-      for (KernelVariant v : fast_variants()) {
+      for (const std::string& v : fast_variants()) {
         std::fill(got.begin(), got.end(), -1.0f);
         AttentionArgs a = c.args(q.data(), ldq, got.data(), ldo);
         a.scratch = scratch.data();
@@ -107,7 +107,7 @@ TEST(MlaAttention, FastVariantsMatchTheReference) {
         for (int64_t t = 0; t < T; ++t) {
           for (int64_t e = 0; e < heads * c.rank; ++e)
             ASSERT_NEAR(got[t * ldo + e], want[t * ldo + e], 2e-5)
-                << kernel_variant_name(v) << " " << dtype_name(dtype) << " heads " << heads
+                << v << " " << dtype_name(dtype) << " heads " << heads
                 << " token " << t << " value " << e;
           ASSERT_EQ(got[t * ldo + heads * c.rank], -1.0f) << "wrote past the heads";
         }
@@ -124,7 +124,7 @@ TEST(MlaAttention, TokenChunksGiveTheSameRows) {
   auto q = random_vector(T * ldq, 8, 0.5f);
   const int64_t per = mla_attention_scratch_floats(c.num_heads, c.row(), c.rank, 64);
   std::vector<float> scratch(per * pool.size());
-  for (KernelVariant v : fast_variants()) {
+  for (const std::string& v : fast_variants()) {
     std::vector<float> all(T * ldo), parts(T * ldo);
     AttentionArgs a = c.args(q.data(), ldq, all.data(), ldo);
     a.scratch = scratch.data();
@@ -138,7 +138,7 @@ TEST(MlaAttention, TokenChunksGiveTheSameRows) {
       mla_attention(kernel_ops(v), b, c.rank, pool, t0, t1);
     }
     ASSERT_EQ(std::memcmp(all.data(), parts.data(), all.size() * sizeof(float)), 0)
-        << kernel_variant_name(v);
+        << v;
   }
 }
 
@@ -162,7 +162,7 @@ TEST(MlaAttention, AbsorbedFormEqualsExpandedForm) {
   std::vector<float> expanded(T * H * v_dim);
   mla_attention_expanded_reference(c.args(q.data(), H * qk, expanded.data(), H * v_dim), r, uk_t,
                                    uv);
-  for (KernelVariant v : {KernelVariant::kReference, KernelVariant::kPortable}) {
+  for (const std::string& v : {"reference", "portable"}) {
     const KernelOps& ops = kernel_ops(v);
     std::vector<float> q_abs(T * H * c.row()), o_lat(T * H * r), absorbed(T * H * v_dim);
     for (int64_t h = 0; h < H; ++h) {
@@ -185,7 +185,7 @@ TEST(MlaAttention, AbsorbedFormEqualsExpandedForm) {
     for (float x : expanded) max_abs = std::max(max_abs, double{std::fabs(x)});
     ASSERT_GT(max_abs, 0.05);
     for (size_t i = 0; i < expanded.size(); ++i)
-      ASSERT_NEAR(absorbed[i], expanded[i], 1e-5 * (1 + max_abs)) << kernel_variant_name(v) << i;
+      ASSERT_NEAR(absorbed[i], expanded[i], 1e-5 * (1 + max_abs)) << v << i;
   }
 }
 

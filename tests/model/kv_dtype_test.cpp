@@ -27,7 +27,7 @@ std::vector<double> softmax(const std::vector<float>& x) {
 }
 
 Diff compare(Model& model, DType kv, const std::vector<int32_t>& prompt, int steps) {
-  const KernelOps& ops = kernel_ops(best_kernel_variant());
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
   const int64_t V = model.config().vocab_size;
   testing::ModelHarness ref(model, 1, 256, 16, DType::kF32), low(model, 1, 256, 16, kv);
   auto a = ref.step1(0, prompt, ops);

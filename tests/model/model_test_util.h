@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"

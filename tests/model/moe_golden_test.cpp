@@ -78,14 +78,14 @@ TEST(DeepseekV3RealConfig, ScaledDownByOverridesRunsFastAndReferenceAlike) {
   for (int i = 0; i < 9; ++i) prompt.push_back((i * 97 + 13) % 1024);
   ModelHarness ref(model, 1, 32, 16, DType::kF32), fast(model, 1, 32, 16, DType::kF32);
   for (const auto& step : std::vector<std::vector<int32_t>>{prompt, {17}}) {
-    auto a = ref.step1(0, step, kernel_ops(KernelVariant::kReference));
-    auto b = fast.step1(0, step, kernel_ops(best_kernel_variant()));
+    auto a = ref.step1(0, step, reference_kernel_ops());
+    auto b = fast.step1(0, step, kernel_ops(default_kernel_variant()));
     double mx = 0;
     for (float x : a) mx = std::max(mx, double{std::fabs(x)});
     ASSERT_GT(mx, 1e-3);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 1e-4 * mx) << i;
   }
-  const KernelOps& ops = kernel_ops(best_kernel_variant());
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
   EXPECT_EQ(testing::greedy(model, prompt, 6, ops, 4, 8, DType::kBF16),
             testing::greedy(model, prompt, 6, ops, 1 << 30, 16, DType::kBF16));
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "model_test_util.h"
 #include "tiny_models.h"
@@ -29,20 +30,20 @@ TEST(ModelParity, FastLogitsMatchReferenceForEveryArchitecture) {
       ASSERT_TRUE(m.model) << arch.name;
       const int64_t V = m.model->config().vocab_size;
       auto prompt = prompt_for(V, 23, 1);
-      for (KernelVariant v : {KernelVariant::kPortable, KernelVariant::kAvx2}) {
-        if (!kernel_variant_supported(v)) continue;
+      for (const KernelVariantInfo* info : supported_kernel_variants()) {
+        const std::string& v = info->name;
         ModelHarness ref(*m.model, 1, 64, 16, DType::kF32), fast(*m.model, 1, 64, 16, DType::kF32);
         // Prompt, then three decode steps: compare every step's logits.
         std::vector<std::vector<int32_t>> steps = {prompt, {3}, {7}, {11}};
         for (const auto& s : steps) {
-          auto a = ref.step1(0, s, kernel_ops(KernelVariant::kReference));
+          auto a = ref.step1(0, s, reference_kernel_ops());
           auto b = fast.step1(0, s, kernel_ops(v));
           double max_abs = 0;
           for (float x : a) max_abs = std::max(max_abs, static_cast<double>(std::fabs(x)));
           ASSERT_GT(max_abs, 1e-3) << "degenerate logits";
           for (int64_t i = 0; i < V; ++i)
             ASSERT_NEAR(b[i], a[i], 1e-4 * max_abs + 1e-5)
-                << arch.name << " " << dtype << " " << kernel_variant_name(v) << " logit " << i;
+                << arch.name << " " << dtype << " " << v << " logit " << i;
         }
       }
     }
@@ -51,7 +52,7 @@ TEST(ModelParity, FastLogitsMatchReferenceForEveryArchitecture) {
 
 TEST(ModelInvariance, GreedyIdenticalAloneBatchedChunkedAnyBlockSize) {
   ThreadPool pool(2);
-  const KernelOps& ops = kernel_ops(best_kernel_variant());
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
   for (const auto& arch : tiny_archs()) {
     auto m = testing::load_tiny(arch, pool, "bfloat16");
     const int64_t V = m.model->config().vocab_size;

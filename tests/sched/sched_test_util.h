@@ -22,7 +22,7 @@ inline std::vector<int32_t> prompt(int n, int32_t start = 1000) {
 }
 
 struct Step {
-  SchedulerOutput plan;
+  StepPlan plan;
   std::vector<RequestOutput> outputs;
   std::string trace;
 };

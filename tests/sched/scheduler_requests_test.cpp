@@ -47,7 +47,7 @@ TEST(SchedulerRequestsTest, AbortFreesBlocksAtOnceAndIsReportedInTheNextPlan) {
   Driver d({.max_model_len = 64}, {.block_size = 4}, 9);
   ASSERT_TRUE(d.add("A", prompt(10)).ok());
   ASSERT_TRUE(d.add("B", prompt(3)).ok());
-  SchedulerOutput plan = d.sched->schedule();
+  StepPlan plan = d.sched->schedule();
   ASSERT_EQ(plan.scheduled.size(), 2u);
   EXPECT_EQ(d.sched->kv().usage().referenced, 4);
   ASSERT_TRUE(d.sched->abort_request("A").ok());
@@ -58,7 +58,7 @@ TEST(SchedulerRequestsTest, AbortFreesBlocksAtOnceAndIsReportedInTheNextPlan) {
   auto outputs = d.sched->update(plan, std::vector<int32_t>{5, 6});
   ASSERT_EQ(outputs.size(), 1u);  // A's token is dropped
   EXPECT_EQ(outputs[0].request_id, "B");
-  SchedulerOutput next = d.sched->schedule();
+  StepPlan next = d.sched->schedule();
   EXPECT_EQ(next.finished_ids, std::vector<std::string>{"A"});
   EXPECT_EQ(d.sched->get(plan.scheduled[0].handle), nullptr);  // A's handle is stale now
   // Aborting a waiting request removes it from the queue.
@@ -149,7 +149,7 @@ void check_siblings(bool prefix_caching) {
   ASSERT_TRUE(d.add("Y", prompt(10), 2, sibling).ok());
   EXPECT_EQ(d.add("Z", prompt(11), 2, sibling).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(d.step().trace, "L0+10[1,2,3]*");
-  SchedulerOutput plan = d.sched->schedule();
+  StepPlan plan = d.sched->schedule();
   ASSERT_EQ(plan.scheduled.size(), 3u);
   EXPECT_EQ(d.sched->kv().pool().ref_cnt(1), 3);
   EXPECT_EQ(d.sched->kv().pool().ref_cnt(2), 3);
@@ -241,9 +241,9 @@ TEST(SchedulerRequestsTest, CountersForMetrics) {
 TEST(SchedulerRequestsTest, APlanNotAppliedIsReplacedByTheNextOne) {
   Driver d({.max_num_batched_tokens = 4, .max_model_len = 64}, {.block_size = 4}, 17);
   ASSERT_TRUE(d.add("A", prompt(6), 2).ok());
-  SchedulerOutput dropped = d.sched->schedule();
+  StepPlan dropped = d.sched->schedule();
   ASSERT_EQ(dropped.scheduled.size(), 1u);
-  SchedulerOutput plan = d.sched->schedule();  // the first plan was never run
+  StepPlan plan = d.sched->schedule();  // the first plan was never run
   ASSERT_EQ(plan.scheduled.size(), 1u);
   EXPECT_EQ(plan.scheduled[0].num_computed_tokens, 0);
   d.sched->check_invariants();
@@ -256,8 +256,8 @@ TEST(SchedulerRequestsDeathTest, UpdateRejectsAStalePlanOrAMissingToken) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Driver d({.max_model_len = 64}, {.block_size = 4}, 17);
   ASSERT_TRUE(d.add("A", prompt(3), 2).ok());
-  SchedulerOutput old_plan = d.sched->schedule();
-  SchedulerOutput plan = d.sched->schedule();
+  StepPlan old_plan = d.sched->schedule();
+  StepPlan plan = d.sched->schedule();
   EXPECT_DEATH(d.sched->update(old_plan, std::vector<int32_t>{1}), "latest plan");
   EXPECT_DEATH(d.sched->update(plan, std::vector<int32_t>{kNoToken}), "no token was sampled");
   EXPECT_DEATH(d.sched->update(plan, std::vector<int32_t>{}), "one sampled token");

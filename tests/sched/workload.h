@@ -111,7 +111,17 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
     const std::string oldest_id = oldest->request_id();
     const std::string head_id = running.empty() ? "" : running.front()->request_id();
 
-    SchedulerOutput plan = s.schedule();
+    StepPlan plan;
+    {
+      // The rest of the step runs from a deserialized copy of the plan, as a worker in another
+      // process would: the plan must be plain data the scheduler accepts back.
+      StepPlan scheduled = s.schedule();
+      auto copy = decode_step_plan(encode_step_plan(scheduled));
+      EXPECT_TRUE(copy.ok()) << copy.status().to_string();
+      if (!copy.ok()) break;
+      EXPECT_TRUE(*copy == scheduled) << "the plan of step " << step << " changed in a round trip";
+      plan = std::move(copy).value();
+    }
     s.check_invariants();
     ++result.steps;
     EXPECT_FALSE(plan.empty()) << "empty step " << step << " with unfinished requests";

@@ -1,0 +1,87 @@
+// EngineClient: the thread-safe front of the engine, and all the server sees of it. It runs an
+// Engine (engine/engine.h) on its own thread behind submit/abort queues (DESIGN.md section 1) and
+// publishes what callers need to know about the model and its limits (EngineInfo) and the engine's
+// counters (EngineStats). This header includes no model, kernel or scheduler header: the server
+// builds on it alone.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/engine_types.h"
+#include "sampling/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::engine {
+
+class Engine;
+struct EngineConfig;
+
+// Fixed at creation.
+struct EngineInfo {
+  std::string model_path;      // the MODEL argument
+  std::string tokenizer_path;  // where the tokenizer (and chat template) come from
+  std::shared_ptr<const Tokenizer> tokenizer;  // null for models run on token ids only
+  int64_t max_model_len = 0;
+  int64_t vocab_size = 0;
+  int64_t max_num_seqs = 0;
+  bool priority_scheduling = false;  // --scheduling-policy priority
+  // Sampling defaults (vLLM's, or the model's generation_config.json): what a request starts
+  // from before its own fields are applied.
+  sampling::SamplingParams default_sampling_params;
+  std::vector<int32_t> eos_token_ids;
+  std::string backend;  // "cpu:avx2"
+  int threads = 0;
+  int64_t kv_cache_tokens = 0;  // tokens the whole KV pool holds
+};
+
+class EngineClient {
+ public:
+  static Result<std::unique_ptr<EngineClient>> create(const EngineConfig& config);
+  // Runs an engine built by the caller (e.g. with another executor).
+  static std::unique_ptr<EngineClient> start(std::unique_ptr<Engine> engine);
+  ~EngineClient();  // aborts what is left and joins the engine thread
+
+  const EngineInfo& info() const { return info_; }
+  // Validates and queues a request (errors are returned here, synchronously).
+  Result<std::shared_ptr<RequestStream>> submit(EngineRequest request);
+  void abort(const std::string& request_id);
+  // Stops taking requests; lets running ones finish for up to `grace_seconds`, then aborts the
+  // rest with `why`; joins the engine thread.
+  void shutdown(double grace_seconds, const Status& why);
+
+  EngineStats stats() const;
+  // Requests submitted and not finished (queued in the client or the engine).
+  int64_t num_unfinished() const { return unfinished_.load(); }
+
+ private:
+  EngineClient() = default;
+  void loop();
+
+  std::unique_ptr<Engine> engine_;
+  EngineInfo info_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  struct Pending {
+    EngineRequest request;
+    std::shared_ptr<RequestStream> stream;
+  };
+  std::vector<Pending> pending_;
+  std::vector<std::string> aborts_;
+  bool stopping_ = false;
+  bool accepting_ = true;
+  double drain_deadline_ = 0;
+  Status stop_reason_;
+  EngineStats stats_;
+  std::atomic<int64_t> unfinished_{0};
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,44 @@
+// The Executor runs whole steps for the engine: it takes the step's input (the plan and the new
+// requests' data) and returns the sampled tokens and logprobs for every entry. The engine loop
+// talks only to the scheduler and its executor; how and where the workers run is the executor's
+// business. UniprocExecutor runs one Worker in this process; a multi-process executor (MPI) sends
+// the encoded input to a Worker per rank and gathers rank 0's output; tests run two workers on
+// halves of a batch.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "engine/step_io.h"
+#include "engine/worker.h"
+
+namespace strata::engine {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // What the workers decided at start (the smallest KV pool across them).
+  virtual const WorkerInfo& info() const = 0;
+  // One step. Errors are internal failures (a worker rejected the step).
+  virtual Status execute(const StepInput& input, StepOutput* output) = 0;
+};
+
+class UniprocExecutor final : public Executor {
+ public:
+  static Result<std::unique_ptr<UniprocExecutor>> create(const WorkerConfig& config);
+  const WorkerInfo& info() const override { return worker_->info(); }
+  Status execute(const StepInput& input, StepOutput* output) override {
+    return worker_->execute(input, output);
+  }
+  Worker& worker() { return *worker_; }
+
+ private:
+  std::unique_ptr<Worker> worker_;
+};
+
+// Builds an executor from the worker configuration: the engine's choice of executor (one
+// in-process worker today).
+using ExecutorFactory = std::function<Result<std::unique_ptr<Executor>>(const WorkerConfig&)>;
+ExecutorFactory default_executor_factory();
+
+}  // namespace strata::engine

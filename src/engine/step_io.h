@@ -1,0 +1,53 @@
+// What the engine sends its workers for one step (StepInput: the scheduler's plan plus the data of
+// requests the workers have not seen yet) and what comes back (StepOutput: the sampled tokens and
+// logprobs). Plain data with a binary encoding, so an executor can ship them to other processes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "sampling/logprobs.h"
+#include "sampling/sampling_params.h"
+#include "sched/step_plan.h"
+
+namespace strata::engine {
+
+// A request's first appearance in a plan: what a worker needs to sample for it until it finishes
+// (its prompt for penalties, its parameters and seed). Sent once; workers keep it across
+// preemptions and drop it when the request is in a plan's finished_ids.
+struct NewRequestData {
+  std::string request_id;  // the scheduler's id
+  std::vector<int32_t> prompt_token_ids;
+  sampling::SamplingParams params;
+  bool wants_prompt_logprobs = false;  // compute params.prompt_logprobs for this one
+  friend bool operator==(const NewRequestData&, const NewRequestData&) = default;
+};
+
+struct StepInput {
+  sched::StepPlan plan;
+  std::vector<NewRequestData> new_requests;
+  friend bool operator==(const StepInput&, const StepInput&) = default;
+};
+
+// One per plan entry.
+struct SampledEntry {
+  int32_t token_id = -1;  // sched::kNoToken unless the entry samples
+  bool has_logprobs = false;
+  sampling::TokenLogprobs logprobs;
+  // Prompt logprobs of the prompt positions this step computed (requests that asked for them).
+  std::vector<sampling::TokenLogprobs> prompt_logprobs;
+};
+
+struct StepOutput {
+  std::vector<SampledEntry> entries;  // [plan.scheduled.size()]
+};
+
+std::string encode_step_input(const StepInput& input);
+Result<StepInput> decode_step_input(std::string_view bytes);
+std::string encode_step_output(const StepOutput& output);
+Result<StepOutput> decode_step_output(std::string_view bytes);
+
+}  // namespace strata::engine

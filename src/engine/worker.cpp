@@ -1,0 +1,182 @@
+#include "engine/worker.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/logging.h"
+#include "core/strings.h"
+
+namespace strata::engine {
+namespace {
+
+DType default_kv_dtype(DType weights) {
+  return (weights == DType::kF32 || weights == DType::kF16 || weights == DType::kBF16)
+             ? weights
+             : DType::kBF16;
+}
+
+}  // namespace
+
+Worker::~Worker() = default;
+
+Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
+  std::unique_ptr<Worker> w(new Worker());
+  w->config_ = config;
+  const EngineConfig& c = w->config_.engine;
+  const auto& sc = c.scheduler;
+  STRATA_ASSIGN_OR_RETURN(w->backend_, CpuBackend::create({.kernels = c.kernels,
+                                                           .threads = c.threads}));
+  Backend& backend = *w->backend_;
+  LoadOptions lo = c.model;
+  lo.pool = &backend.pool();
+  lo.allocator = &backend.allocator();
+  STRATA_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(lo));
+  w->model_ = std::move(loaded.model);
+  Model& model = *w->model_;
+  STRATA_LOG(INFO) << "Loaded " << model.config().summary() << " from " << c.model.model << " ("
+                   << loaded.format << ", " << dtype_name(model.weight_dtype()) << ", "
+                   << model.parameter_count() / 1e6 << "M parameters) in " << loaded.load_seconds
+                   << " s";
+
+  // Memory plan.
+  MemoryPlan& plan = w->info_.memory;
+  const KvSpec ks = model.kv_spec();
+  const DType kv_dtype = c.cache.kv_cache_dtype.value_or(default_kv_dtype(model.weight_dtype()));
+  w->info_.kv_dtype = kv_dtype;
+  plan.block_size = c.cache.block_size;
+  plan.memory_budget =
+      static_cast<int64_t>(available_memory_bytes() * c.cache.gpu_memory_utilization);
+  plan.weight_bytes = model.weight_bytes_total();
+  const int64_t V = model.config().vocab_size;
+  const int64_t max_logit_rows = c.model.limits.max_logit_rows;
+  plan.workspace_bytes = model.workspace_bytes() + (V * 4) * 2 * max_logit_rows;
+  plan.kv_bytes_per_token = ks.bytes_per_token(kv_dtype);
+  const int64_t block_bytes = plan.kv_bytes_per_token * plan.block_size;
+  if (c.cache.kv_cache_memory_bytes > 0) {
+    plan.kv_bytes = c.cache.kv_cache_memory_bytes;
+  } else {
+    plan.kv_bytes = plan.memory_budget - plan.weight_bytes - plan.workspace_bytes;
+    if (plan.kv_bytes <= 0)
+      return resource_exhausted("the model needs " + format_bytes(plan.weight_bytes) +
+                                " of weights and " + format_bytes(plan.workspace_bytes) +
+                                " of workspace, more than the budget of " +
+                                format_bytes(plan.memory_budget) + " (--gpu-memory-utilization " +
+                                std::to_string(c.cache.gpu_memory_utilization) +
+                                " of RAM); raise it, or lower --max-num-batched-tokens");
+  }
+  plan.num_blocks = plan.kv_bytes / block_bytes;
+  const int64_t needed = (sc.max_model_len + plan.block_size - 1) / plan.block_size;
+  if (plan.num_blocks < needed)
+    return resource_exhausted(
+        "max_model_len " + std::to_string(sc.max_model_len) + " needs " + std::to_string(needed) +
+        " KV blocks (" + format_bytes(static_cast<double>(needed) * block_bytes) + ") but only " +
+        std::to_string(plan.num_blocks) + " fit in " + format_bytes(plan.kv_bytes) +
+        " of KV memory; lower --max-model-len, or raise --kv-cache-memory / "
+        "--gpu-memory-utilization");
+  plan.kv_bytes = plan.num_blocks * block_bytes;
+  STRATA_LOG(INFO) << "Memory plan: budget " << format_bytes(plan.memory_budget) << ", weights "
+                   << format_bytes(plan.weight_bytes) << ", activation workspace "
+                   << format_bytes(plan.workspace_bytes) << " (max_num_batched_tokens "
+                   << sc.max_num_batched_tokens << "), KV cache " << format_bytes(plan.kv_bytes)
+                   << " (" << dtype_name(kv_dtype) << ")";
+  STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
+                   << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
+                   << " x " << ks.head_dim << " values, " << dtype_name(kv_dtype) << ")";
+
+  STRATA_ASSIGN_OR_RETURN(
+      w->storage_, KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
+                                        ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
+                                       backend.allocator()));
+  sampling::SamplerConfig samp;
+  samp.vocab_size = V;
+  samp.eos_token_ids = w->config_.eos_token_ids;
+  samp.seed = c.seed;
+  samp.pool = &backend.pool();
+  w->sampler_ = std::make_unique<sampling::Sampler>(samp);
+  w->runner_ = std::make_unique<ModelRunner>(model, w->storage_, backend.ops());
+  w->logits_.resize(static_cast<size_t>(max_logit_rows * V));
+  w->prompt_logits_.resize(static_cast<size_t>(max_logit_rows * V));
+  w->info_.backend = backend.name();
+  w->info_.threads = backend.pool().size();
+  return w;
+}
+
+Status Worker::execute(const StepInput& input, StepOutput* output) {
+  const sched::StepPlan& plan = input.plan;
+  for (const auto& id : plan.finished_ids) requests_.erase(id);
+  for (const NewRequestData& n : input.new_requests) {
+    RequestState& r = requests_[n.request_id];
+    r.token_ids = n.prompt_token_ids;
+    r.num_prompt_tokens = static_cast<int64_t>(n.prompt_token_ids.size());
+    r.params = n.params;
+    r.generator = sampling::make_generator(n.params);
+    r.wants_prompt_logprobs = n.wants_prompt_logprobs;
+  }
+  entry_states_.assign(plan.scheduled.size(), nullptr);
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    auto it = requests_.find(plan.scheduled[i].request_id);
+    if (it == requests_.end())
+      return internal_error("plan schedules request '" + plan.scheduled[i].request_id +
+                            "', which this worker was never given");
+    entry_states_[i] = &it->second;
+  }
+  STRATA_RETURN_IF_ERROR(runner_->execute(plan, logits_.data()));
+  const auto& index = runner_->sample_plan_index();
+  const size_t R = index.size();
+  rows_.resize(R);
+  samples_.resize(R);
+  for (size_t r = 0; r < R; ++r) {
+    RequestState& st = *entry_states_[index[r]];
+    const std::span<const int32_t> tokens(st.token_ids);
+    rows_[r] = {&st.params, tokens.first(static_cast<size_t>(st.num_prompt_tokens)),
+                tokens.subspan(static_cast<size_t>(st.num_prompt_tokens)),
+                st.generator ? &*st.generator : nullptr};
+  }
+  sampler_->sample(logits_.data(), rows_, samples_);
+  output->entries.resize(plan.scheduled.size());
+  for (auto& e : output->entries) {
+    e.token_id = sched::kNoToken;
+    e.has_logprobs = false;
+    e.prompt_logprobs.clear();
+  }
+  for (size_t r = 0; r < R; ++r) {
+    SampledEntry& e = output->entries[index[r]];
+    e.token_id = samples_[r].token_id;
+    e.has_logprobs = samples_[r].has_logprobs;
+    if (e.has_logprobs) e.logprobs = samples_[r].logprobs;
+  }
+  STRATA_RETURN_IF_ERROR(compute_prompt_logprobs(plan, output));
+  // The sampled tokens join each request's history (penalties and min_tokens see them next step).
+  for (size_t r = 0; r < R; ++r) entry_states_[index[r]]->token_ids.push_back(samples_[r].token_id);
+  return ok_status();
+}
+
+Status Worker::compute_prompt_logprobs(const sched::StepPlan& plan, StepOutput* output) {
+  const int64_t max_rows = config_.engine.model.limits.max_logit_rows;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const auto& s = plan.scheduled[i];
+    const RequestState& st = *entry_states_[i];
+    if (!st.wants_prompt_logprobs) continue;
+    const int64_t n_prompt = st.num_prompt_tokens;
+    // Positions p of this step that predict a prompt token (p + 1 < n_prompt).
+    const int64_t p0 = s.num_computed_tokens;
+    const int64_t p1 =
+        std::min<int64_t>(s.num_computed_tokens + s.num_scheduled_tokens, n_prompt - 1);
+    for (int64_t p = p0; p < p1; p += max_rows) {
+      const int64_t cnt = std::min(max_rows, p1 - p);
+      std::vector<int32_t> rows(cnt), targets(cnt);
+      for (int64_t k = 0; k < cnt; ++k) {
+        rows[k] = runner_->row_start(static_cast<int>(i)) + static_cast<int32_t>(p - p0 + k);
+        targets[k] = st.token_ids[p + k + 1];
+      }
+      STRATA_RETURN_IF_ERROR(runner_->logits_for_rows(rows, prompt_logits_.data()));
+      std::vector<sampling::TokenLogprobs> out(cnt);
+      sampler_->prompt_logprobs(prompt_logits_.data(), targets, *st.params.prompt_logprobs, out);
+      auto& dst = output->entries[i].prompt_logprobs;
+      for (auto& lp : out) dst.push_back(std::move(lp));
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace strata::engine

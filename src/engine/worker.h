@@ -1,0 +1,92 @@
+// A Worker runs steps on one device (one rank): a Backend (kernels, compute threads, memory), the
+// model, its KV storage, the model runner with its own block tables, and the sampler with each
+// request's sampling state. It takes a StepInput and returns a StepOutput; it never sees the
+// scheduler. UniprocExecutor drives one in-process; a multi-process executor drives one per rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/rng.h"
+#include "engine/engine_config.h"
+#include "engine/model_runner.h"
+#include "engine/step_io.h"
+#include "kernels/backend.h"
+#include "kv/kv_storage.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+
+namespace strata::engine {
+
+// What the worker decided at start-up (logged, and reported by /v1/models and benchmarks).
+struct MemoryPlan {
+  int64_t memory_budget = 0;  // bytes the engine may use
+  int64_t weight_bytes = 0;
+  int64_t workspace_bytes = 0;
+  int64_t kv_bytes = 0;
+  int64_t kv_bytes_per_token = 0;
+  int64_t num_blocks = 0;  // usable KV blocks (the null block excluded)
+  int64_t block_size = 0;
+  int64_t num_tokens() const { return num_blocks * block_size; }
+};
+
+struct WorkerConfig {
+  EngineConfig engine;                 // resolved (max_model_len set, limits filled in)
+  std::vector<int32_t> eos_token_ids;  // masked until min_tokens
+};
+
+// What a worker reports once it is ready.
+struct WorkerInfo {
+  MemoryPlan memory;
+  std::string backend;  // "cpu:avx2"
+  int threads = 0;
+  DType kv_dtype = DType::kBF16;
+};
+
+class Worker {
+ public:
+  static Result<std::unique_ptr<Worker>> create(const WorkerConfig& config);
+  ~Worker();
+
+  const WorkerInfo& info() const { return info_; }
+  // Runs one step: forgets the plan's finished requests, takes the new ones, runs the model,
+  // samples every entry that samples and computes the logprobs asked for.
+  Status execute(const StepInput& input, StepOutput* output);
+
+  // For tests and benchmarks.
+  Model& model() { return *model_; }
+  Backend& backend() { return *backend_; }
+  ModelRunner& runner() { return *runner_; }
+  size_t num_requests() const { return requests_.size(); }
+
+ private:
+  struct RequestState {
+    std::vector<int32_t> token_ids;  // prompt, then every token sampled for it
+    int64_t num_prompt_tokens = 0;
+    sampling::SamplingParams params;
+    std::optional<Rng> generator;
+    bool wants_prompt_logprobs = false;
+  };
+  Worker() = default;
+  Status compute_prompt_logprobs(const sched::StepPlan& plan, StepOutput* output);
+
+  WorkerConfig config_;
+  WorkerInfo info_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  KvStorage storage_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<sampling::Sampler> sampler_;
+  std::unordered_map<std::string, RequestState> requests_;
+  // Per-step buffers.
+  std::vector<float> logits_, prompt_logits_;
+  std::vector<sampling::SamplingRow> rows_;
+  std::vector<sampling::SampleOutput> samples_;
+  std::vector<RequestState*> entry_states_;
+};
+
+}  // namespace strata::engine

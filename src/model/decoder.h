@@ -1,0 +1,126 @@
+// The skeleton every architecture here shares: token embedding -> layers -> final norm -> logits,
+// where each layer is
+//   x = rms_norm(h); h += attention(x);  x = rms_norm(h); h += feed_forward(x)
+// and the feed-forward is a dense SwiGLU MLP or a mixture-of-experts block (model/moe.h). The
+// skeleton owns the checkpoint names of the shared tensors, the batch validation, the logits path,
+// the shared workspace, the weight accounting and the placement of the weights in forward order.
+// An architecture file supplies only its attention (a Llama-family GQA layer, DeepSeek's MLA)
+// through the hooks below.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/device_memory.h"
+#include "model/layers.h"
+#include "model/model.h"
+#include "model/moe.h"
+#include "model/rope.h"
+#include "model/weight_source.h"
+
+namespace strata {
+
+struct ModelBuildOptions {
+  std::optional<DType> storage;  // matmul weight dtype; nullopt keeps each tensor's own
+  bool keep_in_place = true;     // use checkpoint tensors from the mapping when possible
+  WorkspaceLimits limits;
+  ThreadPool* pool = nullptr;               // compute threads (required)
+  DeviceAllocator* allocator = nullptr;     // weight memory; null: host memory
+};
+
+// Checkpoint names of the tensors every architecture has.
+struct DecoderNames {
+  TensorName embed, final_norm, lm_head, attn_norm, ffn_norm;
+};
+
+class DecoderModel : public Model {
+ public:
+  Status forward(const ForwardBatch& batch, std::span<const PagedKvLayer> kv, const KernelOps& ops,
+                 float* logits) final;
+  Status compute_logits(std::span<const int32_t> rows, const KernelOps& ops, float* logits) final;
+  int64_t weight_bytes_per_token() const final { return active_bytes_; }
+  int64_t weight_bytes_total() const final { return total_bytes_; }
+  int64_t parameter_count() const final { return params_; }
+  int64_t workspace_bytes() const final {
+    return static_cast<int64_t>(ws_.size()) + ffn_ws_.bytes() + attention_workspace_bytes();
+  }
+  DType weight_dtype() const override { return lm_head_.dtype(); }
+  std::vector<LinearInfo> linear_layers() const final { return linears_; }
+
+ protected:
+  DecoderModel(ModelConfig config, std::unique_ptr<WeightSource> weights, ThreadPool& pool)
+      : Model(std::move(config)), weights_(std::move(weights)), pool_(pool) {}
+
+  // Loads everything: the shared tensors, then each layer (load_attention, then the layer's
+  // feed-forward), the rotary table; places the matmul weights in forward order and sizes the
+  // workspaces.
+  Status load(const DecoderNames& names, const ModelBuildOptions& options,
+              const Fp8Quantization& lm_head_fp8);
+
+  // A layer's feed-forward: a dense SwiGLU MLP or an MoE block.
+  struct FeedForward {
+    std::optional<DenseMlp> mlp;
+    std::optional<MoeBlock> moe;
+  };
+
+  // Hooks of an architecture.
+  // Loads layer l's attention weights, adds them to the counters below and declare()s them.
+  virtual Status load_attention(int64_t layer, const ModelBuildOptions& options) = 0;
+  // Loads layer l's feed-forward (the skeleton counts and declares it).
+  virtual Result<FeedForward> load_feed_forward(int64_t layer,
+                                                const ModelBuildOptions& options) = 0;
+  virtual Result<RopeTable> make_rope() = 0;
+  // Values per token of the cos/sin tables (rotary dims / 2).
+  virtual int64_t rope_half() const = 0;
+  // Appends layer l's attention weights in the order attention() reads them.
+  virtual void append_attention_weights(int64_t layer, std::vector<PackedWeight*>* out) = 0;
+  // Sizes the attention's own workspace for the limits (called once, after loading).
+  virtual void allocate_attention_workspace(const WorkspaceLimits& limits) = 0;
+  virtual int64_t attention_workspace_bytes() const = 0;
+  // Checks that `kv` (one entry per layer, count already checked) is the cache this attention
+  // writes.
+  virtual Status validate_kv(std::span<const PagedKvLayer> kv) const { return ok_status(); }
+  // out[T, H] = attention of layer l over the normalised hidden states x[T, H] (row stride H);
+  // writes this step's rows into kv first. cos/sin: [T, rope_half()].
+  virtual void attention(int64_t layer, const float* x, const ForwardBatch& batch,
+                         const PagedKvLayer& kv, const float* cos, const float* sin, float* out,
+                         const KernelOps& ops) = 0;
+
+  // Records how a matmul weight would be sharded (linear_layers()).
+  void declare(const std::string& name, const PackedWeight& w, Sharding sharding);
+  void declare(std::vector<LinearInfo> linears);
+  WeightSource& weights() { return *weights_; }
+  const std::optional<MoeSpec>& moe_spec() const { return moe_spec_; }
+  MoeWorkspace& ffn_workspace() { return ffn_ws_; }
+
+  std::unique_ptr<WeightSource> weights_;
+  ThreadPool& pool_;
+  WorkspaceLimits limits_;
+  int64_t active_bytes_ = 0;   // matmul weights one token reads, LM head included
+  int64_t total_bytes_ = 0;    // every weight held (embedding, inactive experts too)
+  int64_t params_ = 0;         // parameters
+  int64_t active_params_ = 0;  // matmul parameters one token uses, all layers (no LM head)
+
+ private:
+  Status validate(const ForwardBatch& b, std::span<const PagedKvLayer> kv) const;
+  void allocate_workspace(const WorkspaceLimits& limits);
+
+  EmbeddingTable embed_;
+  std::vector<float> final_norm_;
+  PackedWeight lm_head_;
+  std::vector<std::vector<float>> attn_norm_, ffn_norm_;
+  std::vector<FeedForward> ffn_;
+  std::optional<MoeSpec> moe_spec_;  // parsed by load()
+  std::optional<RopeTable> rope_;
+  std::vector<LinearInfo> linears_;
+  int64_t last_num_tokens_ = 0;  // tokens of the last forward (rows compute_logits may read)
+  MoeWorkspace ffn_ws_;
+  AlignedBuffer ws_;
+  float *h_ = nullptr, *x_ = nullptr, *tmp_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;
+  float* rows_ = nullptr;
+};
+
+}  // namespace strata
