@@ -12,6 +12,10 @@
 # headers listed (the server sees the engine only through engine/engine_client.h).
 set(STRATA_ALL_MODULE_NAMES core io tokenizer kernels model kv sched sampling engine net server bench
     plan dist apps)
+# With STRATA_FUZZ these modules get libFuzzer's coverage instrumentation: the code the targets in
+# tests/fuzz parse input with. The rest (kernels, model, engine ...) is linked uninstrumented for
+# coverage (it still has ASan/UBSan), which keeps the unit suites of the same build fast.
+set(STRATA_FUZZ_MODULES core io net tokenizer server)
 
 function(strata_module)
   cmake_parse_arguments(M "" "NAME" "DEPS;LIBS;NO_INCLUDE;ONLY_HEADERS" ${ARGN})
@@ -25,6 +29,9 @@ function(strata_module)
   endforeach()
   if(M_LIBS)
     target_link_libraries(strata_${M_NAME} PUBLIC ${M_LIBS})
+  endif()
+  if(STRATA_FUZZ AND M_NAME IN_LIST STRATA_FUZZ_MODULES)
+    target_compile_options(strata_${M_NAME} PRIVATE -fsanitize=fuzzer-no-link)
   endif()
   foreach(src IN LISTS sources)
     if(src MATCHES "_avx2\\.cpp$")

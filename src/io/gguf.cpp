@@ -261,8 +261,14 @@ int64_t ggml_type_block_bytes(uint32_t t) {
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::open(path));
+  return open(std::move(file));
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::open(std::unique_ptr<MappedFile> file) {
   std::unique_ptr<GgufFile> g(new GgufFile());
-  STRATA_ASSIGN_OR_RETURN(g->file_, MappedFile::open(path));
+  g->file_ = std::move(file);
+  const std::string& path = g->file_->path();
   Reader r(g->file_->data(), g->file_->size(), g->file_->path());
   STRATA_ASSIGN_OR_RETURN(uint32_t magic, r.read<uint32_t>("magic"));
   if (magic != kGgufMagic) return data_loss("'" + path + "' is not a GGUF file (bad magic)");

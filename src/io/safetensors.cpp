@@ -57,8 +57,14 @@ std::vector<std::string> list_safetensors(const std::string& dir) {
 }  // namespace
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::open(path));
+  return open(std::move(file));
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(std::unique_ptr<MappedFile> file) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
-  STRATA_ASSIGN_OR_RETURN(f->file_, MappedFile::open(path));
+  f->file_ = std::move(file);
+  const std::string& path = f->file_->path();
   size_t size = f->file_->size();
   if (size < 8) return data_loss("safetensors file '" + path + "' is truncated (no header)");
   uint64_t header_len;
