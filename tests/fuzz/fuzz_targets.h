@@ -29,9 +29,12 @@ struct Target {
 };
 
 inline constexpr Target kTargets[] = {
-    {"http_request", http_request}, {"openai_request", openai_request},
-    {"gguf", gguf},                 {"safetensors", safetensors},
-    {"tokenizer_json", tokenizer_json}, {"vocab", vocab},
+    {"http_request", http_request},
+    {"openai_request", openai_request},
+    {"gguf", gguf},
+    {"safetensors", safetensors},
+    {"tokenizer_json", tokenizer_json},
+    {"vocab", vocab},
     {"jinja", jinja},
 };
 
