@@ -113,14 +113,10 @@ endfunction()
 # One GoogleTest executable; each test case becomes a CTest test carrying LABELS (default: unit).
 # SANITIZE marks the suites a sanitizer build (-DSTRATA_SANITIZE=ON) defines by default: the
 # low-level code where memory errors hide, cheap to compile; -DSTRATA_SANITIZE_ALL=ON defines every
-# suite there (scripts/test.sh does). -DSTRATA_TEST_SUITES="a;b" defines only the executables
-# named (the ThreadSanitizer stage builds just the concurrency suites).
+# suite there (scripts/test.sh does).
 function(strata_test)
   cmake_parse_arguments(T "SANITIZE" "NAME;TIMEOUT" "SOURCES;DEPS;LABELS;LIBS" ${ARGN})
   if(STRATA_SANITIZE AND NOT STRATA_SANITIZE_ALL AND NOT T_SANITIZE)
-    return()
-  endif()
-  if(STRATA_TEST_SUITES AND NOT T_NAME IN_LIST STRATA_TEST_SUITES)
     return()
   endif()
   if(NOT T_LABELS)

@@ -7,8 +7,9 @@
 #     the libFuzzer targets. Then the same tests as stage 2 under the sanitizers.
 #  4. Fuzzing: each target of tests/fuzz for $STRATA_FUZZ_SECONDS seconds (default 30) under ASan +
 #     UBSan, from the seed corpus and what earlier runs found (scripts/fuzz.sh).
-#  5. ThreadSanitizer build (clang) in build-tsan/ of the concurrency suites (thread pool, event
-#     loop and HTTP server, engine, executor workers, server over HTTP) and a run of them.
+#  5. ThreadSanitizer build (clang) in build-tsan/ of the unit suites, and a run of them: the
+#     thread pool, event loop and HTTP server, engine, executor workers and server over HTTP are
+#     the concurrent ones, and the kernels and sampler run on the thread pool.
 # A failing test stage does not stop the later ones (a failure under one build is worth seeing
 # under the others too); the script ends with each stage's time and result, and fails if any
 # stage did. Build failures stop it at once. Slow suites run on demand:
@@ -17,7 +18,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 fuzz_seconds=${STRATA_FUZZ_SECONDS:-30}
-tsan_suites="core_tests;net_tests;engine_tests;executor_tests;server_http_tests"
 # -O1 with line tables keeps the sanitizer builds quick while reports still name file:line.
 sanitizer_flags=(-G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug
                  "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -gline-tables-only")
@@ -68,12 +68,11 @@ check "3b. Tests (ASan + UBSan)" \
 begin "4. Fuzzing: each target ${fuzz_seconds} s under ASan + UBSan"
 check "4. Fuzzing (${fuzz_seconds} s per target)" scripts/fuzz.sh build-asan "$fuzz_seconds"
 
-begin "5a. ThreadSanitizer build (clang) of the concurrency suites"
-cmake -S . -B build-tsan "${sanitizer_flags[@]}" -DSTRATA_TSAN=ON \
-  "-DSTRATA_TEST_SUITES=$tsan_suites" >/dev/null
-cmake --build build-tsan -j "$jobs" --target ${tsan_suites//;/ }
+begin "5a. ThreadSanitizer build (clang) of the unit suites"
+cmake -S . -B build-tsan "${sanitizer_flags[@]}" -DSTRATA_TSAN=ON >/dev/null
+cmake --build build-tsan -j "$jobs" --target strata_unit_tests
 end "5a. ThreadSanitizer build" ok
-begin "5b. Concurrency tests under TSan (${tsan_suites//;/, })"
+begin "5b. Unit tests under TSan"
 check "5b. Tests (TSan)" ctest --test-dir build-tsan -L unit --output-on-failure -j "$jobs" --timeout 900
 
 echo
