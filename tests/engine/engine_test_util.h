@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/file_util.h"
@@ -36,6 +39,17 @@ inline std::vector<Completion> collect(engine::RequestStream& s) {
     }
   }
   return out;
+}
+
+// Polls `pred` until it holds. The deadline only keeps a broken build from hanging: it is far
+// longer than anything needs on a loaded machine, and never what a test measures.
+inline bool wait_until(const std::function<bool()>& pred, double timeout_s = 120) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return pred();
 }
 
 inline engine::EngineConfig engine_config(const std::string& model, const std::string& format,
