@@ -79,7 +79,7 @@ class ServerHarness {
 
   ~ServerHarness() {
     if (shutdown_requested_)
-      wait_shutdown(30);
+      wait_shutdown(120);
     else if (client_)
       client_->shutdown(0, unavailable("test over"));
     if (loop_) loop_->call([&] { server_.reset(); });
