@@ -146,19 +146,18 @@ TEST(EngineTest, SeededSamplingIsReproducibleAloneOrInABatch) {
     return r;
   };
   auto alone = collect(**client->submit(seeded("alone")))[0].tokens;
-  // Held while the batch is submitted, so every request surely runs in the same steps.
-  client->set_step_limit(client->steps_run());
-  std::vector<std::shared_ptr<engine::RequestStream>> others;
+  // Submitted together, so the seeded request surely shares its steps with the others.
+  std::vector<engine::EngineRequest> batch;
   for (int i = 0; i < 5; ++i) {
     auto r = greedy_request("o" + std::to_string(i), prompt(10 + i * 7, i), 30);
     r.params.temperature = 0.8f;
-    others.push_back(*client->submit(r));
+    batch.push_back(r);
   }
-  auto batched_stream = *client->submit(seeded("batched"));
-  ASSERT_TRUE(testing::wait_until([&] { return client->stats().num_waiting == 6; }));
-  client->set_step_limit(-1);
-  auto batched = collect(*batched_stream)[0].tokens;
-  for (auto& o : others) collect(*o);
+  batch.push_back(seeded("batched"));
+  auto streams = testing::submit_together(*client, std::move(batch));
+  ASSERT_EQ(streams.size(), 6u);
+  auto batched = collect(*streams.back())[0].tokens;
+  for (auto& o : streams) collect(*o);
   EXPECT_EQ(alone, batched);
   EXPECT_EQ(alone.size(), 24u);
 }
@@ -252,13 +251,15 @@ TEST(EngineTest, GreedyOutputIndependentOfBatchingChunkingAndPreemption) {
   cfg.scheduler.max_model_len = 400;
   auto client = make_client(cfg);
   ASSERT_TRUE(client);
-  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  std::vector<engine::EngineRequest> batch;
   for (size_t i = 0; i < prompts.size(); ++i)
-    streams.push_back(*client->submit(greedy_request("b" + std::to_string(i), prompts[i], 40)));
+    batch.push_back(greedy_request("b" + std::to_string(i), prompts[i], 40));
+  auto streams = testing::submit_together(*client, std::move(batch));
+  ASSERT_EQ(streams.size(), prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(collect(*streams[i])[0].tokens, expected[i]) << "prompt " << i;
-  // Stats are published after each step, a moment after its chunks.
-  ASSERT_TRUE(testing::wait_until([&] { return client->stats().requests_finished_length == 6; }));
+  ASSERT_TRUE(testing::wait_idle(*client));
+  EXPECT_EQ(client->stats().requests_finished_length, 6);
   EXPECT_GT(client->stats().num_preemptions, 0);
 }
 
