@@ -61,6 +61,15 @@ class EngineClient {
   // Requests submitted and not finished (queued in the client or the engine).
   int64_t num_unfinished() const { return unfinished_.load(); }
 
+  // Test hook: the engine thread runs no step beyond `max_steps` steps in all (counted since
+  // start, see steps_run()) until the limit is raised; negative (the default) means no limit.
+  // While held it still takes new requests (they queue in the scheduler), aborts and shutdown,
+  // so tests can keep requests in flight deterministically, whatever the machine's speed.
+  // Production code never sets it.
+  void set_step_limit(int64_t max_steps);
+  // Engine steps run so far.
+  int64_t steps_run() const { return steps_run_.load(); }
+
  private:
   EngineClient() = default;
   void loop();
@@ -82,6 +91,8 @@ class EngineClient {
   Status stop_reason_;
   EngineStats stats_;
   std::atomic<int64_t> unfinished_{0};
+  int64_t step_limit_ = -1;  // guarded by mu_
+  std::atomic<int64_t> steps_run_{0};
 };
 
 }  // namespace strata::engine
