@@ -135,10 +135,15 @@ Result<TokenizerParts> load_llama_vocab(const io::GgufFile& f,
 Result<TokenizerParts> load_gpt2_vocab(const io::GgufFile& f,
                                        const std::vector<std::string_view>& tokens,
                                        const std::vector<int64_t>& types,
-                                       std::string* preset_name) {
+                                       bool* default_add_bos) {
   const std::string what = "'" + f.path() + "'";
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string_view> merge_lines,
                           f.get_string_array("tokenizer.ggml.merges"));
+  if (merge_lines.empty()) {
+    return invalid_argument(what +
+                            ": tokenizer.ggml.merges is missing or empty; a byte-level BPE "
+                            "vocabulary needs its merges (re-convert the model with them)");
+  }
   std::vector<std::pair<std::string, std::string>> merges;
   merges.reserve(merge_lines.size());
   for (size_t i = 0; i < merge_lines.size(); ++i) {
@@ -157,7 +162,7 @@ Result<TokenizerParts> load_gpt2_vocab(const io::GgufFile& f,
     pre = "gpt2";
   }
   STRATA_ASSIGN_OR_RETURN(BpePreset preset, value_or_error(bpe_preset(*pre), what));
-  *preset_name = preset.name;
+  *default_add_bos = preset.add_bos;
   Vocab vocab;
   vocab.reserve(tokens.size());
   for (size_t id = 0; id < tokens.size(); ++id) {
@@ -198,9 +203,7 @@ Result<TokenizerParts> load_gguf_vocab(const std::string& path) {
     STRATA_ASSIGN_OR_RETURN(parts, load_llama_vocab(*f, tokens, types));
     default_add_bos = true;
   } else if (*model == "gpt2") {
-    std::string preset;
-    STRATA_ASSIGN_OR_RETURN(parts, load_gpt2_vocab(*f, tokens, types, &preset));
-    default_add_bos = preset == "llama3";  // llama.cpp's default for Llama-3 vocabularies
+    STRATA_ASSIGN_OR_RETURN(parts, load_gpt2_vocab(*f, tokens, types, &default_add_bos));
   } else {
     return unimplemented(what + ": tokenizer.ggml.model '" + *model +
                          "' is not supported (supported: llama, gpt2)");
