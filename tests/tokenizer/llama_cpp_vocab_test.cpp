@@ -152,12 +152,16 @@ TEST_P(LlamaCppVocab, TokenizesLikeTheReference) {
   }
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   const Tokenizer& t = **loaded;
+  const bool wordpiece = t.info().model == "WordPiece";
   int failures = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     auto ids = t.encode(c.text, /*add_special_tokens=*/false);
     ASSERT_TRUE(ids.ok()) << "input " << i + 1 << " '" << c.text << "': " << ids.status().to_string();
     if (*ids != c.ids) ++failures;
+    std::string back = t.decode(c.ids, /*skip_special_tokens=*/false);
+    auto again = t.encode(back, false);
+    if (back != c.text) std::cerr << "TEXT " << GetParam() << " '" << c.text << "' -> '" << back << "'\n";
     EXPECT_EQ(*ids, c.ids) << "input " << i + 1 << " '" << c.text << "'\n  expected "
                            << describe_ids(t, c.ids) << "\n  got      " << describe_ids(t, *ids);
   }
