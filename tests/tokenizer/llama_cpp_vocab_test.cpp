@@ -3,11 +3,13 @@
 // separated by "\n__ggml_vocab_test__\n") and the ids Hugging Face's tokenizer gives them without
 // special tokens (.gguf.out: one line of space-separated ids per input). The files are read from a
 // llama.cpp checkout beside the project ($STRATA_LLAMA_CPP, else <repo>/../llama.cpp), never
-// copied in; without a checkout every case skips with a message saying where it looked.
+// copied in; without a checkout there are no cases and CheckoutHasTestVocabularies skips, saying
+// where it looked.
 //
 // One test case per .inp/.out pair. A case skips (naming the reason) when its .gguf is absent from
-// the checkout or its vocabulary type is one Strata does not implement (kUnsupportedModels);
-// every other case must load and reproduce every expected id sequence.
+// the checkout or its vocabulary type is one Strata does not implement (unsupported_models());
+// every other case must load, reproduce every expected id sequence, decode the expected ids back
+// to the input (BERT's lower-cased, accent-stripped text aside) and re-encode that to the same ids.
 #include <gtest/gtest.h>
 #include <dirent.h>
 
@@ -20,6 +22,9 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/json.h"
+#include "core/strings.h"
+#include "io/writers.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,10 +32,16 @@ namespace strata {
 namespace {
 
 using testing::path_exists;
+using testing::shared_data_path;
 
 // tokenizer.ggml.model values Strata does not implement, with the reason a case skips.
 const std::map<std::string, std::string>& unsupported_models() {
-  static const std::map<std::string, std::string> m = {};
+  static const std::map<std::string, std::string> m = {
+      {"t5", "Unigram (UGM) vocabularies need SentencePiece's precompiled character map"},
+      {"rwkv", "RWKV's trie tokenizer is not implemented"},
+      {"plamo2", "PLaMo-2's Aho-Corasick tokenizer is not implemented"},
+      {"gemma4", "BPE over raw UTF-8 with SentencePiece-style spaces is not implemented"},
+  };
   return m;
 }
 
@@ -131,6 +142,29 @@ TEST(LlamaCppVocabs, CheckoutHasTestVocabularies) {
 
 class LlamaCppVocab : public ::testing::TestWithParam<std::string> {};
 
+// Encodes every case (no special tokens added) and compares with the expected ids; decodes the
+// expected ids and re-encodes the text.
+void check_cases(const Tokenizer& t, const std::vector<Case>& cases) {
+  const bool wordpiece = t.info().model == "WordPiece";
+  int failures = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    auto ids = t.encode(c.text, /*add_special_tokens=*/false);
+    ASSERT_TRUE(ids.ok()) << "input " << i + 1 << " '" << c.text << "': " << ids.status().to_string();
+    if (*ids != c.ids) ++failures;
+    EXPECT_EQ(*ids, c.ids) << "input " << i + 1 << " '" << c.text << "'\n  expected "
+                           << describe_ids(t, c.ids) << "\n  got      " << describe_ids(t, *ids);
+    // Decoding the expected ids gives the text back, except through BERT's lower-casing and
+    // accent stripping; re-encoding the decoded text gives the same ids.
+    std::string back = t.decode(c.ids, /*skip_special_tokens=*/false);
+    if (!wordpiece) EXPECT_EQ(back, c.text) << "decoding the ids of input " << i + 1;
+    auto again = t.encode(back, false);
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_EQ(*again, c.ids) << "re-encoding '" << back << "', the decoded input " << i + 1;
+  }
+  EXPECT_EQ(failures, 0) << failures << " of " << cases.size() << " inputs differ";
+}
+
 TEST_P(LlamaCppVocab, TokenizesLikeTheReference) {
   const std::string base = models_dir() + "/ggml-vocab-" + GetParam() + ".gguf";
   if (!path_exists(base)) {
@@ -151,21 +185,65 @@ TEST_P(LlamaCppVocab, TokenizesLikeTheReference) {
     }
   }
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  const Tokenizer& t = **loaded;
-  const bool wordpiece = t.info().model == "WordPiece";
-  int failures = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const Case& c = cases[i];
-    auto ids = t.encode(c.text, /*add_special_tokens=*/false);
-    ASSERT_TRUE(ids.ok()) << "input " << i + 1 << " '" << c.text << "': " << ids.status().to_string();
-    if (*ids != c.ids) ++failures;
-    std::string back = t.decode(c.ids, /*skip_special_tokens=*/false);
-    auto again = t.encode(back, false);
-    if (back != c.text) std::cerr << "TEXT " << GetParam() << " '" << c.text << "' -> '" << back << "'\n";
-    EXPECT_EQ(*ids, c.ids) << "input " << i + 1 << " '" << c.text << "'\n  expected "
-                           << describe_ids(t, c.ids) << "\n  got      " << describe_ids(t, *ids);
+  check_cases(**loaded, cases);
+}
+
+// Two vocabularies whose .gguf a clone may lack, rebuilt as GGUF files (byte-level BPE, typed
+// and named as llama.cpp's converter writes them) from ../shared/data: Qwen2.5's vocab.json +
+// merges.txt (the BPE of Qwen1.5, from which ggml-vocab-qwen2's ids were made) and Llama 3.2's
+// encoder.json + vocab.bpe (Llama 3's).
+std::string write_shared_bpe_gguf(const std::string& name, const std::string& vocab_rel,
+                                  const std::string& merges_rel, const std::string& pre) {
+  auto vocab = read_json_file(shared_data_path(vocab_rel));
+  EXPECT_TRUE(vocab.ok()) << vocab.status().to_string();
+  if (!vocab.ok()) return "";
+  std::vector<std::string> tokens(vocab->size());
+  for (const auto& [piece, id] : vocab->items()) tokens.at(id.get<size_t>()) = piece;
+  auto merges_text = read_file(shared_data_path(merges_rel));
+  EXPECT_TRUE(merges_text.ok()) << merges_text.status().to_string();
+  if (!merges_text.ok()) return "";
+  std::vector<std::string> merges;
+  for (const auto& line : split(*merges_text, '\n')) {
+    if (!line.empty() && !starts_with(line, "#version")) merges.push_back(line);
   }
-  EXPECT_EQ(failures, 0) << failures << " of " << cases.size() << " inputs differ";
+  std::vector<io::GgufMeta> meta = {
+      {"general.architecture", std::string("llama")},
+      {"tokenizer.ggml.model", std::string("gpt2")},
+      {"tokenizer.ggml.pre", pre},
+      {"tokenizer.ggml.tokens", tokens},
+      {"tokenizer.ggml.token_type", std::vector<int32_t>(tokens.size(), 1)},
+      {"tokenizer.ggml.merges", merges},
+  };
+  std::string path = ::testing::TempDir() + "/llama_cpp_vectors_" + name + ".gguf";
+  Status st = io::write_gguf(path, meta, {});
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return st.ok() ? path : "";
+}
+
+void check_on_shared_vocab(const std::string& name, const std::string& vocab_rel,
+                           const std::string& merges_rel, const std::string& pre) {
+  const std::string base = models_dir() + "/ggml-vocab-" + name + ".gguf";
+  if (!path_exists(base + ".inp")) {
+    GTEST_SKIP() << "no " << base << ".inp (llama.cpp checkout at '" << llama_cpp_dir() << "')";
+  }
+  STRATA_REQUIRE_SHARED(vocab_rel);
+  std::vector<Case> cases;
+  ASSERT_TRUE(read_cases(base + ".inp", base + ".out", &cases));
+  std::string path = write_shared_bpe_gguf(name, vocab_rel, merges_rel, pre);
+  ASSERT_FALSE(path.empty());
+  auto loaded = Tokenizer::load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  check_cases(**loaded, cases);
+}
+
+TEST(LlamaCppVectorsOnSharedVocabs, Qwen2) {
+  check_on_shared_vocab("qwen2", "tokenizers/qwen2.5/vocab.json", "tokenizers/qwen2.5/merges.txt",
+                        "qwen2");
+}
+
+TEST(LlamaCppVectorsOnSharedVocabs, LlamaBpe) {
+  check_on_shared_vocab("llama-bpe", "tokenizers/llama3/llama3.2_encoder.json",
+                        "tokenizers/llama3/llama3.2_vocab.bpe", "llama-bpe");
 }
 
 std::string case_name(const ::testing::TestParamInfo<std::string>& info) {
