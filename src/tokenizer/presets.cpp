@@ -356,6 +356,11 @@ std::vector<std::string> bpe_preset_names() {
 
 Result<BpePreset> bpe_preset(const std::string& name) {
   auto it = aliases().find(name);
+  if (name == "gemma4" || name == "sarvam-moe") {
+    return unimplemented("BPE pre-tokenizer type '" + name +
+                         "' (BPE over raw UTF-8 with SentencePiece-style spaces rather than "
+                         "byte-level BPE) is not supported");
+  }
   if (it == aliases().end()) {
     return unimplemented("unsupported BPE pre-tokenizer type '" + name +
                          "'; supported: " + join(bpe_preset_names(), ", "));
