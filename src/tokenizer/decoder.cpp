@@ -4,8 +4,8 @@
 
 #include "core/strings.h"
 #include "tokenizer/byte_level.h"
-#include "tokenizer/tokenizer.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace strata::tok {

@@ -141,8 +141,7 @@ Result<TokenizerParts> load_llama_vocab(const io::GgufFile& f,
 
 Result<TokenizerParts> load_gpt2_vocab(const io::GgufFile& f,
                                        const std::vector<std::string_view>& tokens,
-                                       const std::vector<int64_t>& types,
-                                       bool* default_add_bos) {
+                                       const std::vector<int64_t>& types, bool* default_add_bos) {
   const std::string what = "'" + f.path() + "'";
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string_view> merge_lines,
                           f.get_string_array("tokenizer.ggml.merges"));

@@ -75,6 +75,7 @@ constexpr const char* kSuperBpeNumbers = R"(\p{N}+)";
 constexpr const char* kSuperBpeThousands = R"((?=(\d{3})+(?!\d)))";
 // DeepSeek Coder: newlines, letter runs and punctuation runs (each with one optional leading
 // space), CJK runs, single digits.
+// clang-format off
 constexpr const char* kDeepSeekCoderPatterns[] = {
     R"([\r\n])",
     R"(\s?\p{L}+)",
@@ -91,6 +92,7 @@ constexpr const char* kChameleonPatterns[] = {
     R"(\p{N})",
     R"([\p{P}!-/:-@\[-`{-~])",
 };
+// clang-format on
 
 // DeepSeek LLM's letter class: the cased letters (upper, lower and title case) of Unicode as
 // its tokenizer.json lists them, as inclusive code point ranges.
@@ -204,12 +206,12 @@ const std::map<std::string, std::string>& aliases() {
       a[canonical] = canonical;
       for (const char* n : names) a[n] = canonical;
     };
-    group("gpt2", {"gpt-2", "phi-2", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de",
-                   "jina-v1-en", "jina-v2-code", "roberta-bpe", "gigachat", "a.x-4.0", "mellum",
-                   "modern-bert", "exaone4", "olmo", "jais", "trillion", "granite-docling"});
+    group("gpt2", {"gpt-2", "phi-2", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de", "jina-v1-en",
+                   "jina-v2-code", "roberta-bpe", "gigachat", "a.x-4.0", "mellum", "modern-bert",
+                   "exaone4", "olmo", "jais", "trillion", "granite-docling"});
     group("mpt", {});
-    group("llama3", {"llama-bpe", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
-                     "lfm2", "jina-v5-nano"});
+    group("llama3", {"llama-bpe", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                     "jina-v5-nano"});
     group("dbrx", {"smaug-bpe", "glm4", "chatglm-bpe"});
     group("jais-2", {});
     group("qwen2", {"deepseek-r1-qwen"});

@@ -10,8 +10,8 @@
 // the checkout or its vocabulary type is one Strata does not implement (unsupported_models());
 // every other case must load, reproduce every expected id sequence, decode the expected ids back
 // to the input (BERT's lower-cased, accent-stripped text aside) and re-encode that to the same ids.
-#include <gtest/gtest.h>
 #include <dirent.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
@@ -50,7 +50,9 @@ std::string llama_cpp_dir() {
   return std::string(STRATA_SOURCE_DIR) + "/../llama.cpp";
 }
 
-std::string models_dir() { return llama_cpp_dir() + "/models"; }
+std::string models_dir() {
+  return llama_cpp_dir() + "/models";
+}
 
 // Vocabulary names (NAME in ggml-vocab-NAME.gguf.inp) with both test files, sorted.
 std::vector<std::string> vocab_names() {
@@ -136,8 +138,7 @@ TEST(LlamaCppVocabs, CheckoutHasTestVocabularies) {
                  << "': clone https://github.com/ggml-org/llama.cpp beside the project or set "
                     "STRATA_LLAMA_CPP to one to run the GGUF vocabulary tests";
   }
-  EXPECT_FALSE(vocab_names().empty())
-      << models_dir() << " has no ggml-vocab-*.gguf.inp/.out pairs";
+  EXPECT_FALSE(vocab_names().empty()) << models_dir() << " has no ggml-vocab-*.gguf.inp/.out pairs";
 }
 
 class LlamaCppVocab : public ::testing::TestWithParam<std::string> {};
@@ -150,14 +151,17 @@ void check_cases(const Tokenizer& t, const std::vector<Case>& cases) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     auto ids = t.encode(c.text, /*add_special_tokens=*/false);
-    ASSERT_TRUE(ids.ok()) << "input " << i + 1 << " '" << c.text << "': " << ids.status().to_string();
+    ASSERT_TRUE(ids.ok()) << "input " << i + 1 << " '" << c.text
+                          << "': " << ids.status().to_string();
     if (*ids != c.ids) ++failures;
     EXPECT_EQ(*ids, c.ids) << "input " << i + 1 << " '" << c.text << "'\n  expected "
                            << describe_ids(t, c.ids) << "\n  got      " << describe_ids(t, *ids);
     // Decoding the expected ids gives the text back, except through BERT's lower-casing and
     // accent stripping; re-encoding the decoded text gives the same ids.
     std::string back = t.decode(c.ids, /*skip_special_tokens=*/false);
-    if (!wordpiece) EXPECT_EQ(back, c.text) << "decoding the ids of input " << i + 1;
+    if (!wordpiece) {
+      EXPECT_EQ(back, c.text) << "decoding the ids of input " << i + 1;
+    }
     auto again = t.encode(back, false);
     ASSERT_TRUE(again.ok()) << again.status().to_string();
     EXPECT_EQ(*again, c.ids) << "re-encoding '" << back << "', the decoded input " << i + 1;

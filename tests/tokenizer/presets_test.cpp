@@ -37,9 +37,9 @@ TEST(BpePresetTest, EveryNameCompilesAndItsPiecesCoverTheText) {
   // an error, and (no preset removes anything) its pieces spell the normalised text in order.
   const std::string text =
       "Hello World! I've 1234567 apples,\n\n  naïve café  \t x=y+1; "
-      "\xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C "            // 你好世界
-      "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 "            // Привет
-      "\xEA\xB0\x80\xEB\x82\x98 \xE3\x81\x8B\xE3\x81\xAA "           // 가나 かな
+      "\xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C "           // 你好世界
+      "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 "           // Привет
+      "\xEA\xB0\x80\xEB\x82\x98 \xE3\x81\x8B\xE3\x81\xAA "          // 가나 かな
       "\xE1\xBD\xBD\xE1\xBE\xBE \xF0\x9F\xA6\x99...\xE2\x80\xA6!";  // ώι 🦙...…!
   for (const std::string& name : bpe_preset_names()) {
     SCOPED_TRACE(name);
@@ -84,7 +84,10 @@ TEST(BpePresetTest, DeepSeekLlmLetterClass) {
   // two of its ranges, does not. (Its CJK pattern's range U+0800-U+4E00 also takes Greek
   // Extended letters such as U+1F7D, so those end up in pieces of their own.)
   EXPECT_EQ(pre_tokens(p, "x \xC3\x80\xC3\x96"), (V{"x", " \xC3\x80\xC3\x96"}));
-  EXPECT_EQ(pre_tokens(p, "ab \xCA\x94" "cd"), (V{"ab", " \xCA\x94", "cd"}));
+  EXPECT_EQ(pre_tokens(p,
+                       "ab \xCA\x94"
+                       "cd"),
+            (V{"ab", " \xCA\x94", "cd"}));
   EXPECT_EQ(pre_tokens(p, "ab\xE1\xBD\xBD"), (V{"ab", "\xE1\xBD\xBD"}));
   EXPECT_EQ(pre_tokens(p, "x12\ny"), (V{"x", "12", "\n", "y"}));
   EXPECT_EQ(pre_tokens(p, "Hi, you  "), (V{"Hi", ",", " you", "  "}));
@@ -133,9 +136,9 @@ TEST(WordPieceTest, LongestPiecesFirstAndWholeWordUnknown) {
   const WordPieceModel& wp = **m;
   EXPECT_EQ(wp_encode(wp, "unaffable"), (std::vector<int32_t>{2, 6, 5}));  // una ##ff ##able
   EXPECT_EQ(wp_encode(wp, "x"), (std::vector<int32_t>{7}));
-  EXPECT_EQ(wp_encode(wp, "\xC3\xA9t"), (std::vector<int32_t>{8, 9}));  // é ##t
-  EXPECT_EQ(wp_encode(wp, "unq"), (std::vector<int32_t>{0}));           // no "##q": all unknown
-  EXPECT_EQ(wp_encode(wp, "ff"), (std::vector<int32_t>{0}));            // "##ff" only continues
+  EXPECT_EQ(wp_encode(wp, "\xC3\xA9t"), (std::vector<int32_t>{8, 9}));   // é ##t
+  EXPECT_EQ(wp_encode(wp, "unq"), (std::vector<int32_t>{0}));            // no "##q": all unknown
+  EXPECT_EQ(wp_encode(wp, "ff"), (std::vector<int32_t>{0}));             // "##ff" only continues
   EXPECT_EQ(wp_encode(wp, "unaffableable"), (std::vector<int32_t>{0}));  // 13 > 12 characters
   EXPECT_EQ(wp.describe(), "WordPiece");
 }
