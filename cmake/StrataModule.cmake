@@ -12,6 +12,10 @@
 # headers listed (the server sees the engine only through engine/engine_client.h).
 set(STRATA_ALL_MODULE_NAMES core io tokenizer kernels model kv sched sampling engine net server bench
     plan dist apps)
+# With STRATA_FUZZ these modules get libFuzzer's coverage instrumentation: the code the targets in
+# tests/fuzz parse input with. The rest (kernels, model, engine ...) is linked uninstrumented for
+# coverage (it still has ASan/UBSan), which keeps the unit suites of the same build fast.
+set(STRATA_FUZZ_MODULES core io net tokenizer server)
 
 function(strata_module)
   cmake_parse_arguments(M "" "NAME" "DEPS;LIBS;NO_INCLUDE;ONLY_HEADERS" ${ARGN})
@@ -25,6 +29,9 @@ function(strata_module)
   endforeach()
   if(M_LIBS)
     target_link_libraries(strata_${M_NAME} PUBLIC ${M_LIBS})
+  endif()
+  if(STRATA_FUZZ AND M_NAME IN_LIST STRATA_FUZZ_MODULES)
+    target_compile_options(strata_${M_NAME} PRIVATE -fsanitize=fuzzer-no-link)
   endif()
   foreach(src IN LISTS sources)
     if(src MATCHES "_avx2\\.cpp$")
@@ -104,12 +111,16 @@ endfunction()
 # strata_test(NAME <exe> SOURCES <files...> DEPS <modules...> [LABELS <labels...>] [TIMEOUT s]
 #             [SANITIZE])
 # One GoogleTest executable; each test case becomes a CTest test carrying LABELS (default: unit).
-# SANITIZE marks the suites a sanitizer build (-DSTRATA_SANITIZE=ON) defines: the low-level code
-# where memory errors hide, cheap to compile. The template-heavy modules would more than double CI
-# time under the sanitizers; -DSTRATA_SANITIZE_ALL=ON defines every suite there.
+# SANITIZE marks the suites a sanitizer build (-DSTRATA_SANITIZE=ON) defines by default: the
+# low-level code where memory errors hide, cheap to compile; -DSTRATA_SANITIZE_ALL=ON defines every
+# suite there (scripts/test.sh does). -DSTRATA_TEST_SUITES="a;b" defines only the executables
+# named (the ThreadSanitizer stage builds just the concurrency suites).
 function(strata_test)
   cmake_parse_arguments(T "SANITIZE" "NAME;TIMEOUT" "SOURCES;DEPS;LABELS;LIBS" ${ARGN})
   if(STRATA_SANITIZE AND NOT STRATA_SANITIZE_ALL AND NOT T_SANITIZE)
+    return()
+  endif()
+  if(STRATA_TEST_SUITES AND NOT T_NAME IN_LIST STRATA_TEST_SUITES)
     return()
   endif()
   if(NOT T_LABELS)

@@ -2,8 +2,11 @@
 # Installs the Debian 12 packages Strata needs to build and test. Safe to re-run: it only calls
 # apt-get when something is missing.
 set -euo pipefail
+# clang with its compiler-rt runtimes (libclang-rt-dev: ASan, UBSan, TSan and libFuzzer, which
+# clang only recommends) builds the sanitizer and fuzzing stages of scripts/test.sh; llvm supplies
+# llvm-symbolizer, which turns sanitizer stack traces into file:line.
 packages=(build-essential cmake ninja-build ccache pkg-config git libgtest-dev libgmock-dev
-          libpcre2-dev nlohmann-json3-dev libxxhash-dev libicu-dev)
+          libpcre2-dev nlohmann-json3-dev libxxhash-dev libicu-dev clang libclang-rt-dev llvm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

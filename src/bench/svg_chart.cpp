@@ -78,7 +78,7 @@ void panel(std::ostringstream& o, double x0, double y0, double w, double h,
   auto [top, step] = nice_axis(max_y);
   size_t n = x_labels.size();
   auto px = [&](size_t i) { return x0 + (n <= 1 ? w / 2 : w * static_cast<double>(i) / (n - 1)); };
-  auto py = [&](double v) { return y0 + h - h * v / top; };
+  auto py = [&, top = top](double v) { return y0 + h - h * v / top; };
   o << "<text x=\"" << x0 + w / 2 << "\" y=\"" << y0 - 14
     << "\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">" << esc(title)
     << "</text>\n";

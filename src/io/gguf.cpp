@@ -261,8 +261,14 @@ int64_t ggml_type_block_bytes(uint32_t t) {
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::open(path));
+  return open(std::move(file));
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::open(std::unique_ptr<MappedFile> file) {
   std::unique_ptr<GgufFile> g(new GgufFile());
-  STRATA_ASSIGN_OR_RETURN(g->file_, MappedFile::open(path));
+  g->file_ = std::move(file);
+  const std::string& path = g->file_->path();
   Reader r(g->file_->data(), g->file_->size(), g->file_->path());
   STRATA_ASSIGN_OR_RETURN(uint32_t magic, r.read<uint32_t>("magic"));
   if (magic != kGgufMagic) return data_loss("'" + path + "' is not a GGUF file (bad magic)");
@@ -314,17 +320,22 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   }
   size_t pos = r.pos();
   g->data_offset_ = (pos + g->alignment_ - 1) / g->alignment_ * g->alignment_;
-  // Bounds-check every tensor whose type we know.
+  // Bounds-check every tensor whose type we know. The arithmetic cannot overflow: an element or
+  // byte count beyond 63 bits is a corrupt shape, and offsets are compared by subtraction.
   for (const auto& info : g->tensors_) {
     int64_t be = ggml_type_block_elems(info.ggml_type);
     if (be == 0) continue;  // unknown type: reported if the tensor is used
-    int64_t n = 1;
-    for (int64_t d : info.ne) n *= d;
+    std::optional<int64_t> numel = checked_numel(info.ne);
+    int64_t n = numel.value_or(0);
+    int64_t bytes = 0;
+    if (!numel || __builtin_mul_overflow(n / be, ggml_type_block_bytes(info.ggml_type), &bytes))
+      return data_loss("GGUF file '" + path + "': tensor '" + info.name +
+                       "' has a bad shape (its size does not fit in 64 bits)");
     if (n % be != 0)
       return data_loss("GGUF file '" + path + "': tensor '" + info.name +
                        "' has a size that is not a multiple of its block size");
-    uint64_t bytes = static_cast<uint64_t>(n / be * ggml_type_block_bytes(info.ggml_type));
-    if (g->data_offset_ + info.offset + bytes > g->file_->size())
+    if (g->data_offset_ > file_size || info.offset > file_size - g->data_offset_ ||
+        static_cast<uint64_t>(bytes) > file_size - g->data_offset_ - info.offset)
       return data_loss("GGUF file '" + path + "' is truncated: tensor '" + info.name +
                        "' ends past the end of the file");
   }

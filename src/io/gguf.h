@@ -62,6 +62,8 @@ struct GgufTensorInfo {
 class GgufFile {
  public:
   static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+  // Reads an already opened file (MappedFile::from_memory for bytes that are not on disk).
+  static Result<std::unique_ptr<GgufFile>> open(std::unique_ptr<MappedFile> file);
 
   const std::string& path() const { return file_->path(); }
   uint32_t version() const { return version_; }

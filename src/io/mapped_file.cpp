@@ -34,8 +34,18 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   return f;
 }
 
+std::unique_ptr<MappedFile> MappedFile::from_memory(std::string name, std::string_view bytes) {
+  std::unique_ptr<MappedFile> f(new MappedFile());
+  f->path_ = std::move(name);
+  f->size_ = bytes.size();
+  f->heap_ = std::make_unique_for_overwrite<std::byte[]>(bytes.size());
+  if (!bytes.empty()) std::memcpy(f->heap_.get(), bytes.data(), bytes.size());
+  f->data_ = f->heap_.get();
+  return f;
+}
+
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (data_ != nullptr && heap_ == nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
 }
 
 }  // namespace strata::io

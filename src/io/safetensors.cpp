@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "core/file_util.h"
@@ -57,8 +58,14 @@ std::vector<std::string> list_safetensors(const std::string& dir) {
 }  // namespace
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::open(path));
+  return open(std::move(file));
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(std::unique_ptr<MappedFile> file) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
-  STRATA_ASSIGN_OR_RETURN(f->file_, MappedFile::open(path));
+  f->file_ = std::move(file);
+  const std::string& path = f->file_->path();
   size_t size = f->file_->size();
   if (size < 8) return data_loss("safetensors file '" + path + "' is truncated (no header)");
   uint64_t header_len;
@@ -97,8 +104,14 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
                            dt + ", which Strata does not support");
     for (const auto& d : t["shape"]) {
       if (!d.is_number_unsigned()) return bad("has a non-integer shape");
+      if (d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return bad("has a shape dimension over 2^63");
       ref.shape.push_back(d.get<int64_t>());
     }
+    std::optional<int64_t> numel = checked_numel(ref.shape);
+    std::optional<int64_t> need = numel ? checked_bytes(ref.dtype, *numel) : std::nullopt;
+    if (!need)
+      return bad("has a bad shape " + ref.shape_string() + " (its size does not fit in 64 bits)");
     const auto& off = t["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       return bad("has bad data_offsets");
@@ -109,10 +122,9 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
                        std::to_string(data_size));
     ref.data = data_start + b;
     ref.nbytes = e - b;
-    if (static_cast<uint64_t>(dtype_bytes(ref.dtype, ref.numel())) != ref.nbytes)
+    if (static_cast<uint64_t>(*need) != ref.nbytes)
       return bad("has " + std::to_string(ref.nbytes) + " bytes but shape " + ref.shape_string() +
-                 " of " + dtype_name(ref.dtype) + " needs " +
-                 std::to_string(dtype_bytes(ref.dtype, ref.numel())));
+                 " of " + dtype_name(ref.dtype) + " needs " + std::to_string(*need));
     f->tensors_[ref.name] = std::move(ref);
   }
   return f;

@@ -18,6 +18,8 @@ namespace strata::io {
 class SafetensorsFile {
  public:
   static Result<std::unique_ptr<SafetensorsFile>> open(const std::string& path);
+  // Reads an already opened file (MappedFile::from_memory for bytes that are not on disk).
+  static Result<std::unique_ptr<SafetensorsFile>> open(std::unique_ptr<MappedFile> file);
   const std::string& path() const { return file_->path(); }
   const std::map<std::string, TensorRef, std::less<>>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,12 @@ struct TensorRef {
   }
   std::string shape_string() const;  // "[512, 64]"
 };
+
+// The element count of `shape`, or nullopt when a dimension is negative or the product of the
+// non-zero dimensions does not fit in int64 (then no order of multiplying them is safe, even when
+// a zero dimension makes the count 0). Readers check shapes from files with it before numel().
+std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape);
+// The bytes `numel` elements of `dtype` take, or nullopt when that does not fit in int64.
+std::optional<int64_t> checked_bytes(DType dtype, int64_t numel);
 
 }  // namespace strata::io

@@ -2,6 +2,10 @@
 
 #include <sys/mman.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -50,6 +54,19 @@ std::string names(const std::vector<const KernelVariantInfo*>& v) {
   return join(out, ", ");
 }
 
+#if defined(__x86_64__)
+// F16C and AVX-VNNI straight from CPUID: clang before 17 has no "f16c" or "avxvnni" for
+// __builtin_cpu_supports. Both use the YMM state that the "avx2" check already found enabled.
+bool cpuid_f16c() {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;  // CPUID.1:ECX.F16C
+}
+bool cpuid_avx_vnni() {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;  // CPUID.(7,1):EAX
+}
+#endif
+
 }  // namespace
 
 const CpuFeatures& cpu_features() {
@@ -57,13 +74,12 @@ const CpuFeatures& cpu_features() {
     CpuFeatures c;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+    c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuid_f16c();
     c.avx512 = c.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     c.avx512_bf16 = c.avx512 && __builtin_cpu_supports("avx512bf16");
     c.avx512_vnni = c.avx512 && __builtin_cpu_supports("avx512vnni");
-    c.avx_vnni = c.avx2 && __builtin_cpu_supports("avxvnni");
+    c.avx_vnni = c.avx2 && cpuid_avx_vnni();
 #endif
     return c;
   }();

@@ -1,5 +1,7 @@
 #include "tokenizer/hf_json.h"
 
+#include <algorithm>
+
 #include "core/json.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/hf_config.h"
@@ -261,14 +263,19 @@ Status parse_bpe(const Ctx& ctx, const Json& m, bool byte_level, TokenizerParts*
   }
   const Json& vocab_json = m.at("vocab");
   if (!vocab_json.is_object()) return ctx.error("model", "BPE vocab must be an object");
-  Vocab vocab;
-  vocab.reserve(vocab_json.size());
+  int64_t max_id = -1;
   for (const auto& [piece, id] : vocab_json.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       return ctx.error("model", "vocab entry '" + piece + "' has an invalid id");
     }
-    vocab.set(id.get<int32_t>(), piece);
+    max_id = std::max(max_id, id.get<int64_t>());
   }
+  if (!plausible_max_id(max_id, vocab_json.size()))
+    return ctx.error("model", "vocab has " + std::to_string(vocab_json.size()) +
+                                  " entries but an id of " + std::to_string(max_id));
+  Vocab vocab;
+  vocab.reserve(vocab_json.size());
+  for (const auto& [piece, id] : vocab_json.items()) vocab.set(id.get<int32_t>(), piece);
   std::vector<std::pair<std::string, std::string>> merges;
   const Json& merges_json = m.at("merges");
   if (!merges_json.is_array()) return ctx.error("model", "BPE merges must be a list");
@@ -338,7 +345,11 @@ Result<TokenizerParts> parse_impl(const Ctx& ctx, const Json& j) {
   if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
     for (const auto& a : j["added_tokens"]) {
       AddedToken t;
-      t.id = a.at("id").get<int32_t>();
+      const Json& id = a.at("id");
+      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN ||
+          id.get<int64_t>() > INT32_MAX)
+        return ctx.error("added_tokens", "token id " + id.dump() + " is not a valid id");
+      t.id = id.get<int32_t>();
       t.content = a.at("content").get<std::string>();
       t.special = a.value("special", false);
       t.lstrip = a.value("lstrip", false);

@@ -101,14 +101,21 @@ Result<TokenizerParts> load_bpe_files(const std::string& vocab_path, const std::
   if (!vocab_json.is_object()) {
     return invalid_argument("'" + vocab_path + "' must map token strings to ids");
   }
-  Vocab vocab;
-  vocab.reserve(vocab_json.size());
+  int64_t max_id = -1;
   for (const auto& [piece, id] : vocab_json.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       return invalid_argument("'" + vocab_path + "': token '" + piece + "' has an invalid id");
     }
-    vocab.set(id.get<int32_t>(), piece);
+    max_id = std::max(max_id, id.get<int64_t>());
   }
+  if (!plausible_max_id(max_id, vocab_json.size())) {
+    return invalid_argument("'" + vocab_path + "' has " + std::to_string(vocab_json.size()) +
+                            " tokens but an id of " + std::to_string(max_id) +
+                            "; the file is corrupt");
+  }
+  Vocab vocab;
+  vocab.reserve(vocab_json.size());
+  for (const auto& [piece, id] : vocab_json.items()) vocab.set(id.get<int32_t>(), piece);
   STRATA_ASSIGN_OR_RETURN(std::string merges_text, read_file(merges_path));
   std::vector<std::pair<std::string, std::string>> merges;
   for (const auto& [line_no, line] : text_lines(merges_text)) {

@@ -108,7 +108,8 @@ Result<TokenizerParts> load_tiktoken(const std::string& path) {
   std::string bytes;
   for (const auto& [line_no, line] : text_lines(text)) {
     const size_t sp = line.find(' ');
-    auto bad = [&](const std::string& why) {
+    // (line_no is copied: lambdas capture structured bindings only from clang 16 on.)
+    auto bad = [&, line_no = line_no](const std::string& why) {
       return invalid_argument("'" + path + "' line " + std::to_string(line_no) + ": " + why +
                               " (expected '<base64 token> <rank>' per line)");
     };

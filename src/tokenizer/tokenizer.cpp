@@ -52,8 +52,13 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_parts(tok::TokenizerPar
   if (!parts.model) return internal_error("tokenizer has no model");
   auto impl = std::make_unique<TokenizerImpl>();
   int32_t n = parts.model->vocab_size();
+  const size_t count = static_cast<size_t>(n) + parts.added_tokens.size();
   for (const auto& t : parts.added_tokens) {
     if (t.id < 0) return invalid_argument("added token '" + t.content + "' has a negative id");
+    if (!tok::plausible_max_id(t.id, count))
+      return invalid_argument("added token '" + t.content + "' has id " + std::to_string(t.id) +
+                              ", far beyond the vocabulary's " + std::to_string(count) +
+                              " tokens; the tokenizer files are corrupt");
     n = std::max(n, t.id + 1);
   }
   impl->vocab_size = n;

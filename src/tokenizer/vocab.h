@@ -16,6 +16,14 @@ struct StringViewHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
+// Vocabularies may leave ids unused, but not many: a file that names an id far beyond its number
+// of tokens is corrupt, and would size every per-id table by that id (a few bytes of JSON naming
+// id 2^31 would ask for 64 GB). Loaders refuse ids at or above (number of tokens) + kMaxUnusedIds.
+inline constexpr int64_t kMaxUnusedIds = int64_t{1} << 20;
+inline bool plausible_max_id(int64_t max_id, size_t count) {
+  return max_id < static_cast<int64_t>(count) + kMaxUnusedIds;
+}
+
 class Vocab {
  public:
   // Sets the piece of `id` (growing the table); a piece seen twice maps to the later id.

@@ -84,6 +84,14 @@ TEST(JinjaErrors, RuntimeErrorsCarryPythonsMessages) {
       {"{{ '%s %s' % (1,) }}", "not enough arguments for format string"},
       {"{{ 9223372036854775807 + 1 }}", "integer overflow"},
       {"{{ range(1, 2, 0) }}", "range() arg 3 must not be zero"},
+      // Found by fuzz_jinja: floats where integers are expected were converted unchecked
+      // (undefined behaviour past int64).
+      {"{{ 'abc' | center(2e43) }}", "integer overflow"},
+      {"{{ 'abc' | center(-1e19) }}", "integer overflow"},
+      {"{{ 'abc' | indent(1e300) }}", "integer overflow"},
+      {"{{ '%d' % 1e30 }}", "integer overflow"},
+      {"{{ '%x' % -9.3e18 }}", "integer overflow"},
+      {"{{ 'x' | center(1e308 * 10) }}", "cannot convert float infinity or NaN"},
   };
   for (const Case& c : cases) {
     std::string message = error_of(c.source);

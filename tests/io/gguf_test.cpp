@@ -82,5 +82,61 @@ TEST(GgufTest, TruncatedOrCorruptFilesGiveErrors) {
   EXPECT_EQ(GgufFile::open(path).status().code(), StatusCode::kUnimplemented);
 }
 
+// A GGUF v3 file with no metadata and one tensor (ggml type, dims, offset), then `data_bytes`
+// bytes of data at the 32-byte aligned data section.
+std::string one_tensor_gguf(uint32_t ggml_type, const std::vector<uint64_t>& ne, uint64_t offset,
+                            size_t data_bytes) {
+  std::string f("GGUF", 4);
+  auto put = [&](auto v) { f.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(uint32_t{3});
+  put(uint64_t{1});  // tensors
+  put(uint64_t{0});  // metadata keys
+  put(uint64_t{1});
+  f += "t";
+  put(static_cast<uint32_t>(ne.size()));
+  for (uint64_t d : ne) put(d);
+  put(ggml_type);
+  put(offset);
+  f.resize((f.size() + 31) / 32 * 32, '\0');
+  return f + std::string(data_bytes, '\x01');
+}
+
+// Found by fuzz_gguf: shapes whose element count overflows int64 were multiplied unchecked
+// (undefined behaviour), also in numel() when a zero dimension hid the overflow from the open
+// check; and an offset near 2^64 wrapped the end-of-tensor sum below the file size, giving a
+// tensor that points outside the file.
+TEST(GgufTest, ShapesAndOffsetsThatOverflowAreErrors) {
+  const uint64_t big = uint64_t{1} << 40;
+  for (const auto& ne : std::vector<std::vector<uint64_t>>{
+           {big, big}, {big, big, big, big}, {0, big, big}, {big, big, 0}}) {
+    auto g = GgufFile::open(MappedFile::from_memory("o.gguf", one_tensor_gguf(0, ne, 0, 64)));
+    ASSERT_FALSE(g.ok()) << ne.size() << " dims";
+    EXPECT_EQ(g.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(g.status().message().find("bad shape"), std::string::npos) << g.status().message();
+  }
+  // 2^62 elements of F32 take 2^64 bytes.
+  auto g = GgufFile::open(
+      MappedFile::from_memory("o.gguf", one_tensor_gguf(0, {uint64_t{1} << 31, 1u << 31}, 0, 64)));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("bad shape"), std::string::npos) << g.status().message();
+  for (uint64_t offset : {~uint64_t{0} - 31, ~uint64_t{0} - 15, ~uint64_t{0}, uint64_t{1} << 63}) {
+    g = GgufFile::open(MappedFile::from_memory("o.gguf", one_tensor_gguf(0, {4}, offset, 64)));
+    ASSERT_FALSE(g.ok()) << offset;
+    EXPECT_NE(g.status().message().find("ends past the end"), std::string::npos)
+        << g.status().message();
+  }
+  // The same tensor at offset 48 of 64 data bytes is fine, and reads from the file.
+  g = GgufFile::open(MappedFile::from_memory("o.gguf", one_tensor_gguf(0, {4}, 48, 64)));
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto t = (*g)->tensor("t");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->nbytes, 16u);
+  EXPECT_EQ(t->data[15], std::byte{1});
+  // A zero-sized tensor with reasonable dimensions is still accepted.
+  g = GgufFile::open(MappedFile::from_memory("o.gguf", one_tensor_gguf(0, {0, 7}, 0, 0)));
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ((*g)->tensor("t")->numel(), 0);
+}
+
 }  // namespace
 }  // namespace strata::io

@@ -102,5 +102,32 @@ TEST(SafetensorsTest, TruncatedAndCorruptFilesGiveErrors) {
   EXPECT_NE(r.status().message().find("F8_E5M2"), std::string::npos);
 }
 
+// Found while fuzzing the readers: dimensions over 2^63 became negative int64s, and shapes
+// whose element count overflows int64 were multiplied unchecked (undefined behaviour) in numel(),
+// even when a zero dimension makes the tensor empty.
+TEST(SafetensorsTest, ShapesThatOverflowAreErrors) {
+  auto file = [](const std::string& shape, size_t data_bytes) {
+    std::string h = R"({"w":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,)" +
+                    std::to_string(data_bytes) + "]}}";
+    uint64_t n = h.size();
+    std::string f(reinterpret_cast<const char*>(&n), 8);
+    return MappedFile::from_memory("o.safetensors", f + h + std::string(data_bytes, '\0'));
+  };
+  for (const char* shape : {"[18446744073709551615]", "[9223372036854775808, 0]",
+                            "[4294967296, 4294967296, 0]", "[0, 4294967296, 4294967296]",
+                            "[4611686018427387904]"}) {
+    auto r = SafetensorsFile::open(file(shape, 0));
+    ASSERT_FALSE(r.ok()) << shape;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << shape;
+    EXPECT_NE(r.status().message().find("o.safetensors"), std::string::npos);
+  }
+  auto r = SafetensorsFile::open(file("[0, 4294967296]", 0));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)->tensors().at("w").numel(), 0);
+  r = SafetensorsFile::open(file("[2, 2]", 16));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)->tensors().at("w").nbytes, 16u);
+}
+
 }  // namespace
 }  // namespace strata::io

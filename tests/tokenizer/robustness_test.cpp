@@ -3,6 +3,8 @@
 // case must end in a value or a clear error, never a crash (the sanitizer build checks memory).
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -89,6 +91,12 @@ TEST(RobustnessTest, MalformedTokenizerJsonGivesClearErrors) {
       {replace(s, "{\"id\": 5, \"content\": \"<s>\"", "{\"id\": -5, \"content\": \"<s>\""),
        "negative"},
       {replace(s, "\"content\": \"<s>\"", "\"content\": 7"), ""},
+      // Found by fuzz_tokenizer_json: one huge id sized every per-id table by it (out of
+      // memory), and an added token id of INT32_MAX overflowed id + 1.
+      {replace(s, "\"a\": 0", "\"a\": 2000000000"), "an id of 2000000000"},
+      {replace(s, "{\"id\": 5,", "{\"id\": 2147483647,"), "far beyond"},
+      {replace(s, "{\"id\": 5,", "{\"id\": 4294967296,"), "not a valid id"},
+      {replace(s, "{\"id\": 5,", "{\"id\": 1e20,"), "not a valid id"},
       {replace(s, "\"merges\": [\"a b\"]", "\"merges\": {}"), ""},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -234,6 +242,24 @@ TEST(RobustnessTest, LoadErrorsNameThePath) {
   auto not_tok = Tokenizer::load(empty_dir + ".txt");
   ASSERT_FALSE(not_tok.ok());
   EXPECT_NE(not_tok.status().message().find("not a tokenizer"), std::string::npos);
+}
+
+// vocab.json naming an id far beyond its size is refused before any table is sized by it; a few
+// unused ids are fine.
+TEST(RobustnessTest, VocabJsonWithAHugeIdIsAnError) {
+  char tmpl[] = "/tmp/strata_vocab_XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  ASSERT_TRUE(write_file(dir + "/merges.txt", "#version: 0.2\na b\n").ok());
+  ASSERT_TRUE(write_file(dir + "/vocab.json", R"({"a": 0, "b": 1, "ab": 1900000000})").ok());
+  auto t = Tokenizer::load(dir);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("corrupt"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("vocab.json"), std::string::npos) << t.status().message();
+  ASSERT_TRUE(write_file(dir + "/vocab.json", R"({"a": 0, "b": 1, "ab": 1000})").ok());
+  t = Tokenizer::load(dir);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->vocab_size(), 1001);
+  EXPECT_EQ(*(*t)->encode("ab", false), (std::vector<int32_t>{1000}));
 }
 
 TEST(RobustnessTest, PathologicalTextsEncodeAndRoundTrip) {

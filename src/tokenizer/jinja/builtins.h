@@ -140,6 +140,10 @@ class LoopObject : public Object, public std::enable_shared_from_this<LoopObject
   mutable List last_changed_;
 };
 
+// A float as an integer, truncated toward zero as Python's int() does. A runtime error when it is
+// NaN, infinite or outside int64 (where Python would make a big integer).
+int64_t float_to_int(double d);
+
 // The sandbox refuses list/dict mutators; accessing one gives an Undefined carrying this message.
 std::string unsafe_attribute_message(const Value& obj, std::string_view name);
 

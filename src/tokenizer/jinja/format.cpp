@@ -38,11 +38,7 @@ double number_arg(const Value& v, char conv) {
 
 int64_t int_arg(const Value& v, char conv) {
   if (v.is_int() || v.is_bool()) return v.as_int();
-  if (v.is_float()) {
-    double d = v.as_double();
-    if (!std::isfinite(d)) throw_runtime("cannot convert float infinity or NaN to integer");
-    return static_cast<int64_t>(d);
-  }
+  if (v.is_float()) return float_to_int(v.as_double());
   if (v.is_undefined()) fail_undefined(v);
   throw_runtime(std::string("%") + conv + " format: a number is required, not " + v.type_name());
 }

@@ -1,5 +1,6 @@
 // Objects created while rendering (namespaces, macros, loop contexts, cyclers, joiners), the
 // global functions and the argument reader shared by all builtins.
+#include <cmath>
 #include <ctime>
 
 #include "tokenizer/jinja/builtins.h"
@@ -35,11 +36,21 @@ const Value& ArgReader::get(size_t i) const {
   return has(i) ? *slots_[i] : kMissing;
 }
 
+int64_t float_to_int(double d) {
+  // 2^63 is exact as a double; every double in [-2^63, 2^63) converts without overflow.
+  constexpr double kLimit = 9223372036854775808.0;
+  if (std::isnan(d) || std::isinf(d))
+    throw_runtime("cannot convert float infinity or NaN to integer");
+  if (d < -kLimit || d >= kLimit)
+    throw_runtime("integer overflow: " + float_repr(d) + " does not fit in 64 bits");
+  return static_cast<int64_t>(d);
+}
+
 int64_t ArgReader::get_int(size_t i, int64_t fallback) const {
   if (!has(i) || get(i).is_none()) return fallback;
   const Value& v = get(i);
   if (v.is_int() || v.is_bool()) return v.as_int();
-  if (v.is_float()) return static_cast<int64_t>(v.as_double());
+  if (v.is_float()) return float_to_int(v.as_double());
   if (v.is_undefined()) fail_undefined(v);
   throw_runtime(std::string(function_) + "(): argument '" + names_[i] +
                 "' must be an integer, not " + v.type_name());
