@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <chrono>
+
 #include "core/clock.h"
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -84,6 +87,22 @@ void EngineClient::abort(const std::string& request_id) {
   cv_.notify_one();
 }
 
+void EngineClient::pause(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pauses_.emplace_back(request_id, true);
+  }
+  cv_.notify_one();
+}
+
+void EngineClient::resume(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pauses_.emplace_back(request_id, false);
+  }
+  cv_.notify_one();
+}
+
 EngineStats EngineClient::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -106,15 +125,22 @@ void EngineClient::loop() {
   for (;;) {
     std::vector<Pending> pending;
     std::vector<std::string> aborts;
+    std::vector<std::pair<std::string, bool>> pauses;
     bool stop_now = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] {
-        return !pending_.empty() || !aborts_.empty() || stopping_ ||
-               engine_->has_unfinished_requests();
-      });
+      auto has_input = [&] { return !pending_.empty() || !aborts_.empty() || !pauses_.empty(); };
+      // Paused requests are not work: with nothing else to do, sleep (while draining, until the
+      // deadline, when they are aborted).
+      cv_.wait(lock, [&] { return has_input() || stopping_ || engine_->has_runnable_requests(); });
+      if (stopping_ && !has_input() && !engine_->has_runnable_requests() &&
+          engine_->has_unfinished_requests()) {
+        const double wait_s = std::max(0.0, drain_deadline_ - now_seconds());
+        cv_.wait_for(lock, std::chrono::duration<double>(wait_s), has_input);
+      }
       pending.swap(pending_);
       aborts.swap(aborts_);
+      pauses.swap(pauses_);
       if (stopping_ && (now_seconds() >= drain_deadline_ ||
                         (!engine_->has_unfinished_requests() && pending.empty())))
         stop_now = true;
@@ -137,6 +163,12 @@ void EngineClient::loop() {
       }
     }
     for (const auto& id : aborts) engine_->abort_request(id);
+    for (const auto& [id, paused] : pauses) {
+      if (paused)
+        engine_->pause_request(id);
+      else
+        engine_->resume_request(id);
+    }
     if (stop_now) {
       engine_->abort_all(stop_reason_);
       std::lock_guard<std::mutex> lock(mu_);
@@ -144,7 +176,7 @@ void EngineClient::loop() {
       unfinished_ = 0;
       return;
     }
-    if (engine_->has_unfinished_requests()) {
+    if (engine_->has_runnable_requests()) {
       Status s = engine_->step();
       if (!s.ok()) {
         STRATA_LOG(ERROR) << "engine step failed: " << s.to_string() << "; aborting all requests";

@@ -53,11 +53,14 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
   ho.host = st.config.host;
   ho.port = st.config.port;
   ho.limits.max_body_bytes = static_cast<size_t>(st.config.max_request_body_bytes);
+  ho.write_high_watermark = static_cast<size_t>(st.config.stream_buffer_bytes);
+  ho.socket_send_buffer = st.config.socket_send_buffer;
   // Errors the HTTP layer answers by itself (400, 408, 413, 431, 501, 505) in the same shape.
   ho.error_response = [](int status, const std::string& message) {
     return error_response({status, message, ""});
   };
   s->http_ = std::make_unique<net::HttpServer>(loop, ho);
+  st.http = s->http_.get();
   OpenAiServer* self = s.get();
   s->http_->set_handler(
       [self](net::HttpRequest req, net::ResponseWriter w) { self->handle(std::move(req), w); });

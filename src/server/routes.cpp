@@ -216,6 +216,8 @@ net::HttpResponse Routes::metrics(size_t num_connections) const {
   ServerGauges g;
   g.http_connections = static_cast<int64_t>(num_connections);
   g.requests_in_flight = static_cast<int64_t>(st->live.size());
+  g.streams_paused = st->streams_paused;
+  if (st->http != nullptr) g.write_buffer_bytes = static_cast<int64_t>(st->http->buffered_bytes());
   net::HttpResponse r = net::HttpResponse::text(200, st->metrics.render(st->engine->stats(), g),
                                                 "text/plain; version=0.0.4; charset=utf-8");
   return r;

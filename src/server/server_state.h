@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "engine/engine_client.h"
 #include "net/event_loop.h"
+#include "net/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/server_config.h"
@@ -22,6 +23,7 @@ struct ServerState {
   ServerConfig config;
   engine::EngineClient* engine = nullptr;
   net::EventLoop* loop = nullptr;
+  const net::HttpServer* http = nullptr;  // its thread-safe counters
   std::shared_ptr<const Tokenizer> tokenizer;         // may be null
   std::shared_ptr<const ChatTemplate> chat_template;  // may be null
   ParseContext parse;                                 // points into the two above
@@ -32,6 +34,7 @@ struct ServerState {
   // Generation requests being answered, owned here until their engine streams are done.
   std::unordered_map<const Generation*, std::shared_ptr<Generation>> live;
   bool draining = false;  // shutting down: new requests get 503
+  int64_t streams_paused = 0;  // streams waiting for their client to read (back-pressure)
   Rng id_rng;
 
   ServerState(ServerConfig c, int64_t max_model_len)
