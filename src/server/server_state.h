@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -18,12 +19,19 @@
 namespace strata::server {
 
 class Generation;
+class WorkQueue;
 
 struct ServerState {
   ServerConfig config;
   engine::EngineClient* engine = nullptr;
   net::EventLoop* loop = nullptr;
   const net::HttpServer* http = nullptr;  // its thread-safe counters
+  // Request parsing, chat templates and tokenization of big bodies run here (null: inline). Its
+  // tasks read only the immutable fields above (config, parse, tokenizer, ...).
+  WorkQueue* work = nullptr;
+  std::weak_ptr<bool> alive;  // expires when the server is destroyed
+  // Tests: runs on the work thread before (false) and after (true) a request's parsing there.
+  std::function<void(bool finished)> work_hook;
   std::shared_ptr<const Tokenizer> tokenizer;         // may be null
   std::shared_ptr<const ChatTemplate> chat_template;  // may be null
   ParseContext parse;                                 // points into the two above

@@ -90,6 +90,10 @@ TEST(ServerBackPressure, ANonReadingStreamPausesWithBoundedMemoryThenResumes) {
   auto r = h.post("/v1/completions", R"({"prompt": [256, 80], "max_tokens": 10,
                                          "ignore_eos": true})");
   ASSERT_EQ(r.status, 200) << r.body;
+  // (Stats are published after the step whose chunks made the response.)
+  ASSERT_TRUE(testing::wait_for([&] {
+    return h.client().stats().requests_finished_length == paused.requests_finished_length + 1;
+  }));
   EXPECT_EQ(h.client().stats().generation_tokens, paused.generation_tokens + 10);
   EXPECT_EQ(h.metric("strata:streams_paused"), 1);
   EXPECT_LE(h.metric("strata:http_write_buffer_bytes"), static_cast<double>(kBuffer) + kEventBytes);
