@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 
 #include "core/clock.h"
@@ -96,6 +97,22 @@ void EngineClient::abort(const std::string& request_id) {
   cv_.notify_one();
 }
 
+void EngineClient::pause(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pauses_.emplace_back(request_id, true);
+  }
+  cv_.notify_one();
+}
+
+void EngineClient::resume(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pauses_.emplace_back(request_id, false);
+  }
+  cv_.notify_one();
+}
+
 EngineStats EngineClient::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -126,27 +143,31 @@ void EngineClient::loop() {
   for (;;) {
     std::vector<Pending> pending;
     std::vector<std::string> aborts;
+    std::vector<std::pair<std::string, bool>> pauses;
     bool stop_now = false;
     bool below_limit = true;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      // A step may run unless the test hook holds the engine at its step limit.
+      auto has_input = [&] { return !pending_.empty() || !aborts_.empty() || !pauses_.empty(); };
+      // A step may run when a request is runnable (paused ones are not work) unless the test
+      // hook holds the engine at its step limit.
       auto may_step = [&] {
-        return engine_->has_unfinished_requests() &&
+        return engine_->has_runnable_requests() &&
                (step_limit_ < 0 || steps_run_.load() < step_limit_);
       };
       auto ready = [&] {
-        return !pending_.empty() || !aborts_.empty() || may_step() ||
-               (stopping_ && !engine_->has_unfinished_requests());
+        return has_input() || may_step() || (stopping_ && !engine_->has_unfinished_requests());
       };
       if (stopping_ && engine_->has_unfinished_requests()) {
-        // Draining: wake at the deadline even when nothing else happens (held requests).
+        // Draining: wake at the deadline even when nothing else happens (held or paused
+        // requests are aborted then).
         cv_.wait_until(lock, steady_time_point(drain_deadline_), ready);
       } else if (!stopping_) {
         cv_.wait(lock, [&] { return ready() || stopping_; });
       }
       pending.swap(pending_);
       aborts.swap(aborts_);
+      pauses.swap(pauses_);
       below_limit = step_limit_ < 0 || steps_run_.load() < step_limit_;
       if (stopping_ && (now_seconds() >= drain_deadline_ ||
                         (!engine_->has_unfinished_requests() && pending.empty())))
@@ -170,6 +191,12 @@ void EngineClient::loop() {
       }
     }
     for (const auto& id : aborts) engine_->abort_request(id);
+    for (const auto& [id, paused] : pauses) {
+      if (paused)
+        engine_->pause_request(id);
+      else
+        engine_->resume_request(id);
+    }
     if (stop_now) {
       engine_->abort_all(stop_reason_);
       std::lock_guard<std::mutex> lock(mu_);
@@ -177,7 +204,7 @@ void EngineClient::loop() {
       unfinished_ = 0;
       return;
     }
-    if (engine_->has_unfinished_requests() && below_limit) {
+    if (engine_->has_runnable_requests() && below_limit) {
       Status s = engine_->step();
       steps_run_++;
       if (!s.ok()) {

@@ -53,6 +53,11 @@ class EngineClient {
   // Validates and queues a request (errors are returned here, synchronously).
   Result<std::shared_ptr<RequestStream>> submit(EngineRequest request);
   void abort(const std::string& request_id);
+  // Pauses a request (every choice) until resume(): the engine stops scheduling it and it keeps
+  // its KV blocks while no unpaused request needs them (a request whose client cannot take more
+  // output). Applied in call order with resume(); unknown ids are ignored.
+  void pause(const std::string& request_id);
+  void resume(const std::string& request_id);
   // Stops taking requests; lets running ones finish for up to `grace_seconds`, then aborts the
   // rest with `why`; joins the engine thread.
   void shutdown(double grace_seconds, const Status& why);
@@ -85,6 +90,7 @@ class EngineClient {
   };
   std::vector<Pending> pending_;
   std::vector<std::string> aborts_;
+  std::vector<std::pair<std::string, bool>> pauses_;  // (id, paused), in call order
   bool stopping_ = false;
   bool accepting_ = true;
   double drain_deadline_ = 0;

@@ -231,6 +231,17 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const ServerGaug
           static_cast<double>(g.http_connections));
   w.gauge("strata:http_requests_in_flight", "HTTP requests being answered.",
           static_cast<double>(g.requests_in_flight));
+  w.gauge("strata:http_write_buffer_bytes",
+          "Response bytes queued in the server for clients to read, all connections together.",
+          static_cast<double>(g.write_buffer_bytes));
+  w.gauge("strata:streams_paused",
+          "Streaming requests paused because their client reads slower than they generate "
+          "(--stream-buffer-size).",
+          static_cast<double>(g.streams_paused));
+  w.counter("strata:streams_stalled",
+            "Streaming requests aborted because their client read nothing for "
+            "--stream-stall-timeout seconds.",
+            static_cast<double>(streams_stalled_));
   w.header("strata:requests_rejected_total", "counter",
            "Requests refused before reaching the engine, by reason (queue_full: "
            "--max-queued-requests; shutting_down).");

@@ -91,6 +91,7 @@ class ServerHarness {
   int port() const { return port_; }
   std::string base() const { return "http://127.0.0.1:" + std::to_string(port_); }
   engine::EngineClient& client() { return *client_; }
+  OpenAiServer& server() { return *server_; }
 
   // Starts a graceful shutdown (as SIGTERM does).
   void shutdown() {
