@@ -140,6 +140,7 @@ int run(const Args& args) {
   const double req_s = static_cast<double>(run.times.size()) / run.elapsed;
   const double out_tps = run.output_tokens / run.elapsed;
   const double total_tps = (run.prompt_tokens + run.output_tokens) / run.elapsed;
+  std::printf("kernels: %s, %d threads\n", client.info().backend.c_str(), client.info().threads);
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n", req_s,
               total_tps, out_tps);
   std::printf("requests: %zu ok, %d failed; prompt tokens %lld, output tokens %lld, %.2f s\n",

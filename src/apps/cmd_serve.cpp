@@ -3,12 +3,19 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "apps/command.h"
+#include "core/file_util.h"
 #include "core/logging.h"
+#include "core/strings.h"
 #include "engine/engine.h"  // EngineConfig and its options
 #include "net/event_loop.h"
 #include "server/openai_server.h"
@@ -44,6 +51,66 @@ void signal_loop(server::OpenAiServer* server, net::EventLoop* loop) {
     server->shutdown([loop] { loop->stop(); });
   }
 }
+
+// Testing aid (docs/server.md): with STRATA_DEBUG_STEP_LIMIT_FILE=PATH the engine runs no step
+// beyond the number PATH holds (EngineClient::set_step_limit; negative, empty or missing: no
+// limit). The file is read at start-up and re-read every 10 ms; each new value is applied and
+// logged. Tests write it atomically (a temporary file renamed over it).
+class StepLimitFile {
+ public:
+  StepLimitFile(std::string path, engine::EngineClient* engine)
+      : path_(std::move(path)), engine_(engine) {
+    STRATA_LOG(WARNING) << "STRATA_DEBUG_STEP_LIMIT_FILE is set: engine steps are limited by the "
+                           "number in "
+                        << path_ << " (a testing aid; never use it in production)";
+    apply();
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(10), [this] { return stop_; })) {
+        lock.unlock();
+        apply();
+        lock.lock();
+      }
+    });
+  }
+  ~StepLimitFile() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void apply() {
+    int64_t limit = -1;
+    auto text = read_file(path_);
+    if (text.ok()) {
+      std::string_view t = trim(*text);
+      if (!t.empty()) {
+        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), limit);
+        if (ec != std::errc() || end != t.data() + t.size()) return;  // keep the last value
+      }
+    }
+    if (limit < 0) limit = -1;
+    if (applied_ && limit == last_) return;
+    applied_ = true;
+    last_ = limit;
+    engine_->set_step_limit(limit);
+    STRATA_LOG(INFO) << "debug step limit set to " << limit << " (steps run so far: "
+                     << engine_->steps_run() << ")";
+  }
+
+  std::string path_;
+  engine::EngineClient* engine_;
+  bool applied_ = false;
+  int64_t last_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 int run(const Args& args) {
   auto ecfg = engine::engine_config_from_args(args);
@@ -82,6 +149,9 @@ int run(const Args& args) {
     std::cerr << "strata serve: " << client.status().message() << "\n";
     return 1;
   }
+  std::unique_ptr<StepLimitFile> step_limit;
+  if (const char* path = std::getenv("STRATA_DEBUG_STEP_LIMIT_FILE"); path && *path)
+    step_limit = std::make_unique<StepLimitFile>(path, client->get());
   auto loop = net::EventLoop::create();
   if (!loop.ok()) {
     std::cerr << "strata serve: " << loop.status().message() << "\n";
@@ -101,6 +171,7 @@ int run(const Args& args) {
   pthread_kill(signals.native_handle(), SIGUSR1);
   signals.join();
   server->reset();
+  step_limit.reset();
   client->reset();
   STRATA_LOG(INFO) << "server stopped";
   return 0;

@@ -43,6 +43,10 @@ class ThreadPool {
   // Number of hardware threads available to this process.
   static int hardware_threads();
 
+  // Workers asleep right now (they spin briefly after a job, then sleep until the next one).
+  // For tests and diagnostics.
+  int num_sleeping() const { return sleepers_.load(); }
+
  private:
   void worker_loop(int index);
   // Claims and runs chunks of the current job until none are left.

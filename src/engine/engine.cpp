@@ -287,6 +287,20 @@ void Engine::abort_all(const Status& why) {
   }
 }
 
+void Engine::pause_request(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  for (auto& c : it->second->choices)
+    if (!c->finished) (void)scheduler_->pause_request(c->seq_id);
+}
+
+void Engine::resume_request(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  for (auto& c : it->second->choices)
+    if (!c->finished) (void)scheduler_->resume_request(c->seq_id);
+}
+
 void Engine::emit(Choice& c, const sched::RequestOutput& out, const SampledEntry* sample) {
   RequestState* r = c.request;
   OutputChunk chunk;
@@ -339,7 +353,21 @@ void Engine::emit(Choice& c, const sched::RequestOutput& out, const SampledEntry
 Status Engine::step() {
   sched::StepPlan& plan = input_.plan;
   plan = scheduler_->schedule();
-  if (plan.empty()) return ok_status();
+  if (plan.empty()) {  // every unfinished request is paused (or none is left)
+    unsent_finished_.insert(unsent_finished_.end(), plan.finished_ids.begin(),
+                            plan.finished_ids.end());
+    unsent_preempted_.insert(unsent_preempted_.end(), plan.preempted_ids.begin(),
+                             plan.preempted_ids.end());
+    return ok_status();
+  }
+  if (!unsent_finished_.empty() || !unsent_preempted_.empty()) {
+    plan.finished_ids.insert(plan.finished_ids.begin(), unsent_finished_.begin(),
+                             unsent_finished_.end());
+    plan.preempted_ids.insert(plan.preempted_ids.begin(), unsent_preempted_.begin(),
+                              unsent_preempted_.end());
+    unsent_finished_.clear();
+    unsent_preempted_.clear();
+  }
   // Requests the workers have not seen yet travel with the plan, once.
   input_.new_requests.clear();
   std::vector<Choice*> choices(plan.scheduled.size());
@@ -388,6 +416,7 @@ EngineStats Engine::stats() const {
   EngineStats e;
   e.num_running = s.num_running;
   e.num_waiting = s.num_waiting;
+  e.num_paused = s.num_paused;
   e.kv_blocks_total = s.kv.num_blocks;
   e.kv_blocks_referenced = s.kv.referenced;
   e.kv_blocks_cached_free = s.kv.cached_free;

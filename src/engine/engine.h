@@ -45,8 +45,15 @@ class Engine {
   void abort_request(const std::string& request_id);
   // Aborts everything with `why` as the error of the final chunks.
   void abort_all(const Status& why);
+  // Pauses every unfinished choice of a request: it is not scheduled, and keeps its KV blocks
+  // while no unpaused request needs them (sched/scheduler.h, P1-P2), until resume_request().
+  // No-op when unknown.
+  void pause_request(const std::string& request_id);
+  void resume_request(const std::string& request_id);
 
   bool has_unfinished_requests() const { return !requests_.empty(); }
+  // Unfinished requests that are not all paused: step() has work to do.
+  bool has_runnable_requests() const { return scheduler_->has_runnable_requests(); }
   int64_t num_requests() const { return static_cast<int64_t>(requests_.size()); }
   // One step. Errors are internal failures (the model rejected the batch).
   Status step();
@@ -85,6 +92,9 @@ class Engine {
   StepInput input_;
   StepOutput output_;
   std::vector<int32_t> sampled_;
+  // Finished and preempted ids of plans that scheduled nothing (so were not executed): they go
+  // to the workers with the next plan that is.
+  std::vector<std::string> unsent_finished_, unsent_preempted_;
   // Counters not kept by the scheduler.
   int64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;
 };

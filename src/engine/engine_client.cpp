@@ -1,8 +1,21 @@
+#include <algorithm>
+#include <chrono>
+
 #include "core/clock.h"
 #include "core/logging.h"
 #include "engine/engine.h"
 
 namespace strata::engine {
+namespace {
+
+// A now_seconds() value as a steady_clock time point (for timed waits).
+std::chrono::steady_clock::time_point steady_time_point(double seconds) {
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(seconds)));
+}
+
+}  // namespace
 
 std::optional<OutputChunk> RequestStream::next() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -84,9 +97,33 @@ void EngineClient::abort(const std::string& request_id) {
   cv_.notify_one();
 }
 
+void EngineClient::pause(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pauses_.emplace_back(request_id, true);
+  }
+  cv_.notify_one();
+}
+
+void EngineClient::resume(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pauses_.emplace_back(request_id, false);
+  }
+  cv_.notify_one();
+}
+
 EngineStats EngineClient::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+void EngineClient::set_step_limit(int64_t max_steps) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_limit_ = max_steps;
+  }
+  cv_.notify_one();
 }
 
 void EngineClient::shutdown(double grace_seconds, const Status& why) {
@@ -106,15 +143,32 @@ void EngineClient::loop() {
   for (;;) {
     std::vector<Pending> pending;
     std::vector<std::string> aborts;
+    std::vector<std::pair<std::string, bool>> pauses;
     bool stop_now = false;
+    bool below_limit = true;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] {
-        return !pending_.empty() || !aborts_.empty() || stopping_ ||
-               engine_->has_unfinished_requests();
-      });
+      auto has_input = [&] { return !pending_.empty() || !aborts_.empty() || !pauses_.empty(); };
+      // A step may run when a request is runnable (paused ones are not work) unless the test
+      // hook holds the engine at its step limit.
+      auto may_step = [&] {
+        return engine_->has_runnable_requests() &&
+               (step_limit_ < 0 || steps_run_.load() < step_limit_);
+      };
+      auto ready = [&] {
+        return has_input() || may_step() || (stopping_ && !engine_->has_unfinished_requests());
+      };
+      if (stopping_ && engine_->has_unfinished_requests()) {
+        // Draining: wake at the deadline even when nothing else happens (held or paused
+        // requests are aborted then).
+        cv_.wait_until(lock, steady_time_point(drain_deadline_), ready);
+      } else if (!stopping_) {
+        cv_.wait(lock, [&] { return ready() || stopping_; });
+      }
       pending.swap(pending_);
       aborts.swap(aborts_);
+      pauses.swap(pauses_);
+      below_limit = step_limit_ < 0 || steps_run_.load() < step_limit_;
       if (stopping_ && (now_seconds() >= drain_deadline_ ||
                         (!engine_->has_unfinished_requests() && pending.empty())))
         stop_now = true;
@@ -137,6 +191,12 @@ void EngineClient::loop() {
       }
     }
     for (const auto& id : aborts) engine_->abort_request(id);
+    for (const auto& [id, paused] : pauses) {
+      if (paused)
+        engine_->pause_request(id);
+      else
+        engine_->resume_request(id);
+    }
     if (stop_now) {
       engine_->abort_all(stop_reason_);
       std::lock_guard<std::mutex> lock(mu_);
@@ -144,8 +204,9 @@ void EngineClient::loop() {
       unfinished_ = 0;
       return;
     }
-    if (engine_->has_unfinished_requests()) {
+    if (engine_->has_runnable_requests() && below_limit) {
       Status s = engine_->step();
+      steps_run_++;
       if (!s.ok()) {
         STRATA_LOG(ERROR) << "engine step failed: " << s.to_string() << "; aborting all requests";
         engine_->abort_all(internal_error("engine step failed: " + s.message()));

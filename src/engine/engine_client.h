@@ -53,6 +53,11 @@ class EngineClient {
   // Validates and queues a request (errors are returned here, synchronously).
   Result<std::shared_ptr<RequestStream>> submit(EngineRequest request);
   void abort(const std::string& request_id);
+  // Pauses a request (every choice) until resume(): the engine stops scheduling it and it keeps
+  // its KV blocks while no unpaused request needs them (a request whose client cannot take more
+  // output). Applied in call order with resume(); unknown ids are ignored.
+  void pause(const std::string& request_id);
+  void resume(const std::string& request_id);
   // Stops taking requests; lets running ones finish for up to `grace_seconds`, then aborts the
   // rest with `why`; joins the engine thread.
   void shutdown(double grace_seconds, const Status& why);
@@ -60,6 +65,15 @@ class EngineClient {
   EngineStats stats() const;
   // Requests submitted and not finished (queued in the client or the engine).
   int64_t num_unfinished() const { return unfinished_.load(); }
+
+  // Test hook: the engine thread runs no step beyond `max_steps` steps in all (counted since
+  // start, see steps_run()) until the limit is raised; negative (the default) means no limit.
+  // While held it still takes new requests (they queue in the scheduler), aborts and shutdown,
+  // so tests can keep requests in flight deterministically, whatever the machine's speed.
+  // Production code never sets it.
+  void set_step_limit(int64_t max_steps);
+  // Engine steps run so far.
+  int64_t steps_run() const { return steps_run_.load(); }
 
  private:
   EngineClient() = default;
@@ -76,12 +90,15 @@ class EngineClient {
   };
   std::vector<Pending> pending_;
   std::vector<std::string> aborts_;
+  std::vector<std::pair<std::string, bool>> pauses_;  // (id, paused), in call order
   bool stopping_ = false;
   bool accepting_ = true;
   double drain_deadline_ = 0;
   Status stop_reason_;
   EngineStats stats_;
   std::atomic<int64_t> unfinished_{0};
+  int64_t step_limit_ = -1;  // guarded by mu_
+  std::atomic<int64_t> steps_run_{0};
 };
 
 }  // namespace strata::engine

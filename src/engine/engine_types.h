@@ -92,6 +92,7 @@ class RequestStream {
 struct EngineStats {
   int64_t num_running = 0;
   int64_t num_waiting = 0;
+  int64_t num_paused = 0;  // sequences paused (EngineClient::pause), running or waiting
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_referenced = 0;
   int64_t kv_blocks_cached_free = 0;

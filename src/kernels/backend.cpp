@@ -25,6 +25,9 @@ namespace {
 bool cpu_has_avx2() {
   return cpu_features().avx2;
 }
+bool cpu_has_avx512() {
+  return cpu_features().avx512;
+}
 
 struct Registry {
   std::mutex mu;
@@ -35,6 +38,8 @@ struct Registry {
     variants.push_back({"portable", "", 10, nullptr, kernels::portable_ops_with_fp8, false});
     variants.push_back({"avx2", "AVX2, FMA, F16C", 20, cpu_has_avx2, kernels::avx2_ops_with_fp8,
                         false});
+    variants.push_back({"avx512", "AVX-512 F, BW, VL and DQ", 30, cpu_has_avx512,
+                        kernels::avx512_ops, false});
   }
 };
 

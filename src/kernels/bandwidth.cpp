@@ -14,6 +14,9 @@ namespace kernels::avx2 {
 float sum_floats(const float* p, int64_t n);
 double fma_chains(int64_t iterations, const float* seeds);  // returns FLOPs done
 }  // namespace kernels::avx2
+namespace kernels::avx512 {
+double fma_chains(int64_t iterations, const float* seeds);  // returns FLOPs done
+}  // namespace kernels::avx512
 
 namespace {
 float sum_floats_portable(const float* p, int64_t n) {
@@ -68,15 +71,17 @@ namespace strata {
 
 double measure_fma_peak(ThreadPool& pool, int passes) {
   if (!cpu_features().avx2) return 0;
-  alignas(32) float seeds[12 * 8];
-  for (int i = 0; i < 12 * 8; ++i) seeds[i] = 1.0f + 0.001f * static_cast<float>(i);
+  const bool avx512 = cpu_features().avx512;
+  alignas(64) float seeds[12 * 16];
+  for (int i = 0; i < 12 * 16; ++i) seeds[i] = 1.0f + 0.001f * static_cast<float>(i);
   double best = 0;
   const int64_t iters = 2'000'000;
   for (int p = 0; p < passes; ++p) {
     std::atomic<int64_t> flops{0};
     Stopwatch sw;
     pool.for_each(pool.size(), [&](int64_t) {
-      flops += static_cast<int64_t>(kernels::avx2::fma_chains(iters, seeds));
+      flops += static_cast<int64_t>(avx512 ? kernels::avx512::fma_chains(iters, seeds)
+                                           : kernels::avx2::fma_chains(iters, seeds));
     });
     best = std::max(best, static_cast<double>(flops.load()) / sw.elapsed());
   }

@@ -31,8 +31,8 @@ class ReadBandwidthMeter {
 // `passes` passes of a ReadBandwidthMeter in a row; returns the best.
 double measure_read_bandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30, int passes = 5);
 
-// Runs independent f32 FMA chains on every thread of `pool` (AVX2 when available) and returns the
-// best observed rate in FLOP/s (2 per multiply-add and lane) over `passes`.
+// Runs independent f32 FMA chains on every thread of `pool` (AVX-512 when the CPU has it, else
+// AVX2) and returns the best observed rate in FLOP/s (2 per multiply-add and lane) over `passes`.
 double measure_fma_peak(ThreadPool& pool, int passes = 5);
 
 }  // namespace strata

@@ -55,6 +55,12 @@ void avx2_matmul_any(const float* x, int64_t m, int64_t ldx, const PackedWeight&
   avx2::kOps.matmul(x, m, ldx, w, y, ldy, pool);
 }
 
+void avx512_matmul_any(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y,
+                       int64_t ldy, ThreadPool& pool) {
+  if (avx512::matmul_supports(w.dtype())) return avx512::matmul(x, m, ldx, w, y, ldy, pool);
+  avx2_matmul_any(x, m, ldx, w, y, ldy, pool);
+}
+
 }  // namespace
 
 void fp8_matmul_portable(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y,
@@ -83,6 +89,17 @@ const KernelOps& portable_ops_with_fp8() {
   static const KernelOps ops = [] {
     KernelOps o = portable::kOps;
     o.matmul = portable_matmul_any;
+    return o;
+  }();
+  return ops;
+}
+
+// Built here, in a file compiled without AVX-512 flags: this runs at first use on any CPU.
+const KernelOps& avx512_ops() {
+  static const KernelOps ops = [] {
+    KernelOps o = avx2::kOps;
+    o.name = "avx512";
+    o.matmul = avx512_matmul_any;
     return o;
   }();
   return ops;

@@ -17,5 +17,7 @@ void fp8_matmul_avx2(const float* x, int64_t m, int64_t ldx, const PackedWeight&
 
 const KernelOps& portable_ops_with_fp8();
 const KernelOps& avx2_ops_with_fp8();
+// AVX-512 matmul for F32/F16/BF16 weights, the AVX2 kernels for the rest of the table.
+const KernelOps& avx512_ops();
 
 }  // namespace strata::kernels

@@ -14,6 +14,12 @@ extern const KernelOps kOps;
 namespace avx2 {
 extern const KernelOps kOps;
 }
+namespace avx512 {
+// matmul_avx512.cpp (compiled with AVX-512 F/BW/VL/DQ): the weight types it handles.
+bool matmul_supports(DType d);
+void matmul(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
+            ThreadPool& pool);
+}
 
 // Query rows per tile of the AVX2 attention kernel (fewer when a sequence's scores would not fit
 // the scratch); attention_scratch_floats() sizes the scratch for it.

@@ -197,6 +197,11 @@ Result<ModelConfig> parse_hf_config(const Json& config_in, const Json* overrides
       c->contains("qk_nope_head_dim") && (*c)["qk_nope_head_dim"].is_number_integer()) {
     m.rotary_dim = (*c)["qk_rope_head_dim"].get<int64_t>();
     m.head_dim = m.rotary_dim + (*c)["qk_nope_head_dim"].get<int64_t>();
+    // MLA caches one shared latent per token, not K/V heads: num_key_value_heads (128 in V3's
+    // config) means nothing here and must not constrain num_attention_heads (vLLM ignores it
+    // too). Every query head reads the latent, as if each had its own KV head.
+    if (c->contains("kv_lora_rank") && (*c)["kv_lora_rank"].is_number_integer())
+      m.num_key_value_heads = m.num_attention_heads;
   }
   m.raw = c;
   STRATA_RETURN_IF_ERROR(m.validate());

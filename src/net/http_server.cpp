@@ -191,6 +191,10 @@ void HttpServer::on_accept_ready() {
       return;
     }
     set_nodelay(fd);
+    if (options_.socket_send_buffer > 0) {
+      int v = options_.socket_send_buffer;
+      (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+    }
     if (draining_) {
       ::close(fd);
       continue;

@@ -38,11 +38,14 @@ struct HttpServerOptions {
   double request_timeout_s = 60;
   // Idle keep-alive connections are closed after this many seconds.
   double keep_alive_timeout_s = 75;
-  // Bytes queued on a connection above which ResponseWriter::writable() is false; on_drain fires
-  // once the queue falls under a quarter of it.
+  // Bytes queued on a connection at or above which ResponseWriter::writable() is false; on_drain
+  // fires once the queue falls to a quarter of it.
   size_t write_high_watermark = 1u << 20;
   // Open connections beyond this get a 503 and are closed; 0 means no limit.
   size_t max_connections = 0;
+  // SO_SNDBUF of accepted sockets (the kernel's share of a slow client's unread bytes); 0 keeps
+  // the kernel's auto-tuned default (up to net.ipv4.tcp_wmem's maximum).
+  int socket_send_buffer = 0;
   // Builds the responses the server sends by itself (400, 408, 413, 431, 500, 501, 503, 505).
   // Default: OpenAI-style JSON {"error": {"message", "type", "param", "code"}}.
   std::function<HttpResponse(int status, const std::string& message)> error_response;
@@ -124,6 +127,10 @@ class HttpServer {
   size_t num_connections() const { return num_connections_.load(); }
   // Requests whose response has not completed yet.
   size_t num_active() const { return num_active_.load(); }
+  // Response bytes queued in the server (not yet taken by the kernel), all connections together.
+  // Streams that respect ResponseWriter::writable() keep each connection's share near
+  // write_high_watermark.
+  size_t buffered_bytes() const { return buffered_bytes_.load(); }
 
  private:
   friend class detail::Connection;
@@ -147,6 +154,7 @@ class HttpServer {
   std::unordered_map<detail::Connection*, std::shared_ptr<detail::Connection>> connections_;
   std::atomic<size_t> num_connections_{0};
   std::atomic<size_t> num_active_{0};
+  std::atomic<size_t> buffered_bytes_{0};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -366,7 +366,7 @@ void Connection::queue(std::string_view data) {
     if (data.empty()) return;
   }
   out_.append(data);
-  buffered_ = out_.size() - out_off_;
+  set_buffered(out_.size() - out_off_);
   if (buffered_ >= high_watermark_) above_high_ = true;
   if (!want_write_) {
     want_write_ = true;
@@ -398,7 +398,7 @@ void Connection::flush() {
     out_.erase(0, out_off_);
     out_off_ = 0;
   }
-  buffered_ = out_.size() - out_off_;
+  set_buffered(out_.size() - out_off_);
   if (above_high_ && buffered_ <= high_watermark_ / 4) {
     above_high_ = false;
     if (auto ex = current_.lock(); ex && ex->on_drain && exchange_open_) {
@@ -407,6 +407,16 @@ void Connection::flush() {
     }
   }
   if (state_ == State::kClosing && out_off_ == out_.size()) finish_closing();
+}
+
+void Connection::set_buffered(size_t bytes) {
+  const size_t old = buffered_.exchange(bytes);
+  if (server_ != nullptr && old != bytes) {
+    if (bytes > old)
+      server_->buffered_bytes_ += bytes - old;
+    else
+      server_->buffered_bytes_ -= old - bytes;
+  }
 }
 
 void Connection::close_connection() {
@@ -422,7 +432,7 @@ void Connection::close_connection() {
   fd_ = -1;
   out_.clear();
   out_off_ = 0;
-  buffered_ = 0;
+  set_buffered(0);
   bool notify = exchange_open_;
   exchange_open_ = false;
   std::shared_ptr<Exchange> ex = current_.lock();

@@ -48,7 +48,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Closes the connection; an exchange in progress sees on_disconnect.
   void close_connection();
-  void detach_server() { server_ = nullptr; }
+  void detach_server() {
+    set_buffered(0);
+    server_ = nullptr;
+  }
   // No request in progress and nothing buffered: safe to close during shutdown.
   bool idle() const { return state_ == State::kReading && !request_started_ && in_.empty(); }
 
@@ -68,6 +71,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // plain close with unread input would reset the connection and lose the response).
   void finish_closing();
   void queue(std::string_view data);
+  // Sets buffered_ and keeps the server's total in step.
+  void set_buffered(size_t bytes);
   void flush();
   void update_interest();
   void arm_timer(double seconds);

@@ -109,6 +109,8 @@ class Request {
   const std::string& cache_salt() const { return cache_salt_; }
   const RequestTimes& times() const { return times_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Paused by Scheduler::pause_request(): not scheduled until resumed.
+  bool paused() const { return paused_; }
   // Hashes of the full blocks of token_ids() (kept only with prefix caching on).
   std::span<const kv::BlockHash> block_hashes() const { return block_hashes_; }
 
@@ -131,6 +133,7 @@ class Request {
   std::string cache_salt_;
   RequestTimes times_;
   int64_t num_preemptions_ = 0;
+  bool paused_ = false;
   std::vector<kv::BlockHash> block_hashes_;
   // n > 1 sharing: the leader to fork from, and how many prompt tokens (whole blocks) to share.
   bool has_leader_ = false;

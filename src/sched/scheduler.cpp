@@ -179,8 +179,32 @@ Status Scheduler::finish_request(std::string_view request_id, FinishReason reaso
   return ok_status();
 }
 
+Status Scheduler::pause_request(std::string_view request_id) {
+  Request* r = lookup(request_id);
+  if (r == nullptr) return not_found("no unfinished request '" + std::string(request_id) + "'");
+  if (!r->paused_) {
+    r->paused_ = true;
+    ++num_paused_;
+  }
+  return ok_status();
+}
+
+Status Scheduler::resume_request(std::string_view request_id) {
+  Request* r = lookup(request_id);
+  if (r == nullptr) return not_found("no unfinished request '" + std::string(request_id) + "'");
+  if (r->paused_) {
+    r->paused_ = false;
+    --num_paused_;
+  }
+  return ok_status();
+}
+
 void Scheduler::finish(Request* r, FinishReason reason, double now) {
   STRATA_CHECK(!is_finished(r->status_));
+  if (r->paused_) {
+    r->paused_ = false;
+    --num_paused_;
+  }
   if (r->status_ == RequestStatus::kRunning) {
     erase_running(r);
     kv_.free(seq(*r));
@@ -271,6 +295,7 @@ SchedulerStats Scheduler::stats() const {
   s.num_waiting = num_waiting();
   for (const Request* r : waiting_)
     s.num_preempted_waiting += r->status_ == RequestStatus::kPreempted;
+  s.num_paused = num_paused_;
   s.kv = kv_.usage();
   s.prefix_cache = kv_.prefix_cache_stats();
   s.num_preemptions = num_preemptions_;
@@ -320,8 +345,13 @@ void Scheduler::check_invariants() const {
     STRATA_CHECK(by_id_.count(r->id_));
   }
   STRATA_CHECK_EQ(by_id_.size(), running_.size() + waiting_.size()) << "id map out of sync";
+  int64_t paused = 0;
+  for (const Request* r : running_) paused += r->paused_;
+  for (const Request* r : waiting_) paused += r->paused_;
+  STRATA_CHECK_EQ(paused, num_paused_) << "paused count out of sync";
   for (const Request* r : finished_) {
     STRATA_CHECK(is_finished(r->status_));
+    STRATA_CHECK(!r->paused_) << r->id_ << " finished paused";
     STRATA_CHECK_EQ(kv_.num_blocks_held(seq(*r)), 0) << r->id_ << " finished holding blocks";
   }
   if (kv_.prefix_caching_enabled()) {

@@ -32,6 +32,16 @@
 // waiting, nothing is admitted ahead of it, the running set drains, and then it fits (R1, R4,
 // R5). By induction on the key order every admitted request finishes, and a step is never empty
 // while a request is unfinished.
+//
+// PAUSED REQUESTS (pause_request; the server pauses a stream whose client stops reading) are
+// outside the argument above, and never hold back the others: a paused request is neither
+// scheduled nor admitted; a running one keeps its KV blocks only while nobody else needs them.
+//  P1 A request that needs blocks (R3) or admission that needs blocks or a sequence slot (R4)
+//     preempts paused running requests first, the youngest first, whatever their age.
+//  P2 A paused request still prefilling is preempted at the next schedule(), so paused running
+//     requests hold no partial-prefill slot; an n > 1 sibling whose leader is paused runs alone.
+// So the argument holds over the unpaused requests as if the paused ones did not exist, and a
+// step is never empty while an unpaused request is unfinished.
 #pragma once
 
 #include <memory>
@@ -71,6 +81,11 @@ class Scheduler {
   // Finishes an unfinished request with `reason` (the engine uses kStop when a stop string
   // matched); frees its blocks at once. kNotFound when unknown or already finished.
   Status finish_request(std::string_view request_id, FinishReason reason);
+  // Pauses an unfinished request (P1, P2): it is not scheduled until resume_request(). A running
+  // one keeps its blocks until an unpaused request needs them. kNotFound when unknown or
+  // finished; pausing a paused request (or resuming a running one) changes nothing.
+  Status pause_request(std::string_view request_id);
+  Status resume_request(std::string_view request_id);
 
   // Plans one step. Never empty while a request is unfinished.
   StepPlan schedule();
@@ -99,6 +114,11 @@ class Scheduler {
   static bool runs_before(const Request& a, const Request& b) { return key_less(a, b); }
 
   bool has_unfinished_requests() const { return !running_.empty() || !waiting_.empty(); }
+  // Unfinished requests that are not paused: schedule() plans work exactly when there are some.
+  bool has_runnable_requests() const {
+    return num_running() + num_waiting() > num_paused_;
+  }
+  int64_t num_paused() const { return num_paused_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   // Generation stops at this many tokens (prompt + output): min(max_model_len, pool tokens).
@@ -144,6 +164,8 @@ class Scheduler {
     return long_threshold_ > 0 && remaining > long_threshold_;
   }
   void preempt(Request* victim, StepPlan* plan);
+  Request* youngest_paused_running() const;
+  void preempt_paused_prefills(StepPlan* plan);
   void add_entry(StepPlan* plan, Request* r, int64_t n, std::span<const kv::BlockId> blocks,
                  bool new_table);
   void insert_running(Request* r);
@@ -174,6 +196,7 @@ class Scheduler {
   int64_t prompt_tokens_ = 0;
   int64_t generation_tokens_ = 0;
   int64_t num_finished_ = 0;
+  int64_t num_paused_ = 0;  // unfinished paused requests
 };
 
 }  // namespace strata::sched

@@ -28,6 +28,7 @@ struct SchedulerStats {
   int64_t num_running = 0;
   int64_t num_waiting = 0;  // including preempted requests waiting to resume
   int64_t num_preempted_waiting = 0;
+  int64_t num_paused = 0;  // running or waiting, paused by pause_request()
   kv::KvUsage kv;
   kv::PrefixCacheStats prefix_cache;  // cumulative
   int64_t num_preemptions = 0;        // cumulative

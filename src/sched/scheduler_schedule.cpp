@@ -12,6 +12,7 @@ StepPlan Scheduler::schedule() {
   plan.scheduled.reserve(running_.size() + 8);
   plan.token_ids.reserve(static_cast<size_t>(config_.max_num_batched_tokens));
   release_finished(&plan);
+  preempt_paused_prefills(&plan);
   int64_t budget = config_.max_num_batched_tokens;
   PrefillSlots slots;
   schedule_running(&plan, &budget, &slots);
@@ -71,9 +72,11 @@ void Scheduler::add_entry(StepPlan* plan, Request* r, int64_t n,
 
 // Recompute preemption: the victim's blocks go back to the pool (its full computed blocks stay
 // findable in the prefix cache until reused), and it waits to be admitted again, in key order.
+// The victim is the youngest running request (R3) or a paused one (P1, P2).
 void Scheduler::preempt(Request* victim, StepPlan* plan) {
-  STRATA_CHECK(!running_.empty() && running_.back() == victim) << "only the youngest is preempted";
-  running_.pop_back();
+  STRATA_CHECK(!running_.empty() && (running_.back() == victim || victim->paused_))
+      << "only the youngest or a paused request is preempted";
+  erase_running(victim);
   kv_.free(seq(*victim));
   victim->num_computed_tokens_ = 0;
   victim->status_ = RequestStatus::kPreempted;
@@ -83,12 +86,30 @@ void Scheduler::preempt(Request* victim, StepPlan* plan) {
   plan->preempted_ids.push_back(victim->id_);
 }
 
-// R2, R3: running requests in key order; one needing a block preempts the youngest running
-// request (never an older one, never one already scheduled this step, since those are older).
+Request* Scheduler::youngest_paused_running() const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it)
+    if ((*it)->paused_) return *it;
+  return nullptr;
+}
+
+// P2: paused requests still prefilling go back to waiting, so that running paused requests hold
+// no partial-prefill slot (they resume from the prefix cache where it kept their blocks).
+void Scheduler::preempt_paused_prefills(StepPlan* plan) {
+  if (num_paused_ == 0) return;
+  std::vector<Request*> victims;
+  for (Request* r : running_)
+    if (r->paused_ && r->num_tokens() - r->num_computed_tokens_ > 1) victims.push_back(r);
+  for (Request* r : victims) preempt(r, plan);
+}
+
+// R2, R3, P1: running requests in key order, paused ones skipped; one needing a block preempts
+// paused requests first, then the youngest running request (never an older one, never one
+// already scheduled this step, since those are older).
 void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* slots) {
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* r = running_[i];
     r->num_scheduled_tokens_ = 0;  // a plan never given to update() is simply replaced
+    if (r->paused_) continue;      // decoding (P2): needs no prefill slot
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens_;
     const int64_t n = chunk_size(remaining, *budget);
     if (n < remaining && remaining > 1) {  // still prefilling after this step: keeps its slot
@@ -103,8 +124,11 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
       continue;
     }
     bool self_preempted = false;
+    bool took_paused = false;
     while (kv_.num_blocks_to_allocate(seq(*r), total) > kv_.num_allocatable_blocks()) {
-      Request* victim = running_.back();
+      Request* victim = youngest_paused_running();
+      took_paused |= victim != nullptr;
+      if (victim == nullptr) victim = running_.back();
       self_preempted = victim == r;
       preempt(victim, plan);
       if (self_preempted) break;
@@ -116,6 +140,9 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
       }
       break;  // r was the youngest: nothing after it
     }
+    if (took_paused)  // paused requests older than r may have left: find r's place again
+      i = static_cast<size_t>(
+          std::lower_bound(running_.begin(), running_.end(), r, KeyLess()) - running_.begin());
     auto new_blocks = kv_.allocate_slots(seq(*r), r->num_computed_tokens_, n);
     STRATA_CHECK(new_blocks.has_value()) << "allocation failed after the fit check";
     add_entry(plan, r, n, *new_blocks, /*new_table=*/false);
@@ -124,11 +151,11 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
 }
 
 // An n > 1 sibling waits until its leader has computed the prompt blocks it will share. Once the
-// leader is gone (finished or aborted), the sibling runs on its own.
+// leader is gone (finished or aborted) or paused (P2), the sibling runs on its own.
 bool Scheduler::sibling_gated(Request* r) const {
   if (!r->has_leader_) return false;
   const Request* leader = get_mutable(r->leader_);
-  if (leader == nullptr || is_finished(leader->status_)) {
+  if (leader == nullptr || is_finished(leader->status_) || leader->paused_) {
     r->has_leader_ = false;
     return false;
   }
@@ -136,16 +163,36 @@ bool Scheduler::sibling_gated(Request* r) const {
            leader->num_computed_tokens_ >= r->share_tokens_);
 }
 
-// R4, R5: admission in key order, reserving blocks for all known tokens.
+// R4, R5, P1: admission in key order, reserving blocks for all known tokens; paused requests
+// are passed over, and give up their sequence slots and blocks to the requests admitted.
 void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* slots) {
   const double now = clock_->now();
+  const Request* oldest_running = nullptr;  // the oldest unpaused running request
+  for (const Request* r : running_) {
+    if (!r->paused_) {
+      oldest_running = r;
+      break;
+    }
+  }
+  bool older_seen = false;  // an unpaused waiting request before `it` (passed over or admitted)
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (*budget <= 0 || num_running() >= config_.max_num_seqs) return;
+    if (*budget <= 0) return;
     Request* w = *it;
-    // The oldest unfinished request of all: only it may not be passed over.
-    const bool oldest = it == waiting_.begin() && (running_.empty() || key_less(*w, *running_[0]));
+    if (w->paused_) {
+      ++it;
+      continue;
+    }
+    if (num_running() >= config_.max_num_seqs) {
+      Request* victim = youngest_paused_running();
+      if (victim == nullptr) return;
+      preempt(victim, plan);  // into waiting_: `it` stays valid; the victim is passed over
+      continue;
+    }
+    // The oldest unfinished unpaused request of all: only it may not be passed over.
+    const bool oldest = !older_seen && (oldest_running == nullptr || key_less(*w, *oldest_running));
     if (sibling_gated(w)) {
       STRATA_CHECK(!oldest) << "the oldest request waits on a younger leader";
+      older_seen = true;
       ++it;
       continue;
     }
@@ -162,12 +209,19 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
         (slots->partial >= config_.max_num_partial_prefills ||
          (is_long(remaining) && slots->long_partial >= config_.max_long_partial_prefills))) {
       if (oldest) return;
+      older_seen = true;
       ++it;
       continue;
     }
     const int64_t watermark = running_.empty() ? 0 : watermark_blocks_;
     const int64_t need = kv_.num_blocks_to_allocate(seq(*w), w->num_tokens(), &hit);
-    if (need + watermark > kv_.num_allocatable_blocks(&hit)) return;  // nobody jumps it
+    if (need + watermark > kv_.num_allocatable_blocks(&hit)) {
+      // P1: take a paused request's blocks and look again (they may now be a prefix hit).
+      Request* victim = youngest_paused_running();
+      if (victim == nullptr) return;  // nobody jumps it
+      preempt(victim, plan);
+      continue;
+    }
     auto blocks = kv_.allocate_slots(seq(*w), 0, n, &hit, remaining - n);
     STRATA_CHECK(blocks.has_value()) << "allocation failed after the fit check";
     it = waiting_.erase(it);
@@ -178,6 +232,7 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
     insert_running(w);
     add_entry(plan, w, n, kv_.block_table(seq(*w)), /*new_table=*/true);
     *budget -= n;
+    older_seen = true;
     if (partial) {
       ++slots->partial;
       if (is_long(remaining)) ++slots->long_partial;

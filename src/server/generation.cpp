@@ -87,6 +87,9 @@ void Generation::start(ServerState* state, GenerationRequest request, net::Respo
     });
   }
   if (g->request_.stream) {
+    g->writer_.on_drain([weak] {
+      if (auto self = weak.lock()) self->resume();
+    });
     g->writer_.start_stream(200, net::sse_headers());
     g->writer_.write(g->assembler_->stream_begin());
   }
@@ -148,7 +151,66 @@ void Generation::on_disconnect() {
   if (finished_ || disconnected_) return;
   disconnected_ = true;
   responded_ = true;
+  set_paused(false);
   abort_engine();
+  pump();  // what is waiting is counted, not sent
+}
+
+// True while a stream's output must wait: its connection already queues (with `pending_bytes`
+// about to be written) --stream-buffer-size bytes or more.
+bool Generation::holding_back(size_t pending_bytes) const {
+  return request_.stream && !responded_ &&
+         writer_.buffered_bytes() + pending_bytes >=
+             static_cast<size_t>(state_->config.stream_buffer_bytes);
+}
+
+void Generation::set_paused(bool paused) {
+  if (paused == paused_) return;
+  paused_ = paused;
+  state_->streams_paused += paused ? 1 : -1;
+  if (!paused && stall_timer_ != 0) {
+    state_->loop->cancel(stall_timer_);
+    stall_timer_ = 0;
+  }
+}
+
+void Generation::pause() {
+  if (paused_ || finished_ || responded_) return;
+  set_paused(true);
+  for (const auto& id : engine_ids_) state_->engine->pause(id);
+  if (state_->config.stream_stall_timeout > 0) {
+    std::weak_ptr<Generation> weak = weak_from_this();
+    stall_timer_ = state_->loop->run_after(state_->config.stream_stall_timeout, [weak] {
+      if (auto self = weak.lock()) {
+        self->stall_timer_ = 0;
+        self->on_stall();
+      }
+    });
+  }
+}
+
+void Generation::resume() {
+  if (!paused_) return;
+  set_paused(false);
+  for (const auto& id : engine_ids_) state_->engine->resume(id);
+  pump();  // what waited goes out first (and may pause the stream again)
+}
+
+// The client has read nothing for --stream-stall-timeout seconds: give its KV back and close.
+// There is no point in an error event: it would wait behind what the client does not read.
+void Generation::on_stall() {
+  if (!paused_ || finished_) return;
+  STRATA_LOG(WARNING) << "Request " << id_ << ": the client read nothing for "
+                      << state_->config.stream_stall_timeout
+                      << " s (--stream-stall-timeout) with " << writer_.buffered_bytes()
+                      << " bytes waiting; aborting it and closing the connection";
+  state_->metrics.count_stream_stalled();
+  set_paused(false);
+  disconnected_ = true;
+  responded_ = true;
+  abort_engine();
+  writer_.abort();
+  pump();
 }
 
 void Generation::on_timeout() {
@@ -163,6 +225,7 @@ void Generation::on_timeout() {
 }
 
 void Generation::fail(const ApiError& error) {
+  set_paused(false);
   abort_engine();
   if (responded_) return;
   responded_ = true;
@@ -175,16 +238,33 @@ void Generation::fail(const ApiError& error) {
 }
 
 void Generation::pump() {
-  std::string out;
+  if (finished_) return;
   for (size_t i = 0; i < streams_.size(); ++i) {
     if (stream_done_[i]) continue;
     bool done = false;
-    std::vector<engine::OutputChunk> chunks = streams_[i]->drain(&done);
-    for (auto& c : chunks) handle_chunk(static_cast<int>(i), c, &out);
+    for (auto& c : streams_[i]->drain(&done)) backlog_.emplace_back(static_cast<int>(i), std::move(c));
     if (done) stream_done_[i] = true;
   }
-  if (!out.empty() && !responded_) writer_.write(std::move(out));
-  if (std::all_of(stream_done_.begin(), stream_done_.end(), [](bool d) { return d; })) complete();
+  // Stream output goes out while the connection has room; the rest waits in backlog_ and the
+  // engine pauses the request until on_drain.
+  for (;;) {
+    std::string out;
+    while (!backlog_.empty() && !holding_back(out.size())) {
+      auto [index, chunk] = std::move(backlog_.front());
+      backlog_.pop_front();
+      handle_chunk(index, chunk, &out);
+    }
+    if (!out.empty() && !responded_) writer_.write(std::move(out));
+    if (!request_.stream || responded_) break;
+    if (!writer_.writable()) {
+      pause();
+      return;
+    }
+    if (backlog_.empty()) break;
+  }
+  if (backlog_.empty() &&
+      std::all_of(stream_done_.begin(), stream_done_.end(), [](bool d) { return d; }))
+    complete();
 }
 
 void Generation::handle_chunk(int prompt_index, engine::OutputChunk& chunk, std::string* out) {
@@ -243,6 +323,7 @@ void Generation::handle_chunk(int prompt_index, engine::OutputChunk& chunk, std:
 void Generation::complete() {
   if (finished_) return;
   finished_ = true;
+  set_paused(false);
   if (timeout_timer_ != 0) state_->loop->cancel(timeout_timer_);
   timeout_timer_ = 0;
   if (!responded_) {

@@ -3,11 +3,19 @@
 // aborts the engine work when the client disconnects or --request-timeout passes, records the
 // request's metrics and writes its log line.
 //
+// Back-pressure: a stream never queues more than about --stream-buffer-size bytes in the server.
+// When the connection's queue reaches it (the client reads slower than the engine writes), the
+// request is paused in the engine (EngineClient::pause: not scheduled, KV kept while nobody needs
+// it) and chunks already made wait here; it resumes when the queue drains to a quarter. Paused
+// longer than --stream-stall-timeout, it is aborted (its KV freed) and the connection closed.
+//
 // Lives on the loop thread; the engine's notify callback only posts a pump to the loop.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +51,12 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void abort_engine();
   void on_disconnect();
   void on_timeout();
+  // Back-pressure (streams only).
+  bool holding_back(size_t pending_bytes) const;
+  void pause();
+  void resume();
+  void set_paused(bool paused);
+  void on_stall();
   void log_request() const;
 
   ServerState* state_;
@@ -54,6 +68,11 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::vector<std::shared_ptr<engine::RequestStream>> streams_;
   std::vector<std::string> engine_ids_;
   std::vector<bool> stream_done_;
+  // Chunks taken from the engine but not yet handled: (prompt index, chunk). Only a paused stream
+  // leaves any here.
+  std::deque<std::pair<int, engine::OutputChunk>> backlog_;
+  bool paused_ = false;
+  net::EventLoop::TimerId stall_timer_ = 0;
   std::vector<ChoiceTiming> timing_;
   std::vector<std::string> finish_reasons_;
   std::shared_ptr<std::atomic<bool>> pump_scheduled_ = std::make_shared<std::atomic<bool>>(false);

@@ -225,16 +225,23 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const ServerGaug
   w.sample("strata:kv_cache_blocks", static_cast<double>(s.kv_blocks_free), "state=\"free\"");
   w.gauge("strata:kv_cache_blocks_total", "KV cache blocks in the pool.",
           static_cast<double>(s.kv_blocks_total));
-  w.header("strata:kv_tier_hits_total", "counter",
-           "Prefix-cache hits by the KV tier that served them, in tokens. The only tier so far is "
-           "the main pool; host-RAM and disk tiers are not built yet.");
-  w.sample("strata:kv_tier_hits_total", static_cast<double>(s.prefix_cache_hits), "tier=\"pool\"");
   w.counter("strata:engine_steps", "Engine steps run (one batched forward each).",
             static_cast<double>(s.num_steps));
   w.gauge("strata:http_connections", "Open HTTP connections.",
           static_cast<double>(g.http_connections));
   w.gauge("strata:http_requests_in_flight", "HTTP requests being answered.",
           static_cast<double>(g.requests_in_flight));
+  w.gauge("strata:http_write_buffer_bytes",
+          "Response bytes queued in the server for clients to read, all connections together.",
+          static_cast<double>(g.write_buffer_bytes));
+  w.gauge("strata:streams_paused",
+          "Streaming requests paused because their client reads slower than they generate "
+          "(--stream-buffer-size).",
+          static_cast<double>(g.streams_paused));
+  w.counter("strata:streams_stalled",
+            "Streaming requests aborted because their client read nothing for "
+            "--stream-stall-timeout seconds.",
+            static_cast<double>(streams_stalled_));
   w.header("strata:requests_rejected_total", "counter",
            "Requests refused before reaching the engine, by reason (queue_full: "
            "--max-queued-requests; shutting_down).");

@@ -57,6 +57,8 @@ struct FinishedSequence {
 struct ServerGauges {
   int64_t http_connections = 0;
   int64_t requests_in_flight = 0;  // HTTP requests being answered
+  int64_t streams_paused = 0;      // streams paused until their client reads (back-pressure)
+  int64_t write_buffer_bytes = 0;  // response bytes queued in the server, all connections
 };
 
 class ServerMetrics {
@@ -67,6 +69,7 @@ class ServerMetrics {
   void observe_inter_token_latency(double seconds);
   void observe_finished(const FinishedSequence& s);
   void count_rejected(const std::string& reason);  // queue_full, shutting_down, ...
+  void count_stream_stalled() { ++streams_stalled_; }  // aborted by --stream-stall-timeout
 
   // The text exposition (Content-Type: text/plain; version=0.0.4).
   std::string render(const engine::EngineStats& stats, const ServerGauges& gauges) const;
@@ -76,6 +79,7 @@ class ServerMetrics {
   Histogram ttft_, itl_, tpot_, e2e_, queue_, inference_, prefill_, decode_;
   Histogram prompt_tokens_, generation_tokens_, params_n_, params_max_tokens_;
   std::vector<std::pair<std::string, uint64_t>> rejected_;
+  uint64_t streams_stalled_ = 0;
 };
 
 // Prometheus number text as prometheus_client writes it: "1.0", "0.25", "+Inf", "1e-05".

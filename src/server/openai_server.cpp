@@ -1,5 +1,8 @@
 #include "server/openai_server.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/logging.h"
@@ -8,6 +11,7 @@
 #include "server/routes.h"
 #include "server/server_state.h"
 #include "server/stats_logger.h"
+#include "server/work_queue.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,11 +57,20 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
   ho.host = st.config.host;
   ho.port = st.config.port;
   ho.limits.max_body_bytes = static_cast<size_t>(st.config.max_request_body_bytes);
+  ho.write_high_watermark = static_cast<size_t>(st.config.stream_buffer_bytes);
+  ho.socket_send_buffer = st.config.socket_send_buffer;
   // Errors the HTTP layer answers by itself (400, 408, 413, 431, 501, 505) in the same shape.
   ho.error_response = [](int status, const std::string& message) {
     return error_response({status, message, ""});
   };
   s->http_ = std::make_unique<net::HttpServer>(loop, ho);
+  st.http = s->http_.get();
+  st.alive = s->alive_;
+  // Parsing and tokenizing big bodies: a couple of threads (more on big machines), beside the
+  // engine's compute threads.
+  const int work_threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 8, 2, 4);
+  s->work_ = std::make_unique<WorkQueue>(work_threads);
+  st.work = s->work_.get();
   OpenAiServer* self = s.get();
   s->http_->set_handler(
       [self](net::HttpRequest req, net::ResponseWriter w) { self->handle(std::move(req), w); });
@@ -66,6 +79,7 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
 
 OpenAiServer::~OpenAiServer() {
   *alive_ = false;
+  work_.reset();  // waits for a parse in progress; its result is then dropped (alive_ expires)
   if (stats_timer_ != 0) state_->loop->cancel(stats_timer_);
   if (engine_stopper_.joinable()) engine_stopper_.join();
   http_.reset();
@@ -125,6 +139,10 @@ void OpenAiServer::shutdown(std::function<void()> done) {
         [engine, grace] { engine->shutdown(grace, unavailable("the server is shutting down")); });
     http_->shutdown(grace + 5, std::move(done));
   });
+}
+
+void OpenAiServer::set_work_hook(std::function<void(bool finished)> hook) {
+  state_->work_hook = std::move(hook);
 }
 
 void OpenAiServer::handle(net::HttpRequest req, net::ResponseWriter w) {

@@ -1,7 +1,8 @@
 // `strata serve`'s HTTP front end: OpenAI's /v1/completions, /v1/chat/completions and
 // /v1/models, vLLM's /tokenize, /detokenize, /health, /version and /metrics, API-key checks,
 // queue limits, the periodic stats line and graceful shutdown. Runs on one event loop (no thread
-// per connection) and talks to the engine only through EngineClient.
+// per connection) and talks to the engine only through EngineClient; request bodies over 16 KiB
+// are parsed, templated and tokenized on a few work threads, so the loop stays responsive.
 //
 // Usage:
 //   auto server = OpenAiServer::create(config, engine_client, loop);   // loop thread
@@ -24,6 +25,7 @@ namespace strata::server {
 
 struct ServerState;
 class StatsLogger;
+class WorkQueue;
 
 class OpenAiServer {
  public:
@@ -47,12 +49,18 @@ class OpenAiServer {
   // Handles one request (the HTTP server's handler; public for tests that drive it directly).
   void handle(net::HttpRequest request, net::ResponseWriter writer);
 
+  // Tests: `hook(false)` runs on a work thread before a big request body is parsed (and
+  // tokenized) there, `hook(true)` after, before the result goes back to the event loop. Set it
+  // before start().
+  void set_work_hook(std::function<void(bool finished)> hook);
+
  private:
   OpenAiServer() = default;
   void schedule_stats();
   void log_stats();
 
   std::unique_ptr<ServerState> state_;
+  std::unique_ptr<WorkQueue> work_;  // destroyed (joined) first: its tasks read state_
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<StatsLogger> stats_;
   net::EventLoop::TimerId stats_timer_ = 0;

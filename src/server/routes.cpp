@@ -85,11 +85,21 @@ void Routes::dispatch(net::HttpRequest req, net::ResponseWriter w, size_t num_co
     return;
   }
   if (model_path) return w.send(models(path.substr(11)));
-  if (path == "/v1/completions") return generate(ApiKind::kCompletion, req, std::move(w));
-  if (path == "/v1/chat/completions") return generate(ApiKind::kChat, req, std::move(w));
+  if (path == "/v1/completions")
+    return generate(ApiKind::kCompletion, std::move(req), std::move(w));
+  if (path == "/v1/chat/completions") return generate(ApiKind::kChat, std::move(req), std::move(w));
   if (path == "/v1/models") return w.send(models(""));
-  if (path == "/tokenize") return w.send(tokenize(req));
-  if (path == "/detokenize") return w.send(detokenize(req));
+  if (path == "/tokenize" || path == "/detokenize") {
+    const size_t size = req.body.size();
+    const bool tok = path == "/tokenize";
+    const ServerState* cst = st;
+    return run_off_loop(
+        st, size,
+        [cst, tok, body = std::move(req.body)] {
+          return tok ? tokenize(cst, body) : detokenize(cst, body);
+        },
+        [w](net::HttpResponse r) mutable { w.send(std::move(r)); });
+  }
   if (path == "/metrics") return w.send(metrics(num_connections));
   if (path == "/health") {
     if (st->draining) return w.send(error_response({503, "the server is shutting down", ""}));
@@ -102,14 +112,15 @@ void Routes::dispatch(net::HttpRequest req, net::ResponseWriter w, size_t num_co
   }
 }
 
-void Routes::generate(ApiKind kind, const net::HttpRequest& req, net::ResponseWriter w) {
-  const double arrival = now_seconds();
+namespace {
+
+// The rest of a generation request, on the loop thread, once its body is parsed.
+void start_generation(ServerState* st, ApiResult<GenerationRequest> parsed, net::ResponseWriter w,
+                      double arrival) {
   if (st->draining) {
     st->metrics.count_rejected("shutting_down");
     return w.send(error_response({503, "the server is shutting down", "", 1}));
   }
-  auto parsed = kind == ApiKind::kChat ? parse_chat_request(req.body, st->parse)
-                                       : parse_completion_request(req.body, st->parse);
   if (!parsed.ok()) return w.send(error_response(parsed.error()));
   GenerationRequest& r = parsed.value();
   if (!r.model.empty() && !st->config.serves(r.model))
@@ -133,6 +144,28 @@ void Routes::generate(ApiKind kind, const net::HttpRequest& req, net::ResponseWr
     }
   }
   Generation::start(st, std::move(r), std::move(w), arrival);
+}
+
+}  // namespace
+
+void Routes::generate(ApiKind kind, net::HttpRequest req, net::ResponseWriter w) {
+  const double arrival = now_seconds();
+  if (st->draining) {
+    st->metrics.count_rejected("shutting_down");
+    return w.send(error_response({503, "the server is shutting down", "", 1}));
+  }
+  const size_t size = req.body.size();
+  const ParseContext* ctx = &st->parse;
+  ServerState* state = st;
+  run_off_loop(
+      st, size,
+      [kind, ctx, body = std::move(req.body)] {
+        return kind == ApiKind::kChat ? parse_chat_request(body, *ctx)
+                                      : parse_completion_request(body, *ctx);
+      },
+      [state, w, arrival](ApiResult<GenerationRequest> parsed) mutable {
+        start_generation(state, std::move(parsed), std::move(w), arrival);
+      });
 }
 
 net::HttpResponse Routes::models(const std::string& only) const {
@@ -175,8 +208,8 @@ net::HttpResponse Routes::models(const std::string& only) const {
   return json_ok(j);
 }
 
-net::HttpResponse Routes::tokenize(const net::HttpRequest& req) const {
-  auto t = parse_tokenize_request(req.body, st->parse);
+net::HttpResponse Routes::tokenize(const ServerState* st, const std::string& body) {
+  auto t = parse_tokenize_request(body, st->parse);
   if (!t.ok()) return error_response(t.error());
   if (!t.value().model.empty() && !st->config.serves(t.value().model))
     return error_response({404, "The model `" + t.value().model + "` does not exist.", "model"});
@@ -194,8 +227,8 @@ net::HttpResponse Routes::tokenize(const net::HttpRequest& req) const {
   return json_ok(j);
 }
 
-net::HttpResponse Routes::detokenize(const net::HttpRequest& req) const {
-  auto d = parse_detokenize_request(req.body);
+net::HttpResponse Routes::detokenize(const ServerState* st, const std::string& body) {
+  auto d = parse_detokenize_request(body);
   if (!d.ok()) return error_response(d.error());
   if (!d.value().model.empty() && !st->config.serves(d.value().model))
     return error_response({404, "The model `" + d.value().model + "` does not exist.", "model"});
@@ -216,6 +249,8 @@ net::HttpResponse Routes::metrics(size_t num_connections) const {
   ServerGauges g;
   g.http_connections = static_cast<int64_t>(num_connections);
   g.requests_in_flight = static_cast<int64_t>(st->live.size());
+  g.streams_paused = st->streams_paused;
+  if (st->http != nullptr) g.write_buffer_bytes = static_cast<int64_t>(st->http->buffered_bytes());
   net::HttpResponse r = net::HttpResponse::text(200, st->metrics.render(st->engine->stats(), g),
                                                 "text/plain; version=0.0.4; charset=utf-8");
   return r;

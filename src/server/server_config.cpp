@@ -146,6 +146,16 @@ void add_server_options(OptionSet& o) {
          .help = "largest request body accepted (413 above it)",
          .group = kGroup,
          .metavar = "BYTES"});
+  o.add({.name = "stream-buffer-size",
+         .default_value = "1MiB",
+         .help = "unread bytes a streaming response may queue in the server; beyond them the "
+                 "request pauses (keeping its KV) until the client reads",
+         .group = kGroup,
+         .metavar = "BYTES"});
+  o.add_float("stream-stall-timeout", 60,
+              "seconds a stream may stay paused for a client that reads nothing before it is "
+              "aborted, its KV freed and its connection closed (0: no limit)",
+              kGroup);
   o.add_bool("return-tokens-as-token-ids", false,
              "logprob tokens are \"token_id:N\" instead of text", kGroup);
   for (const auto& s : kParallelSizes)
@@ -210,6 +220,13 @@ Result<ServerConfig> server_config_from_args(const Args& args, std::vector<std::
       parse_byte_size(args.get("max-request-body-size"), "--max-request-body-size"));
   if (c.max_request_body_bytes < 1024)
     return invalid_argument("--max-request-body-size must be at least 1KiB");
+  STRATA_ASSIGN_OR_RETURN(c.stream_buffer_bytes,
+                          parse_byte_size(args.get("stream-buffer-size"), "--stream-buffer-size"));
+  if (c.stream_buffer_bytes < 1024)
+    return invalid_argument("--stream-buffer-size must be at least 1KiB");
+  c.stream_stall_timeout = args.get_float("stream-stall-timeout");
+  if (!(c.stream_stall_timeout >= 0))
+    return invalid_argument("--stream-stall-timeout must be >= 0 (0: no limit)");
   c.return_tokens_as_token_ids = args.get_bool("return-tokens-as-token-ids");
   for (const auto& s : kParallelSizes) {
     int64_t v = args.get_int(s.name);

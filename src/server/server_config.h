@@ -29,6 +29,12 @@ struct ServerConfig {
   double request_timeout = 0;       // seconds a request may run before it is aborted; 0: none
   double shutdown_timeout = 30;     // grace period for in-flight requests on SIGINT/SIGTERM
   int64_t max_request_body_bytes = 32 << 20;
+  // Back-pressure: a stream whose connection queues this many unread bytes pauses in the engine
+  // (resuming when the client has read three quarters of them); paused for stream_stall_timeout
+  // seconds, it is aborted and its connection closed (0: never).
+  int64_t stream_buffer_bytes = 1 << 20;
+  double stream_stall_timeout = 60;
+  int socket_send_buffer = 0;  // SO_SNDBUF of client sockets; 0: the kernel's (no flag: tests)
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N"
   std::string version;                      // reported by GET /version
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 #include "core/rng.h"
 #include "engine/engine_client.h"
 #include "net/event_loop.h"
+#include "net/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/server_config.h"
@@ -17,11 +19,19 @@
 namespace strata::server {
 
 class Generation;
+class WorkQueue;
 
 struct ServerState {
   ServerConfig config;
   engine::EngineClient* engine = nullptr;
   net::EventLoop* loop = nullptr;
+  const net::HttpServer* http = nullptr;  // its thread-safe counters
+  // Request parsing, chat templates and tokenization of big bodies run here (null: inline). Its
+  // tasks read only the immutable fields above (config, parse, tokenizer, ...).
+  WorkQueue* work = nullptr;
+  std::weak_ptr<bool> alive;  // expires when the server is destroyed
+  // Tests: runs on the work thread before (false) and after (true) a request's parsing there.
+  std::function<void(bool finished)> work_hook;
   std::shared_ptr<const Tokenizer> tokenizer;         // may be null
   std::shared_ptr<const ChatTemplate> chat_template;  // may be null
   ParseContext parse;                                 // points into the two above
@@ -32,6 +42,7 @@ struct ServerState {
   // Generation requests being answered, owned here until their engine streams are done.
   std::unordered_map<const Generation*, std::shared_ptr<Generation>> live;
   bool draining = false;  // shutting down: new requests get 503
+  int64_t streams_paused = 0;  // streams waiting for their client to read (back-pressure)
   Rng id_rng;
 
   ServerState(ServerConfig c, int64_t max_model_len)

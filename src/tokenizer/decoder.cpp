@@ -5,6 +5,7 @@
 #include "core/strings.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace strata::tok {
@@ -137,6 +138,21 @@ Tokens metaspace(Tokens tokens, const DecoderStep& step) {
   return tokens;
 }
 
+Tokens wordpiece(Tokens tokens, const DecoderStep& step) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::string& t = tokens[i];
+    if (i > 0) {
+      if (!step.prefix.empty() && t.starts_with(step.prefix)) {
+        t.erase(0, step.prefix.size());
+      } else {
+        t = " " + t;
+      }
+    }
+    if (step.cleanup) t = clean_up_tokenization(std::move(t));
+  }
+  return tokens;
+}
+
 }  // namespace
 
 std::string Decoder::decode(std::vector<std::string> tokens) const {
@@ -170,6 +186,9 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
         break;
       case DecoderStep::Kind::kMetaspace:
         tokens = metaspace(std::move(tokens), step);
+        break;
+      case DecoderStep::Kind::kWordPiece:
+        tokens = wordpiece(std::move(tokens), step);
         break;
     }
   }

@@ -1,5 +1,5 @@
 // Decoders: turn a list of token pieces back into text (Hugging Face decoder semantics):
-// ByteLevel, ByteFallback, Fuse, Strip, Replace, Metaspace, run in order as a Sequence.
+// ByteLevel, ByteFallback, Fuse, Strip, Replace, Metaspace, WordPiece, run in order as a Sequence.
 #pragma once
 
 #include <memory>
@@ -11,7 +11,7 @@
 namespace strata::tok {
 
 struct DecoderStep {
-  enum class Kind { kByteLevel, kByteFallback, kFuse, kStrip, kReplace, kMetaspace };
+  enum class Kind { kByteLevel, kByteFallback, kFuse, kStrip, kReplace, kMetaspace, kWordPiece };
   Kind kind = Kind::kByteLevel;
   std::string pattern;                 // kReplace: literal pattern (when regex is null)
   std::shared_ptr<const Regex> regex;  // kReplace with a Regex pattern
@@ -19,6 +19,10 @@ struct DecoderStep {
   int start = 0, stop = 0;             // kStrip: how many to strip at each end
   std::string replacement = "\xE2\x96\x81";  // kMetaspace
   bool strip_first = true;                   // kMetaspace: prepend_scheme != never
+  // kWordPiece: a token after the first loses `prefix` when it starts with it and gets a space
+  // before it otherwise; with `cleanup` each token then goes through clean_up_tokenization.
+  std::string prefix = "##";
+  bool cleanup = true;
 };
 
 class Decoder {

@@ -1,7 +1,12 @@
 // Tokenizers embedded in GGUF files (tokenizer.ggml.*), with llama.cpp's conventions:
 //  - "llama": SentencePiece BPE over tokens/scores/token_type, "▁" dummy prefix per text segment
 //    (tokenizer.ggml.add_space_prefix), byte fallback through <0xXX> tokens;
-//  - "gpt2": byte-level BPE over tokens/merges with the pre-tokenizer named by tokenizer.ggml.pre.
+//  - "gpt2": byte-level BPE over tokens/merges with the pre-tokenizer named by tokenizer.ggml.pre;
+//  - "bert": WordPiece with BERT's uncased normalisation and pre-tokenizer. llama.cpp's converter
+//    stores word-initial pieces with a "▁" prefix and continuation pieces without BERT's "##";
+//    the original pieces are restored. GGUF does not record whether the model was cased;
+//    like llama.cpp, the text is lower-cased (and, as BERT does for uncased models, its accents
+//    stripped).
 // Control, unknown and user-defined tokens are matched in the text as added tokens.
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +19,8 @@
 #include "tokenizer/loaders.h"
 #include "tokenizer/presets.h"
 #include "tokenizer/sp_models.h"
+#include "tokenizer/unicode.h"
+#include "tokenizer/wordpiece.h"
 
 namespace strata::tok {
 
@@ -134,11 +141,15 @@ Result<TokenizerParts> load_llama_vocab(const io::GgufFile& f,
 
 Result<TokenizerParts> load_gpt2_vocab(const io::GgufFile& f,
                                        const std::vector<std::string_view>& tokens,
-                                       const std::vector<int64_t>& types,
-                                       std::string* preset_name) {
+                                       const std::vector<int64_t>& types, bool* default_add_bos) {
   const std::string what = "'" + f.path() + "'";
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string_view> merge_lines,
                           f.get_string_array("tokenizer.ggml.merges"));
+  if (merge_lines.empty()) {
+    return invalid_argument(what +
+                            ": tokenizer.ggml.merges is missing or empty; a byte-level BPE "
+                            "vocabulary needs its merges (re-convert the model with them)");
+  }
   std::vector<std::pair<std::string, std::string>> merges;
   merges.reserve(merge_lines.size());
   for (size_t i = 0; i < merge_lines.size(); ++i) {
@@ -157,7 +168,7 @@ Result<TokenizerParts> load_gpt2_vocab(const io::GgufFile& f,
     pre = "gpt2";
   }
   STRATA_ASSIGN_OR_RETURN(BpePreset preset, value_or_error(bpe_preset(*pre), what));
-  *preset_name = preset.name;
+  *default_add_bos = preset.add_bos;
   Vocab vocab;
   vocab.reserve(tokens.size());
   for (size_t id = 0; id < tokens.size(); ++id) {
@@ -168,6 +179,65 @@ Result<TokenizerParts> load_gpt2_vocab(const io::GgufFile& f,
   STRATA_ASSIGN_OR_RETURN(TokenizerParts parts,
                           byte_level_bpe_parts(std::move(vocab), merges, options, what));
   add_typed_tokens(tokens, types, &parts);
+  return parts;
+}
+
+// The "▁word" / "piece" form llama.cpp stores back to BERT's "word" / "##piece"; control tokens
+// are stored as they are.
+std::string bert_piece(std::string_view stored, int64_t type) {
+  if (type == kTypeControl) return std::string(stored);
+  if (stored.starts_with(kSpmSpace)) return std::string(stored.substr(kSpmSpace.size()));
+  return "##" + std::string(stored);
+}
+
+Result<TokenizerParts> load_bert_vocab(const io::GgufFile& f,
+                                       const std::vector<std::string_view>& tokens,
+                                       const std::vector<int64_t>& types) {
+  const std::string what = "'" + f.path() + "'";
+  std::vector<std::string> pieces;
+  pieces.reserve(tokens.size());
+  Vocab vocab;
+  vocab.reserve(tokens.size());
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    pieces.push_back(bert_piece(tokens[id], id < types.size() ? types[id] : kTypeNormal));
+    vocab.set(static_cast<int32_t>(id), pieces.back());
+  }
+  WordPieceConfig config;
+  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> unk_id,
+                          f.get_int("tokenizer.ggml.unknown_token_id"));
+  int64_t unk = unk_id.value_or(100);  // llama.cpp's default for BERT vocabularies
+  if (unk < 0 || unk >= static_cast<int64_t>(tokens.size())) {
+    return invalid_argument(what + ": tokenizer.ggml.unknown_token_id = " + std::to_string(unk) +
+                            " is outside the vocabulary of " + std::to_string(tokens.size()) +
+                            " tokens (a WordPiece vocabulary needs an unknown token)");
+  }
+  config.unk_token = pieces[unk];
+  auto model = WordPieceModel::create(std::move(vocab), config);
+  if (!model.ok()) return model.status().with_context(what);
+  TokenizerParts parts;
+  parts.model = std::move(model).value();
+  parts.normalizer.add(NormalizerStep{.kind = NormalizerStep::Kind::kBertClean});
+  parts.normalizer.add(NormalizerStep{.kind = NormalizerStep::Kind::kNfd});
+  parts.normalizer.add(NormalizerStep{.kind = NormalizerStep::Kind::kStripAccents});
+  parts.normalizer.add(NormalizerStep{.kind = NormalizerStep::Kind::kLowercase});
+  parts.pre_tokenizer.add(PreTokenizerStep{.kind = PreTokenizerStep::Kind::kWhitespaceSplit});
+  parts.pre_tokenizer.add(PreTokenizerStep{.kind = PreTokenizerStep::Kind::kPunctuation,
+                                           .behavior = SplitBehavior::kIsolated});
+  parts.decoder.add(DecoderStep{.kind = DecoderStep::Kind::kWordPiece});
+  std::vector<std::string_view> views(pieces.begin(), pieces.end());
+  add_typed_tokens(views, types, &parts);
+  // [CLS] text [SEP] (llama.cpp: add_bos with the CLS id, add_sep).
+  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> cls, f.get_int("tokenizer.ggml.cls_token_id"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<int64_t> sep,
+                          f.get_int("tokenizer.ggml.seperator_token_id"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<bool> add_cls, f.get_bool("tokenizer.ggml.add_bos_token"));
+  STRATA_ASSIGN_OR_RETURN(std::optional<bool> add_sep, f.get_bool("tokenizer.ggml.add_sep_token"));
+  auto in_vocab = [&](std::optional<int64_t> id) {
+    return id && *id >= 0 && *id < static_cast<int64_t>(tokens.size());
+  };
+  if (add_cls.value_or(true) && in_vocab(cls)) parts.prefix_ids = {static_cast<int32_t>(*cls)};
+  if (add_sep.value_or(true) && in_vocab(sep)) parts.suffix_ids = {static_cast<int32_t>(*sep)};
+  parts.info.clean_up_tokenization_spaces = true;
   return parts;
 }
 
@@ -198,20 +268,24 @@ Result<TokenizerParts> load_gguf_vocab(const std::string& path) {
     STRATA_ASSIGN_OR_RETURN(parts, load_llama_vocab(*f, tokens, types));
     default_add_bos = true;
   } else if (*model == "gpt2") {
-    std::string preset;
-    STRATA_ASSIGN_OR_RETURN(parts, load_gpt2_vocab(*f, tokens, types, &preset));
-    default_add_bos = preset == "llama3";  // llama.cpp's default for Llama-3 vocabularies
+    STRATA_ASSIGN_OR_RETURN(parts, load_gpt2_vocab(*f, tokens, types, &default_add_bos));
+  } else if (*model == "bert") {
+    STRATA_ASSIGN_OR_RETURN(parts, load_bert_vocab(*f, tokens, types));
   } else {
     return unimplemented(what + ": tokenizer.ggml.model '" + *model +
-                         "' is not supported (supported: llama, gpt2)");
+                         "' is not supported (supported: llama, gpt2, bert)");
   }
   auto n = static_cast<int32_t>(tokens.size());
   STRATA_RETURN_IF_ERROR(read_special_ids(*f, &parts, n));
-  STRATA_ASSIGN_OR_RETURN(std::optional<bool> add_bos, f->get_bool("tokenizer.ggml.add_bos_token"));
-  STRATA_ASSIGN_OR_RETURN(std::optional<bool> add_eos, f->get_bool("tokenizer.ggml.add_eos_token"));
-  if (add_bos.value_or(default_add_bos) && parts.info.bos_id)
-    parts.prefix_ids = {*parts.info.bos_id};
-  if (add_eos.value_or(false) && parts.info.eos_id) parts.suffix_ids = {*parts.info.eos_id};
+  if (*model != "bert") {  // BERT's [CLS] ... [SEP] is set by load_bert_vocab
+    STRATA_ASSIGN_OR_RETURN(std::optional<bool> add_bos,
+                            f->get_bool("tokenizer.ggml.add_bos_token"));
+    STRATA_ASSIGN_OR_RETURN(std::optional<bool> add_eos,
+                            f->get_bool("tokenizer.ggml.add_eos_token"));
+    if (add_bos.value_or(default_add_bos) && parts.info.bos_id)
+      parts.prefix_ids = {*parts.info.bos_id};
+    if (add_eos.value_or(false) && parts.info.eos_id) parts.suffix_ids = {*parts.info.eos_id};
+  }
   STRATA_RETURN_IF_ERROR(read_chat_templates(*f, &parts.info));
   finish_special_token_info(&parts);
   parts.info.format = "gguf";

@@ -1,5 +1,7 @@
 #include "tokenizer/normalizer.h"
 
+#include <unicode/uchar.h>
+
 namespace strata::tok {
 
 void replace_all(std::string_view in, std::string_view from, std::string_view to,
@@ -75,6 +77,51 @@ void strip_accents(std::string_view in, std::string* out) {
   }
 }
 
+// Unicode general category C* (control, format, unassigned, private use, surrogate).
+bool is_other_category(char32_t c) {
+  switch (u_charType(static_cast<UChar32>(c))) {
+    case U_CONTROL_CHAR:
+    case U_FORMAT_CHAR:
+    case U_UNASSIGNED:
+    case U_PRIVATE_USE_CHAR:
+    case U_SURROGATE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The CJK Unified Ideographs blocks (and extensions, compatibility ideographs) BERT isolates.
+bool is_cjk_ideograph(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+void bert_clean(std::string_view in, const NormalizerStep& step, std::string* out) {
+  size_t pos = 0;
+  while (pos < in.size()) {
+    size_t start = pos;
+    char32_t c = utf8_next(in, &pos);
+    if (step.clean_text) {
+      bool space_like = c == '\t' || c == '\n' || c == '\r' || is_whitespace(c);
+      if (space_like) {
+        out->push_back(' ');
+        continue;
+      }
+      if (c == 0 || c == kReplacementChar || is_other_category(c)) continue;
+    }
+    if (step.handle_chinese_chars && is_cjk_ideograph(c)) {
+      out->push_back(' ');
+      out->append(in.substr(start, pos - start));
+      out->push_back(' ');
+      continue;
+    }
+    out->append(in.substr(start, pos - start));
+  }
+}
+
 // SentencePiece's whitespace handling around an identity character map.
 void spm_whitespace(std::string_view in, const NormalizerStep& step, std::string* out) {
   std::string collapsed;
@@ -144,6 +191,9 @@ Status Normalizer::apply(std::string_view in, std::string* out) const {
         break;
       case NormalizerStep::Kind::kSpmWhitespace:
         spm_whitespace(*out, step, &tmp);
+        break;
+      case NormalizerStep::Kind::kBertClean:
+        bert_clean(*out, step, &tmp);
         break;
     }
     out->swap(tmp);

@@ -1,6 +1,6 @@
 // Normalizers: text rewrites applied to each plain-text segment before pre-tokenization
-// (Unicode normal forms, lower-casing, Prepend, Replace, Strip, StripAccents), run in order as a
-// Sequence.
+// (Unicode normal forms, lower-casing, Prepend, Replace, Strip, StripAccents, BERT's text
+// cleaning), run in order as a Sequence.
 #pragma once
 
 #include <memory>
@@ -26,6 +26,11 @@ struct NormalizerStep {
     kStrip,         // trims whitespace on the left and/or right
     kStripAccents,  // removes non-spacing marks (Mn)
     kSpmWhitespace,  // SentencePiece: remove_extra_whitespaces, add_dummy_prefix, escape (' '->'▁')
+    // The first half of BertNormalizer (its strip_accents and lowercase are kNfd + kStripAccents
+    // and kLowercase): clean_text drops NUL, U+FFFD and other-category characters (Cc, Cf, Cn,
+    // Co, Cs) except tab, CR and LF, and turns every whitespace character into ' ';
+    // handle_chinese_chars puts a space on each side of every CJK ideograph.
+    kBertClean,
   };
   Kind kind = Kind::kNfc;
   std::string pattern;  // kPrepend: the prefix; kReplace: literal pattern (when regex is null)
@@ -35,6 +40,8 @@ struct NormalizerStep {
   bool remove_extra_whitespaces = false;  // kSpmWhitespace
   bool add_dummy_prefix = true;           // kSpmWhitespace
   bool escape_whitespaces = true;         // kSpmWhitespace
+  bool clean_text = true;                 // kBertClean
+  bool handle_chinese_chars = true;       // kBertClean
 };
 
 class Normalizer {

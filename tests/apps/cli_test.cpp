@@ -3,7 +3,10 @@
 // output's fields, several prompts at once, speed lines, help, and clear errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include "cli_util.h"
@@ -47,6 +50,40 @@ double figure_after(const std::string& text, const std::string& label) {
   return std::strtod(text.c_str() + at + label.size(), nullptr);
 }
 
+// A printed figure and half a unit of its last printed digit (its rounding error).
+struct Printed {
+  double value = -1;
+  double half_ulp = 0;
+};
+
+// The number after `label` in text, with its rounding error; value -1 when absent.
+Printed printed_after(const std::string& text, const std::string& label) {
+  Printed p;
+  size_t at = text.find(label);
+  if (at == std::string::npos) return p;
+  const char* begin = text.c_str() + at + label.size();
+  while (*begin == ' ') ++begin;
+  char* end = nullptr;
+  p.value = std::strtod(begin, &end);
+  const char* dot = std::find(begin, static_cast<const char*>(end), '.');
+  const long decimals = dot == end ? 0 : static_cast<long>(end - dot - 1);
+  p.half_ulp = 0.5 * std::pow(10.0, -decimals);
+  return p;
+}
+
+// `actual` (printed) equals `expected` computed from printed inputs whose relative rounding
+// errors add up to `rel_err`.
+void expect_consistent(const Printed& actual, double expected, double rel_err,
+                       const std::string& what) {
+  ASSERT_GE(actual.value, 0) << what << " missing";
+  EXPECT_NEAR(actual.value, expected, expected * rel_err + actual.half_ulp + 1e-12)
+      << what << ": printed " << actual.value << ", the other figures give " << expected;
+}
+
+double rel(const Printed& p) {
+  return p.value > 0 ? p.half_ulp / p.value : 0;
+}
+
 TEST(GenerateCli, GreedyJsonMatchesGoldenOnHfAndGguf) {
   STRATA_REQUIRE_SHARED("golden/stories260K.json");
   auto cases = golden_cases();
@@ -70,8 +107,20 @@ TEST(GenerateCli, GreedyJsonMatchesGoldenOnHfAndGguf) {
       std::vector<int32_t> want(g.generated_ids.begin(), g.generated_ids.begin() + n);
       EXPECT_EQ(ints((*j)["generated_ids"]), want) << model << " prompt '" << g.prompt << "'";
       EXPECT_FALSE((*j)["text"].get<std::string>().empty());
-      EXPECT_GT((*j)["prompt_tokens_per_s"].get<double>(), 0);
-      EXPECT_GT((*j)["decode_tokens_per_s"].get<double>(), 0);
+      // The speeds in the JSON are those of the stderr line, over the right token counts.
+      const double prompt_tps = (*j)["prompt_tokens_per_s"], decode_tps = (*j)["decode_tokens_per_s"];
+      EXPECT_GT(prompt_tps, 0);
+      EXPECT_GT(decode_tps, 0);
+      EXPECT_NE(r.err.find("prompt: " + std::to_string(g.prompt_ids.size()) + " tokens, "),
+                std::string::npos)
+          << r.err;
+      EXPECT_NE(r.err.find("decode: " + std::to_string(n - 1) + " tokens, "), std::string::npos)
+          << r.err;
+      expect_consistent(printed_after(r.err, " tokens, "), prompt_tps, 0, "prompt tokens/s");
+      const size_t decode_at = r.err.find("decode: ");
+      ASSERT_NE(decode_at, std::string::npos) << r.err;
+      expect_consistent(printed_after(r.err.substr(decode_at), " tokens, "), decode_tps, 0,
+                        "decode tokens/s");
     }
   }
 }
@@ -96,7 +145,7 @@ TEST(GenerateCli, StreamsTextToStdoutAndSpeedToStderr) {
   // Streamed stdout is exactly the text (and a final newline), speed lines only on stderr.
   EXPECT_EQ(r.out, text + "\n");
   EXPECT_GT(figure_after(r.err, "prompt: 5 tokens, "), 0) << r.err;
-  EXPECT_NE(r.err.find("tokens/s; decode: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tokens/s; decode: 31 tokens, "), std::string::npos) << r.err;
 }
 
 TEST(GenerateCli, SeveralPromptsRunTogetherAndMatchAlone) {
@@ -187,11 +236,55 @@ TEST(BenchCli, LatencyPrintsSpeedsAndUtilisation) {
                             "--bandwidth-mib 16 --threads 2",
                         true);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_GT(figure_after(r.out, "prefill: "), 0) << r.out;
-  EXPECT_GT(figure_after(r.out, "decode: "), 0) << r.out;
-  EXPECT_GT(figure_after(r.out, "measured read bandwidth: "), 0) << r.out;
-  EXPECT_GT(figure_after(r.out, "decode bandwidth utilisation = "), 0) << r.out;
-  EXPECT_GT(figure_after(r.out, "prefill compute utilisation = "), 0) << r.out;
+  const std::string& o = r.out;
+  EXPECT_NE(o.find("threads: 2, batch size: 1, input len: 16, output len: 4"), std::string::npos)
+      << o;
+  // Every figure is measured, so none can be predicted; each must agree with the others.
+  const Printed prefill_tps = printed_after(o, "prefill: ");
+  const Printed prefill_ms = printed_after(o, "tokens/s (");
+  ASSERT_NE(o.find(" ms for 16 tokens)"), std::string::npos) << o;
+  ASSERT_GE(prefill_ms.value, 0) << o;
+  if (prefill_ms.value > 0)  // else printed as 0.0 ms: too fast for its one decimal
+    expect_consistent(prefill_tps, 16 / (prefill_ms.value / 1e3), rel(prefill_ms),
+                      "prefill tokens/s against its time");
+  const Printed decode_tps = printed_after(o, "decode: ");
+  const size_t step_at = o.find("decode: ");
+  ASSERT_NE(step_at, std::string::npos) << o;
+  const Printed step_ms = printed_after(o.substr(step_at), "tokens/s (");
+  ASSERT_GE(step_ms.value, 0) << o;
+  if (step_ms.value > 0)
+    expect_consistent(decode_tps, 1e3 / step_ms.value, rel(step_ms),
+                      "decode tokens/s against ms per step");
+  // Bandwidth utilisation: weight bytes per step x steps per second / measured bandwidth.
+  const Printed weights_mib = printed_after(o, "weight bytes per decode step: ");
+  ASSERT_TRUE(std::regex_search(o, std::regex(R"(weight bytes per decode step: [0-9.]+ MiB\n)")))
+      << "the tiny model's weights are a few MiB: " << o;
+  const Printed bandwidth = printed_after(o, "measured read bandwidth: ");
+  ASSERT_GT(bandwidth.value, 0) << o;
+  expect_consistent(printed_after(o, "decode bandwidth utilisation = "),
+                    weights_mib.value * (1 << 20) * decode_tps.value / (bandwidth.value * 1e9),
+                    rel(weights_mib) + rel(decode_tps) + rel(bandwidth),
+                    "decode bandwidth utilisation");
+  // Compute utilisation: achieved GFLOP/s over the measured peak; prefill GFLOP/s is its work
+  // over its time.
+  const Printed peak = printed_after(o, "measured f32 FMA peak: ");
+  ASSERT_GT(peak.value, 0) << o;
+  const size_t dcu = o.find("decode compute utilisation = ");
+  ASSERT_NE(dcu, std::string::npos) << o;
+  const Printed decode_gflops = printed_after(o.substr(dcu), "(");
+  expect_consistent(printed_after(o, "decode compute utilisation = "),
+                    decode_gflops.value / peak.value, rel(decode_gflops) + rel(peak),
+                    "decode compute utilisation");
+  const size_t pcu = o.find("prefill compute utilisation = ");
+  ASSERT_NE(pcu, std::string::npos) << o;
+  const Printed prefill_gflops = printed_after(o.substr(pcu), "(");
+  expect_consistent(printed_after(o, "prefill compute utilisation = "),
+                    prefill_gflops.value / peak.value, rel(prefill_gflops) + rel(peak),
+                    "prefill compute utilisation");
+  const Printed prefill_work = printed_after(o.substr(pcu), "GFLOP/s of ");
+  if (prefill_ms.value > 0)
+    expect_consistent(prefill_gflops, prefill_work.value / (prefill_ms.value / 1e3),
+                    rel(prefill_work) + rel(prefill_ms), "prefill GFLOP/s against its time");
 }
 
 TEST(BenchCli, LatencyProfileSaysWhereADecodeStepGoes) {
@@ -221,6 +314,34 @@ TEST(BenchCli, LatencyProfileSaysWhereADecodeStepGoes) {
       << r.out;
   EXPECT_EQ(std::stod(m[1]), 4.0);
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(gemm +[0-9.]+ ms in all)"))) << r.out;
+  // Each profile accounts for its whole run: the ops and "rest" add up to the total time and to
+  // 100%.
+  for (const char* section : {"prefill profile (one more run, ", "decode step profile (the same run, "}) {
+    const size_t at = r.out.find(section);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const Printed total = printed_after(r.out.substr(at), section);
+    ASSERT_GT(total.value, 0) << r.out;
+    std::istringstream lines(r.out.substr(r.out.find('\n', at) + 1));
+    std::string line;
+    double ms = 0, ms_err = 0, percent = 0, percent_err = 0;
+    int ops = 0;
+    const std::regex op_line(R"(^  ([a-z_]+) +([0-9.]+) ms (in all|per step) \( *([0-9.]+)%\))");
+    while (std::getline(lines, line)) {
+      std::smatch op;
+      if (!std::regex_search(line, op, op_line)) break;
+      const Printed t = printed_after(op[2].str(), "");
+      const Printed p = printed_after(op[4].str(), "");
+      ms += t.value;
+      ms_err += t.half_ulp;
+      percent += p.value;
+      percent_err += p.half_ulp;
+      ++ops;
+      if (op[1] == "rest") break;
+    }
+    EXPECT_GE(ops, 5) << section << "\n" << r.out;
+    EXPECT_NEAR(ms, total.value, ms_err + total.half_ulp + 1e-9) << section << "\n" << r.out;
+    EXPECT_NEAR(percent, 100.0, percent_err + 1e-9) << section << "\n" << r.out;
+  }
 }
 
 TEST(BenchCli, ThroughputPrintsRequestAndTokenRates) {
@@ -233,10 +354,12 @@ TEST(BenchCli, ThroughputPrintsRequestAndTokenRates) {
                                 std::regex(R"(Throughput: ([0-9.]+) requests/s, ([0-9.]+) total )"
                                            R"(tokens/s, ([0-9.]+) output tokens/s)")))
       << r.out;
-  const double total = std::stod(m[2]), output = std::stod(m[3]);
-  EXPECT_GT(output, 0);
-  // 24 prompt + 8 output tokens per request: total is 4x output.
-  EXPECT_NEAR(total / output, 4.0, 1e-3);
+  const Printed requests = printed_after(m[1].str(), ""), total = printed_after(m[2].str(), ""),
+                output = printed_after(m[3].str(), "");
+  ASSERT_GT(output.value, 0);
+  // 24 prompt + 8 output tokens per request: total is 4x output, output 8x requests.
+  expect_consistent(total, 4 * output.value, rel(output), "total tokens/s");
+  expect_consistent(output, 8 * requests.value, rel(requests), "output tokens/s");
   EXPECT_NE(r.out.find("requests: 6 ok, 0 failed; prompt tokens 144, output tokens 48"),
             std::string::npos)
       << r.out;

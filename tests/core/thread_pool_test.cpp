@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <thread>
 #include <vector>
 
 namespace strata {
@@ -50,13 +53,36 @@ TEST(ThreadPoolTest, NestedRegionRunsInline) {
   EXPECT_EQ(total.load(), 20);
 }
 
+// Polls `pred` until it holds (the deadline is a safety net against a hang, not a measure).
+bool wait_until(const std::function<bool()>& pred) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return pred();
+}
+
 TEST(ThreadPoolTest, SleepsAndWakes) {
-  ThreadPool pool(2);
-  std::atomic<int> n{0};
-  pool.for_each(2, [&](int64_t) { n++; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // workers go to sleep
-  pool.for_each(2, [&](int64_t) { n++; });
-  EXPECT_EQ(n.load(), 4);
+  ThreadPool pool(3);
+  for (int round = 0; round < 3; ++round) {
+    // Idle workers go to sleep...
+    ASSERT_TRUE(wait_until([&] { return pool.num_sleeping() == 2; })) << "round " << round;
+    // ...and a new job wakes them: each item waits until all three run at once, which only
+    // happens when both sleeping workers took an item beside the caller.
+    std::atomic<int> arrived{0};
+    std::atomic<int> timed_out{0};
+    std::vector<std::atomic<int>> on_thread(3);
+    pool.for_each(3, [&](int64_t i) {
+      arrived++;
+      if (!wait_until([&] { return arrived.load() == 3; })) timed_out++;
+      on_thread[i] = ThreadPool::current_thread_index();
+    });
+    EXPECT_EQ(timed_out.load(), 0) << "round " << round << ": a worker did not wake";
+    std::vector<int> threads = {on_thread[0], on_thread[1], on_thread[2]};
+    std::sort(threads.begin(), threads.end());
+    EXPECT_EQ(threads, (std::vector<int>{0, 1, 2})) << "round " << round;
+  }
 }
 
 TEST(ThreadPoolTest, CallerFinishesWhenWorkersAreSlow) {

@@ -9,7 +9,8 @@ export const binary = process.env.STRATA_BIN ?? path.join(sourceDir, 'build', 's
 export const sharedData = process.env.STRATA_SHARED_DATA ?? path.resolve(sourceDir, '../shared/data');
 
 // Resolves to {port, output(), stop()} once the server logs its listening line.
-export function startServer(args, { timeoutMs = 60000 } = {}) {
+// The start deadline is a safety net against a hang, far longer than a start takes on a loaded host.
+export function startServer(args, { timeoutMs = 300000 } = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(binary, ['serve', ...args, '--host', '127.0.0.1', '--port', '0'], {
       stdio: ['ignore', 'pipe', 'pipe'],

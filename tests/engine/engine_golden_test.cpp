@@ -62,15 +62,14 @@ TEST_P(EngineGolden, TextAndIdPromptsMatchGoldenAloneAndTogether) {
     EXPECT_EQ(tok->decode(all[i].prompt_ids) + out[0].text, tok->decode(full)) << "case " << i;
   }
   // All together, twice each (the second copy hits the prefix cache).
-  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  std::vector<engine::EngineRequest> batch;
   for (int rep = 0; rep < 2; ++rep)
-    for (size_t i = 0; i < all.size(); ++i) {
-      auto s = (*client)->submit(
+    for (size_t i = 0; i < all.size(); ++i)
+      batch.push_back(
           testing::greedy_request("batch" + std::to_string(rep) + "-" + std::to_string(i),
                                   all[i].prompt_ids, static_cast<int>(all[i].generated.size())));
-      ASSERT_TRUE(s.ok());
-      streams.push_back(*s);
-    }
+  auto streams = testing::submit_together(**client, std::move(batch));
+  ASSERT_EQ(streams.size(), 2 * all.size());
   for (size_t k = 0; k < streams.size(); ++k)
     EXPECT_EQ(testing::collect(*streams[k])[0].tokens, all[k % all.size()].generated) << k;
   // A long prompt (a golden prompt and its continuation) run twice: the second run takes its
@@ -79,9 +78,11 @@ TEST_P(EngineGolden, TextAndIdPromptsMatchGoldenAloneAndTogether) {
   long_prompt.insert(long_prompt.end(), all[0].generated.begin(), all[0].generated.begin() + 100);
   auto first =
       testing::collect(**(*client)->submit(testing::greedy_request("long1", long_prompt, 60)));
+  ASSERT_TRUE(testing::wait_idle(**client));
   const int64_t hits = (*client)->stats().prefix_cache_hits;
   auto second =
       testing::collect(**(*client)->submit(testing::greedy_request("long2", long_prompt, 60)));
+  ASSERT_TRUE(testing::wait_idle(**client));
   EXPECT_GE((*client)->stats().prefix_cache_hits - hits, 96) << "six full blocks of 16 hit";
   EXPECT_EQ(first[0].tokens, second[0].tokens);
   EXPECT_EQ(std::vector<int32_t>(first[0].tokens.begin(), first[0].tokens.end()),
@@ -105,18 +106,18 @@ TEST(EngineGoldenStress, ChunkedTinyBudgetPreemptionKeepsGreedyOutput) {
     cfg.scheduler.max_model_len = 256;
     auto client = engine::EngineClient::create(cfg);
     ASSERT_TRUE(client.ok()) << client.status().to_string();
-    std::vector<std::shared_ptr<engine::RequestStream>> streams;
+    std::vector<engine::EngineRequest> batch;
     for (int rep = 0; rep < 4; ++rep)
-      for (size_t i = 0; i < all.size(); ++i) {
-        auto s = (*client)->submit(
+      for (size_t i = 0; i < all.size(); ++i)
+        batch.push_back(
             testing::greedy_request(std::to_string(rep) + "-" + std::to_string(i),
                                     all[i].prompt_ids, static_cast<int>(all[i].generated.size())));
-        ASSERT_TRUE(s.ok()) << s.status().to_string();
-        streams.push_back(*s);
-      }
+    auto streams = testing::submit_together(**client, std::move(batch));
+    ASSERT_EQ(streams.size(), 4 * all.size());
     for (size_t k = 0; k < streams.size(); ++k)
       EXPECT_EQ(testing::collect(*streams[k])[0].tokens, all[k % all.size()].generated)
           << "block " << block << " request " << k;
+    ASSERT_TRUE(testing::wait_idle(**client));
     EXPECT_GT((*client)->stats().num_preemptions, 0) << "the pool was meant to force preemption";
   }
 }

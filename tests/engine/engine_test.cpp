@@ -1,10 +1,9 @@
 // Engine behaviour on the repository's tiny model (dummy weights, byte-level tokenizer).
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
-#include <thread>
 
+#include "core/clock.h"
 #include "engine_test_util.h"
 
 namespace strata {
@@ -58,21 +57,82 @@ TEST(EngineTest, RejectsImpossibleRequestsWithClearErrors) {
 TEST(EngineTest, AbortFreesBlocksAtOnce) {
   auto client = make_client(tiny_config());
   ASSERT_TRUE(client);
+  // One step (the prefill and first token), then the engine holds: the request is running with
+  // its KV blocks whatever the machine's speed.
+  client->set_step_limit(1);
   auto s = client->submit(greedy_request("long", prompt(64, 2), 900));
   ASSERT_TRUE(s.ok());
   auto first = (*s)->next();  // generation has started
   ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->token_ids.size(), 1u);
   // Stats are published after each step: wait for the one that produced the first token.
-  for (int i = 0; i < 400 && client->stats().kv_blocks_referenced == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_GT(client->stats().kv_blocks_referenced, 0);
+  ASSERT_TRUE(testing::wait_until([&] { return client->stats().kv_blocks_referenced > 0; }));
+  EXPECT_EQ(client->stats().num_running, 1);
   client->abort("long");
   auto rest = collect(**s);
   EXPECT_EQ(rest[0].finish_reason, "abort");
-  for (int i = 0; i < 400 && client->stats().kv_blocks_referenced != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(client->stats().kv_blocks_referenced, 0);
+  EXPECT_TRUE(rest[0].tokens.empty());
+  ASSERT_TRUE(testing::wait_until([&] { return client->stats().kv_blocks_referenced == 0; }));
   EXPECT_EQ(client->stats().requests_finished_abort, 1);
+  EXPECT_EQ(client->stats().num_running, 0);
+  EXPECT_EQ(client->num_unfinished(), 0);
+  EXPECT_EQ(client->steps_run(), 1);  // freed by the abort itself, with no further step
+}
+
+TEST(EngineTest, StepLimitHoldsRequestsUntilRaised) {
+  auto client = make_client(tiny_config());
+  ASSERT_TRUE(client);
+  client->set_step_limit(0);
+  auto s = client->submit(greedy_request("held", prompt(8, 3), 10));
+  ASSERT_TRUE(s.ok());
+  // Taken by the engine (queued in the scheduler) but not run.
+  ASSERT_TRUE(testing::wait_until([&] { return client->stats().num_waiting == 1; }));
+  EXPECT_EQ(client->steps_run(), 0);
+  EXPECT_EQ(client->num_unfinished(), 1);
+  bool done = true;
+  EXPECT_TRUE((*s)->drain(&done).empty());
+  EXPECT_FALSE(done);
+  // Three steps: the prefill's token and two decode tokens, then held again.
+  client->set_step_limit(3);
+  std::vector<int32_t> tokens;
+  while (tokens.size() < 3) {
+    auto c = (*s)->next();
+    ASSERT_TRUE(c.has_value());
+    ASSERT_FALSE(c->finished);
+    tokens.insert(tokens.end(), c->token_ids.begin(), c->token_ids.end());
+  }
+  EXPECT_EQ(tokens.size(), 3u);
+  ASSERT_TRUE(testing::wait_until([&] { return client->stats().num_steps == 3; }));
+  EXPECT_EQ(client->steps_run(), 3);
+  EXPECT_EQ(client->stats().num_running, 1);
+  EXPECT_EQ(client->stats().generation_tokens, 3);
+  // Unlimited: the rest of the request runs, and its output is the same as without the hold.
+  client->set_step_limit(-1);
+  auto rest = collect(**s)[0];
+  tokens.insert(tokens.end(), rest.tokens.begin(), rest.tokens.end());
+  EXPECT_EQ(rest.finish_reason, "length");
+  auto free_run = collect(**client->submit(greedy_request("free", prompt(8, 3), 10)))[0];
+  EXPECT_EQ(tokens, free_run.tokens);
+  // Stats are published after each step, a moment after its chunks.
+  ASSERT_TRUE(testing::wait_until([&] { return client->stats().requests_finished_length == 2; }));
+  EXPECT_EQ(client->steps_run(), 20);  // one step per token, one request at a time
+}
+
+TEST(EngineTest, ShutdownWhileHeldAbortsAfterTheGracePeriod) {
+  auto client = make_client(tiny_config());
+  ASSERT_TRUE(client);
+  client->set_step_limit(1);
+  auto s = client->submit(greedy_request("held", prompt(8, 3), 50));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->next().has_value());
+  const double t0 = now_seconds();
+  client->shutdown(0.2, unavailable("going away"));
+  EXPECT_GE(now_seconds() - t0, 0.2);  // the held request had the whole grace period
+  auto out = collect(**s)[0];
+  EXPECT_EQ(out.finish_reason, "abort");
+  EXPECT_NE(out.error.message().find("going away"), std::string::npos) << out.error.to_string();
+  EXPECT_EQ(client->steps_run(), 1);
+  EXPECT_EQ(client->num_unfinished(), 0);
 }
 
 TEST(EngineTest, SeededSamplingIsReproducibleAloneOrInABatch) {
@@ -86,14 +146,18 @@ TEST(EngineTest, SeededSamplingIsReproducibleAloneOrInABatch) {
     return r;
   };
   auto alone = collect(**client->submit(seeded("alone")))[0].tokens;
-  std::vector<std::shared_ptr<engine::RequestStream>> others;
+  // Submitted together, so the seeded request surely shares its steps with the others.
+  std::vector<engine::EngineRequest> batch;
   for (int i = 0; i < 5; ++i) {
     auto r = greedy_request("o" + std::to_string(i), prompt(10 + i * 7, i), 30);
     r.params.temperature = 0.8f;
-    others.push_back(*client->submit(r));
+    batch.push_back(r);
   }
-  auto batched = collect(**client->submit(seeded("batched")))[0].tokens;
-  for (auto& o : others) collect(*o);
+  batch.push_back(seeded("batched"));
+  auto streams = testing::submit_together(*client, std::move(batch));
+  ASSERT_EQ(streams.size(), 6u);
+  auto batched = collect(*streams.back())[0].tokens;
+  for (auto& o : streams) collect(*o);
   EXPECT_EQ(alone, batched);
   EXPECT_EQ(alone.size(), 24u);
 }
@@ -187,11 +251,15 @@ TEST(EngineTest, GreedyOutputIndependentOfBatchingChunkingAndPreemption) {
   cfg.scheduler.max_model_len = 400;
   auto client = make_client(cfg);
   ASSERT_TRUE(client);
-  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  std::vector<engine::EngineRequest> batch;
   for (size_t i = 0; i < prompts.size(); ++i)
-    streams.push_back(*client->submit(greedy_request("b" + std::to_string(i), prompts[i], 40)));
+    batch.push_back(greedy_request("b" + std::to_string(i), prompts[i], 40));
+  auto streams = testing::submit_together(*client, std::move(batch));
+  ASSERT_EQ(streams.size(), prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(collect(*streams[i])[0].tokens, expected[i]) << "prompt " << i;
+  ASSERT_TRUE(testing::wait_idle(*client));
+  EXPECT_EQ(client->stats().requests_finished_length, 6);
   EXPECT_GT(client->stats().num_preemptions, 0);
 }
 

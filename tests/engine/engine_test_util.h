@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/file_util.h"
@@ -36,6 +40,38 @@ inline std::vector<Completion> collect(engine::RequestStream& s) {
     }
   }
   return out;
+}
+
+// Polls `pred` until it holds. The deadline only keeps a broken build from hanging: it is far
+// longer than anything needs on a loaded machine, and never what a test measures.
+inline bool wait_until(const std::function<bool()>& pred, double timeout_s = 120) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return pred();
+}
+
+// Waits until every submitted request has finished and the engine has published the counters
+// of its last step (stats() trails the streams' last chunks by a moment).
+inline bool wait_idle(engine::EngineClient& client) {
+  return wait_until([&] { return client.num_unfinished() == 0; });
+}
+
+// Submits `requests` so that all of them are in the scheduler before the engine runs its next
+// step, whatever the machine's speed (the engine is held while they are submitted).
+inline std::vector<std::shared_ptr<engine::RequestStream>> submit_together(
+    engine::EngineClient& client, std::vector<engine::EngineRequest> requests) {
+  client.set_step_limit(client.steps_run());
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  for (auto& r : requests) {
+    auto s = client.submit(std::move(r));
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    if (s.ok()) streams.push_back(*s);
+  }
+  client.set_step_limit(-1);  // the engine adds every pending request before it steps again
+  return streams;
 }
 
 inline engine::EngineConfig engine_config(const std::string& model, const std::string& format,

@@ -162,18 +162,14 @@ std::vector<testing::Completion> run(const engine::EngineConfig& config, bool sa
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return {};
   auto client = engine::EngineClient::start(std::move(engine).value());
-  std::vector<std::shared_ptr<engine::RequestStream>> streams;
-  for (auto& r : workload(sampled)) {
-    auto s = client->submit(std::move(r));
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    if (s.ok()) streams.push_back(*s);
-  }
+  auto streams = testing::submit_together(*client, workload(sampled));
   std::vector<testing::Completion> out;
   for (auto& s : streams)
     for (auto& c : testing::collect(*s)) {
       EXPECT_TRUE(c.error.ok()) << c.error.to_string();
       out.push_back(std::move(c));
     }
+  EXPECT_TRUE(testing::wait_idle(*client));
   last_preemptions = client->stats().num_preemptions;
   return out;
 }

@@ -136,6 +136,34 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulParity,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// The AVX-512 matmul keeps the AVX2 arithmetic for float weights (one FMA chain per output over
+// k in order), so the two variants agree bit for bit, gemv and gemm alike.
+TEST(MatmulVariants, Avx512AndAvx2AgreeBitForBitOnFloatWeights) {
+  const KernelVariantInfo* a = find_kernel_variant("avx2");
+  const KernelVariantInfo* b = find_kernel_variant("avx512");
+  ASSERT_TRUE(a && b);
+  if (!a->is_supported() || !b->is_supported())
+    GTEST_SKIP() << "this CPU lacks AVX-512 (or AVX2); the avx512 variant is not run here";
+  ThreadPool pool(2);
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t n : {16, 35, 64, 100}) {
+      const int64_t k = 333;
+      auto wf = random_vector(n * k, 7 + n);
+      auto src = make_source(wf, n, k, dt);
+      auto w = PackedWeight::pack(src.data(), dt, n, k, dt);
+      ASSERT_TRUE(w.ok());
+      for (int64_t m : {1, 2, 3, 4, 5, 12, 13, 25, 150}) {
+        auto x = random_vector(m * k, 3 + m);
+        std::vector<float> ya(m * n), yb(m * n);
+        a->ops().matmul(x.data(), m, k, *w, ya.data(), n, pool);
+        b->ops().matmul(x.data(), m, k, *w, yb.data(), n, pool);
+        ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0)
+            << dtype_name(dt) << " m=" << m << " n=" << n;
+      }
+    }
+  }
+}
+
 // A row's result is bit-identical alone, inside any batch size, and with any thread count.
 TEST(MatmulInvariance, RowResultIndependentOfBatchAndThreads) {
   for (DType dt : {DType::kF32, DType::kBF16, DType::kQ8_0}) {

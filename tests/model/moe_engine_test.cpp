@@ -71,12 +71,14 @@ TEST(MoeEngine, GreedyAloneEqualsBatchedChunkedPreemptedAndPrefixHit) {
     {
       auto client = engine::EngineClient::create(small);
       ASSERT_TRUE(client.ok()) << name << ": " << client.status().to_string();
-      std::vector<std::shared_ptr<engine::RequestStream>> streams;
+      std::vector<engine::EngineRequest> batch;
       for (size_t i = 0; i + 1 < prompts.size(); ++i)
-        streams.push_back(
-            *(*client)->submit(greedy_request("b" + std::to_string(i), prompts[i], 16)));
+        batch.push_back(greedy_request("b" + std::to_string(i), prompts[i], 16));
+      auto streams = testing::submit_together(**client, std::move(batch));
+      ASSERT_EQ(streams.size(), prompts.size() - 1);
       for (size_t i = 0; i + 1 < prompts.size(); ++i)
         EXPECT_EQ(collect(*streams[i])[0].tokens, expected[i]) << name << " prompt " << i;
+      ASSERT_TRUE(testing::wait_idle(**client));
       EXPECT_GT((*client)->stats().num_preemptions, 0) << name;
     }
     // Prefix hit: the last prompt reuses the cached blocks of the fourth's first 40 tokens.
@@ -84,8 +86,10 @@ TEST(MoeEngine, GreedyAloneEqualsBatchedChunkedPreemptedAndPrefixHit) {
     ASSERT_TRUE(client.ok());
     EXPECT_EQ(collect(**(*client)->submit(greedy_request("first", prompts[3], 16)))[0].tokens,
               expected[3]);
+    ASSERT_TRUE(testing::wait_idle(**client));
     const int64_t hits_before = (*client)->stats().prefix_cache_hits;
     auto last = collect(**(*client)->submit(greedy_request("hit", prompts.back(), 16)))[0];
+    ASSERT_TRUE(testing::wait_idle(**client));
     EXPECT_EQ(last.tokens, expected.back()) << name;
     EXPECT_GE((*client)->stats().prefix_cache_hits - hits_before, 40) << name;
   }

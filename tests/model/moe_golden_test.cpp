@@ -56,6 +56,31 @@ TEST(DeepseekV3RealConfig, FullSizeLatentCacheIs576ValuesPerLayer) {
   EXPECT_EQ(c->num_hidden_layers * s->cache_row() * 2, 70272);
 }
 
+// MLA has no KV heads: overriding num_attention_heads alone (the config keeps
+// num_key_value_heads 128, which 16 does not divide into) must load, as it does in vLLM.
+TEST(DeepseekV3RealConfig, HeadCountOverrideIgnoresTheMeaninglessKvHeadCount) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v3/config.json");
+  auto c = read_hf_config(testing::shared_data_path("configs/deepseek-v3"),
+                          R"({"num_attention_heads": 16})");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->num_attention_heads, 16);
+  ThreadPool pool(2);
+  LoadOptions o;
+  o.model = testing::shared_data_path("configs/deepseek-v3");
+  o.load_format = "dummy";
+  o.hf_overrides = R"({"num_hidden_layers": 2, "first_k_dense_replace": 1, "hidden_size": 256,
+      "intermediate_size": 512, "moe_intermediate_size": 64, "n_routed_experts": 16,
+      "num_experts_per_tok": 4, "n_group": 4, "topk_group": 2, "num_attention_heads": 6,
+      "vocab_size": 1024})";
+  o.pool = &pool;
+  o.limits = {64, 64, 4};
+  auto m = load_model(o);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  std::vector<int32_t> prompt = {5, 77, 300, 9};
+  EXPECT_EQ(testing::greedy(*m->model, prompt, 4, kernel_ops(default_kernel_variant())).size(),
+            4u);
+}
+
 TEST(DeepseekV3RealConfig, ScaledDownByOverridesRunsFastAndReferenceAlike) {
   STRATA_REQUIRE_SHARED("configs/deepseek-v3/config.json");
   ThreadPool pool(2);

@@ -14,8 +14,9 @@
 
 namespace strata::net::testing {
 
-// A blocking loopback connection with a receive timeout; -1 on failure.
-inline int connect_raw(int port, double recv_timeout_s = 5.0) {
+// A blocking loopback connection with a receive timeout (a safety net against hangs, not a test
+// of speed); -1 on failure.
+inline int connect_raw(int port, double recv_timeout_s = 120.0) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -62,8 +63,9 @@ inline bool contains(const std::string& s, const std::string& what) {
   return s.find(what) != std::string::npos;
 }
 
-// Polls `pred` every millisecond for up to `timeout_s`.
-inline bool wait_for(const std::function<bool()>& pred, double timeout_s = 5.0) {
+// Polls `pred` every millisecond for up to `timeout_s` (a safety net: far longer than anything
+// needs on a loaded machine, never what a test measures).
+inline bool wait_for(const std::function<bool()>& pred, double timeout_s = 120.0) {
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (std::chrono::steady_clock::now() < end) {
     if (pred()) return true;

@@ -3,6 +3,8 @@
 // waiting, and the invariants hold after every step (see workload.h for the checks).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "core/rng.h"
 #include "sched/scheduler.h"
 #include "workload.h"
@@ -23,7 +25,8 @@ struct RandomWorkload {
 // Tiny pools, block sizes 1..16, budgets down to one block, both policies, prefix caching on and
 // off, partial-prefill caps, random prompts (some sharing prefixes, some impossible), random
 // output lengths, stop tokens, n > 1 siblings, aborts and stop-string finishes.
-RandomWorkload make_workload(uint64_t seed, int max_requests, int max_output) {
+RandomWorkload make_workload(uint64_t seed, int max_requests, int max_output,
+                             bool with_pauses = false) {
   Rng rng(seed);
   RandomWorkload w;
   const int64_t bs = int64_t{1} << rng.below(5);
@@ -98,6 +101,10 @@ RandomWorkload make_workload(uint64_t seed, int max_requests, int max_output) {
       r.abort_at_step = r.arrival_step + static_cast<int64_t>(rng.below(40));
       r.finish_instead = rng.below(3) == 0;
     }
+    if (with_pauses && rng.below(3) == 0) {  // a client that stops reading for a while
+      r.pause_at_step = r.arrival_step + static_cast<int64_t>(rng.below(30));
+      r.resume_at_step = r.pause_at_step + 1 + static_cast<int64_t>(rng.below(40));
+    }
     w.script.push_back(r);
     // n > 1: siblings share the leader's prompt blocks.
     if (!w.script[r_index].expect_rejected && rng.below(6) == 0) {
@@ -107,6 +114,8 @@ RandomWorkload make_workload(uint64_t seed, int max_requests, int max_output) {
         sib.spec.request_id = r.spec.request_id + "." + std::to_string(k + 1);
         sib.spec.sibling_of = r.spec.request_id;
         sib.abort_at_step = -1;
+        // The engine pauses every choice of a request; now and then only some.
+        if (rng.below(4) == 0) sib.pause_at_step = sib.resume_at_step = -1;
         if (rng.below(10) == 0)
           sib.abort_at_step = sib.arrival_step + static_cast<int64_t>(rng.below(20));
         w.script.push_back(sib);
@@ -140,6 +149,31 @@ TEST(SchedulerPropertyTest, RandomWorkloadsOnTinyPoolsAllFinish) {
   EXPECT_GT(hits, 1000);
   EXPECT_GT(finished, 1000);
   RecordProperty("steps", static_cast<int>(total_steps));
+}
+
+// The same with clients that stop reading for a while (paused requests, P1-P2): every request
+// still finishes, and paused ones give way to the others.
+TEST(SchedulerPropertyTest, RandomWorkloadsWithPausedRequestsAllFinish) {
+  int64_t preemptions = 0, finished = 0, paused_steps = 0, paused_preemptions = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    RandomWorkload w = make_workload(seed, /*max_requests=*/10, /*max_output=*/24, true);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto result = run_workload(w.config, w.cache, w.num_blocks, w.script, seed, 20000);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "first failing seed " << seed;
+      return;
+    }
+    preemptions += result.stats.num_preemptions;
+    paused_steps += result.steps_with_paused;
+    paused_preemptions += result.paused_preemptions;
+    for (const auto& [id, r] : result.requests) finished += r.accepted;
+  }
+  EXPECT_GT(preemptions, 100);
+  EXPECT_GT(finished, 1000);
+  EXPECT_GT(paused_steps, 1000);
+  EXPECT_GT(paused_preemptions, 50);
+  std::printf("paused workloads: %lld steps with a paused request, %lld paused preemptions\n",
+              static_cast<long long>(paused_steps), static_cast<long long>(paused_preemptions));
 }
 
 // The users' report at small scale: a small token budget, prompts close to max_model_len and to

@@ -5,6 +5,8 @@
 //  - the oldest running request is scheduled first (it always progresses),
 //  - the oldest unfinished request is never preempted,
 //  - every admitted request finishes, by its own stop rules unless the script aborts it.
+// Paused requests (P1-P2) are left out of the checks while paused: no empty step while an
+// unpaused request is unfinished; the oldest unpaused requests run first and are never preempted.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -25,6 +27,8 @@ struct ScriptedRequest {
   RequestSpec spec;
   int64_t abort_at_step = -1;  // abort (or finish with stop, when finish_instead) at this step
   bool finish_instead = false;
+  int64_t pause_at_step = -1;  // paused from this step until resume_at_step (when >= 0)
+  int64_t resume_at_step = -1;
   bool expect_rejected = false;
   StatusCode expected_code = StatusCode::kOk;
 };
@@ -40,6 +44,8 @@ struct RequestResult {
 
 struct WorkloadResult {
   int64_t steps = 0;
+  int64_t steps_with_paused = 0;   // steps planned while some request was paused
+  int64_t paused_preemptions = 0;  // preemptions of paused requests (P1, P2)
   std::map<std::string, RequestResult> requests;
   SchedulerStats stats;
 };
@@ -96,20 +102,40 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
         EXPECT_EQ(s.kv().num_blocks_held(q->handle().slot), 0) << "abort must free blocks at once";
       }
     }
+    for (const auto& r : script) {
+      if (r.pause_at_step == step) (void)s.pause_request(r.spec.request_id);
+      if (r.resume_at_step == step) (void)s.resume_request(r.spec.request_id);
+    }
     s.check_invariants();
     if (!s.has_unfinished_requests()) {
       if (next == script.size()) break;
       continue;
     }
-    // The oldest unfinished request, and the oldest running one, before this step.
+    if (!s.has_runnable_requests()) {  // everything paused: the step must plan nothing
+      StepPlan idle = s.schedule();
+      EXPECT_TRUE(idle.empty()) << "a paused request was scheduled at step " << step;
+      s.check_invariants();
+      continue;
+    }
+    // The oldest unfinished unpaused request, and the oldest unpaused running one.
     const Request* oldest = nullptr;
     for (const auto* q : s.running_requests())
-      if (!oldest || Scheduler::runs_before(*q, *oldest)) oldest = q;
+      if (!q->paused() && (!oldest || Scheduler::runs_before(*q, *oldest))) oldest = q;
     for (const auto* q : s.waiting_requests())
-      if (!oldest || Scheduler::runs_before(*q, *oldest)) oldest = q;
-    auto running = s.running_requests();
+      if (!q->paused() && (!oldest || Scheduler::runs_before(*q, *oldest))) oldest = q;
+    std::string head_id;
+    for (const auto* q : s.running_requests()) {
+      if (!q->paused()) {
+        head_id = q->request_id();
+        break;
+      }
+    }
     const std::string oldest_id = oldest->request_id();
-    const std::string head_id = running.empty() ? "" : running.front()->request_id();
+    std::vector<std::string> paused_ids;
+    for (const auto* q : s.running_requests())
+      if (q->paused()) paused_ids.push_back(q->request_id());
+    for (const auto* q : s.waiting_requests())
+      if (q->paused()) paused_ids.push_back(q->request_id());
 
     StepPlan plan;
     {
@@ -133,6 +159,13 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
     if (!head_id.empty()) {
       EXPECT_EQ(plan.scheduled.front().request_id, head_id)
           << "the oldest running request did not run first at step " << step;
+    }
+    result.steps_with_paused += !paused_ids.empty();
+    for (const auto& id : plan.preempted_ids)
+      result.paused_preemptions += std::count(paused_ids.begin(), paused_ids.end(), id);
+    for (const auto& e : plan.scheduled) {
+      EXPECT_EQ(std::count(paused_ids.begin(), paused_ids.end(), e.request_id), 0)
+          << "paused request " << e.request_id << " was scheduled at step " << step;
     }
     std::vector<int32_t> sampled;
     for (const auto& e : plan.scheduled) {

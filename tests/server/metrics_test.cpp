@@ -113,10 +113,8 @@ TEST(Metrics, RendersVllmSeries) {
   EXPECT_TRUE(has_line(t, "vllm:request_prompt_tokens_bucket{" + L + ",le=\"10.0\"} 1.0"));
   EXPECT_TRUE(has_line(t, "strata:kv_cache_blocks{" + L + ",state=\"cached_free\"} 10.0"));
   EXPECT_TRUE(has_line(t, "strata:kv_cache_blocks{" + L + ",state=\"referenced\"} 25.0"));
-  // One tier so far, the main pool: its hits are the prefix-cache hits; no series for tiers
-  // that do not exist.
-  EXPECT_TRUE(has_line(t, "strata:kv_tier_hits_total{" + L + ",tier=\"pool\"} 40.0"));
-  EXPECT_EQ(t.find("tier=\"disk\""), std::string::npos);
+  // No KV tiers yet, so no per-tier series (prefix hits are vllm:prefix_cache_hits_total).
+  EXPECT_EQ(t.find("kv_tier"), std::string::npos);
   EXPECT_TRUE(has_line(t, "strata:http_connections{" + L + "} 4.0"));
   EXPECT_TRUE(has_line(t, "strata:requests_rejected_total{" + L + ",reason=\"queue_full\"} 1.0"));
 }

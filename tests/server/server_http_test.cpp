@@ -3,6 +3,7 @@
 // graceful shutdown.
 #include <gtest/gtest.h>
 
+#include "core/clock.h"
 #include "server_test_util.h"
 
 namespace strata::server {
@@ -247,9 +248,13 @@ TEST_F(ServerHttp, EngineValidationErrors) {
 }
 
 TEST_F(ServerHttp, DisconnectAbortsAndFreesKvBlocks) {
-  ASSERT_TRUE(testing::wait_for([&] { return h_->metric("vllm:num_requests_running") == 0; }));
+  ASSERT_TRUE(testing::wait_for([&] { return h_->client().num_unfinished() == 0; }));
   const double aborted_before =
       h_->metric("vllm:request_success_total", "finished_reason=\"abort\"");
+  // One step (the prefill and first token), then the engine holds: the request stays running,
+  // with its KV blocks, until the client goes away.
+  testing::StepHold hold(h_->client(), 1);
+  const int64_t steps_before = h_->client().steps_run();
   int fd = testing::connect_raw(h_->port());
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(testing::send_all(
@@ -260,7 +265,7 @@ TEST_F(ServerHttp, DisconnectAbortsAndFreesKvBlocks) {
       fd, [](const std::string& b) { return b.find("data: {") != std::string::npos; });
   ASSERT_NE(got.find("200"), std::string::npos) << got;
   // The engine publishes its stats after each step, a moment after the chunks.
-  EXPECT_TRUE(testing::wait_for([&] {
+  ASSERT_TRUE(testing::wait_for([&] {
     return h_->metric("vllm:num_requests_running") == 1 &&
            h_->metric("strata:kv_cache_blocks", "state=\"referenced\"") > 0;
   }));
@@ -269,6 +274,8 @@ TEST_F(ServerHttp, DisconnectAbortsAndFreesKvBlocks) {
     return h_->metric("vllm:num_requests_running") == 0 &&
            h_->metric("strata:kv_cache_blocks", "state=\"referenced\"") == 0;
   }));
+  // Freed by the abort itself: the engine is still held and ran no step after the first.
+  EXPECT_EQ(h_->client().steps_run(), steps_before + 1);
   EXPECT_EQ(h_->metric("vllm:request_success_total", "finished_reason=\"abort\""),
             aborted_before + 1);
   // The pool is whole again: every block is free or cached-free.
@@ -328,6 +335,8 @@ TEST(ServerHttpConfig, QueueFullIs503WithRetryAfter) {
   e.scheduler.max_num_seqs = 1;
   ServerHarness h(e, c);
   ASSERT_TRUE(h.ok());
+  // The engine runs one step and holds: request a runs (its first token), b waits behind it.
+  testing::StepHold hold(h.client(), 1);
   const std::string long_body =
       R"({"prompt": [256, 72], "max_tokens": 400, "stream": true, "ignore_eos": true})";
   int a = testing::connect_raw(h.port());
@@ -335,18 +344,23 @@ TEST(ServerHttpConfig, QueueFullIs503WithRetryAfter) {
   ASSERT_TRUE(testing::wait_for([&] { return h.metric("vllm:num_requests_running") == 1; }));
   int b = testing::connect_raw(h.port());
   ASSERT_TRUE(testing::send_all(b, testing::http_post_text("/v1/completions", long_body)));
-  ASSERT_TRUE(testing::wait_for([&] { return h.client().num_unfinished() == 2; }));
+  ASSERT_TRUE(testing::wait_for([&] {
+    return h.client().num_unfinished() == 2 && h.client().stats().num_waiting == 1;
+  }));
   auto r = h.post("/v1/completions", R"({"prompt": [256, 72], "max_tokens": 2})");
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.headers.get_or("Retry-After", ""), "1");
-  EXPECT_NE(
-      testing::parse(r.body)["error"]["message"].get<std::string>().find("--max-queued-requests"),
-      std::string::npos);
+  const std::string message = testing::parse(r.body)["error"]["message"];
+  EXPECT_NE(message.find("--max-queued-requests"), std::string::npos) << message;
+  EXPECT_NE(message.find("1 requests are waiting"), std::string::npos) << message;
   EXPECT_EQ(h.metric("strata:requests_rejected_total", "reason=\"queue_full\""), 1);
   ::close(a);
   ::close(b);
+  // Both aborts are taken while the engine is still held.
   ASSERT_TRUE(testing::wait_for([&] { return h.client().num_unfinished() == 0; }));
+  hold.release();
   EXPECT_EQ(h.post("/v1/completions", R"({"prompt": [256, 72], "max_tokens": 2})").status, 200);
+  EXPECT_EQ(h.metric("strata:requests_rejected_total", "reason=\"queue_full\""), 1);
 }
 
 TEST(ServerHttpConfig, RequestTimeout) {
@@ -354,13 +368,20 @@ TEST(ServerHttpConfig, RequestTimeout) {
   c.request_timeout = 0.2;
   ServerHarness h(testing::tiny_engine_config(), c);
   ASSERT_TRUE(h.ok());
+  // One step, then the engine holds: the request runs (and holds KV blocks) past the timeout.
+  testing::StepHold hold(h.client(), 1);
+  const double t0 = now_seconds();
   auto r =
       h.post("/v1/completions", R"({"prompt": [256, 72], "max_tokens": 480, "ignore_eos": true})");
   EXPECT_EQ(r.status, 408);
+  EXPECT_GE(now_seconds() - t0, 0.2);
   EXPECT_NE(testing::parse(r.body)["error"]["message"].get<std::string>().find("--request-timeout"),
             std::string::npos);
   ASSERT_TRUE(testing::wait_for([&] { return h.client().num_unfinished() == 0; }));
-  EXPECT_EQ(h.metric("strata:kv_cache_blocks", "state=\"referenced\""), 0);
+  EXPECT_TRUE(testing::wait_for(
+      [&] { return h.metric("strata:kv_cache_blocks", "state=\"referenced\"") == 0; }));
+  EXPECT_EQ(h.metric("vllm:request_success_total", "finished_reason=\"abort\""), 1);
+  EXPECT_LE(h.client().steps_run(), 1);  // aborted while held
 }
 
 TEST(ServerHttpConfig, ShutdownAbortsStreamsWithAnErrorEvent) {
@@ -368,29 +389,37 @@ TEST(ServerHttpConfig, ShutdownAbortsStreamsWithAnErrorEvent) {
   c.shutdown_timeout = 0.2;
   ServerHarness h(testing::tiny_engine_config(), c);
   ASSERT_TRUE(h.ok());
+  // One step (the first token), then the engine holds: the stream outlives the drain period.
+  testing::StepHold hold(h.client(), 1);
   int fd = testing::connect_raw(h.port());
   ASSERT_TRUE(testing::send_all(
       fd, testing::http_post_text("/v1/completions",
                                   R"({"prompt": [256, 72], "max_tokens": 480, "stream": true,
                                       "ignore_eos": true})")));
-  testing::read_until(fd,
-                      [](const std::string& b) { return b.find("data: {") != std::string::npos; });
+  std::string first = testing::read_until(
+      fd, [](const std::string& b) { return b.find("data: {") != std::string::npos; });
+  ASSERT_NE(first.find("data: {"), std::string::npos) << first;
+  const double t0 = now_seconds();
   h.shutdown();
   std::string rest = testing::read_until(
       fd, [](const std::string& b) { return b.find("[DONE]") != std::string::npos; });
   ::close(fd);
+  EXPECT_GE(now_seconds() - t0, 0.2);  // aborted at the end of the drain period, not before
   EXPECT_NE(rest.find("\"error\""), std::string::npos) << rest;
   EXPECT_NE(rest.find("shutting down"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("aborted after 1 generated tokens"), std::string::npos) << rest;
   EXPECT_NE(rest.find("data: [DONE]"), std::string::npos);
-  EXPECT_TRUE(h.wait_shutdown(10));
+  EXPECT_TRUE(h.wait_shutdown(120));
   EXPECT_LT(testing::connect_raw(h.port()), 0);  // no longer accepting
 }
 
 TEST(ServerHttpConfig, ShutdownLetsShortRequestsFinish) {
   ServerConfig c = testing::local_server_config();
-  c.shutdown_timeout = 30;
+  c.shutdown_timeout = 600;
   ServerHarness h(testing::tiny_engine_config(), c);
   ASSERT_TRUE(h.ok());
+  // Held after one step, so the request is surely still running when the shutdown starts.
+  testing::StepHold hold(h.client(), 1);
   int fd = testing::connect_raw(h.port());
   ASSERT_TRUE(testing::send_all(
       fd, testing::http_post_text("/v1/completions",
@@ -399,12 +428,19 @@ TEST(ServerHttpConfig, ShutdownLetsShortRequestsFinish) {
   testing::read_until(fd,
                       [](const std::string& b) { return b.find("data: {") != std::string::npos; });
   h.shutdown();
+  // Once the server refuses new connections the shutdown has begun: let the request go.
+  ASSERT_TRUE(testing::wait_for([&] {
+    int probe = testing::connect_raw(h.port());
+    if (probe >= 0) ::close(probe);
+    return probe < 0;
+  }));
+  hold.release();
   std::string rest = testing::read_until(
       fd, [](const std::string& b) { return b.find("[DONE]") != std::string::npos; });
   ::close(fd);
   EXPECT_EQ(rest.find("\"error\""), std::string::npos) << rest;
   EXPECT_NE(rest.find("\"finish_reason\":\"length\""), std::string::npos) << rest;
-  EXPECT_TRUE(h.wait_shutdown(10));
+  EXPECT_TRUE(h.wait_shutdown(120));
 }
 
 }  // namespace

@@ -7,11 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace strata::server::testing {
@@ -21,11 +26,28 @@ class ServerProcess {
   // Starts `strata serve <args>` (with --port 0 added unless given); waits for the listening
   // line. ok() is false when the binary exited or did not start listening in time.
   // `ignore_sigint`: start it as a shell starts a background job, with SIGINT ignored.
-  explicit ServerProcess(std::vector<std::string> args, double start_timeout_s = 60,
-                         bool ignore_sigint = false) {
+  // `env`: variables set in the child (e.g. STRATA_DEBUG_STEP_LIMIT_FILE).
+  explicit ServerProcess(std::vector<std::string> args, double start_timeout_s = 120,
+                         bool ignore_sigint = false,
+                         std::vector<std::pair<std::string, std::string>> env = {}) {
     std::string bin = std::string(STRATA_BINARY_DIR) + "/strata";
     std::vector<std::string> argv = {bin, "serve"};
     argv.insert(argv.end(), args.begin(), args.end());
+    // The child's environment: ours with `env` applied (built before fork, used by execve).
+    std::vector<std::string> envs;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string kv = *e;
+      bool replaced = false;
+      for (const auto& [k, v] : env) replaced = replaced || kv.rfind(k + "=", 0) == 0;
+      if (!replaced) envs.push_back(kv);
+    }
+    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+    std::vector<char*> cenv;
+    for (auto& e : envs) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
     int fds[2];
     if (::pipe(fds) != 0) return;
     pid_ = ::fork();
@@ -35,10 +57,7 @@ class ServerProcess {
       ::close(fds[0]);
       ::close(fds[1]);
       if (ignore_sigint) ::signal(SIGINT, SIG_IGN);
-      std::vector<char*> cargv;
-      for (auto& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      ::execv(bin.c_str(), cargv.data());
+      ::execve(bin.c_str(), cargv.data(), cenv.data());
       ::_exit(127);
     }
     ::close(fds[1]);
@@ -68,7 +87,7 @@ class ServerProcess {
   ~ServerProcess() {
     if (pid_ > 0 && exit_code_ == kRunning) {
       ::kill(pid_, SIGKILL);
-      wait_exit(10);
+      wait_exit(120);
     }
     if (reader_.joinable()) reader_.join();
     if (fd_ >= 0) ::close(fd_);
@@ -101,8 +120,8 @@ class ServerProcess {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return exit_code_ == kRunning ? -1 : exit_code_;
   }
-  // Waits until the output contains `text`.
-  bool wait_output(const std::string& text, double timeout_s) {
+  // Waits until the output contains `text` (the deadline is a safety net, not a measure).
+  bool wait_output(const std::string& text, double timeout_s = 120) {
     auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (std::chrono::steady_clock::now() < end) {
       if (output().find(text) != std::string::npos) return true;
@@ -120,6 +139,35 @@ class ServerProcess {
   std::thread reader_;
   std::mutex mu_;
   std::string out_;
+};
+
+// The file STRATA_DEBUG_STEP_LIMIT_FILE names (docs/server.md): the server's engine runs no step
+// beyond the number it holds. Written atomically (a temporary file renamed over it); removed at
+// the end of the scope.
+class StepLimitFile {
+ public:
+  explicit StepLimitFile(const std::string& name, int64_t limit)
+      : path_(std::string(::testing::TempDir()) + "/strata_step_limit_" + name + "_" +
+              std::to_string(::getpid())) {
+    set(limit);
+  }
+  ~StepLimitFile() { std::remove(path_.c_str()); }
+  StepLimitFile(const StepLimitFile&) = delete;
+  StepLimitFile& operator=(const StepLimitFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::pair<std::string, std::string> env() const { return {"STRATA_DEBUG_STEP_LIMIT_FILE", path_}; }
+  void set(int64_t limit) {
+    const std::string tmp = path_ + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << limit << "\n";
+    }
+    std::rename(tmp.c_str(), path_.c_str());
+  }
+
+ private:
+  std::string path_;
 };
 
 // Arguments that serve the tiny dummy model on a free loopback port with a small KV cache.

@@ -79,7 +79,7 @@ class ServerHarness {
 
   ~ServerHarness() {
     if (shutdown_requested_)
-      wait_shutdown(30);
+      wait_shutdown(120);
     else if (client_)
       client_->shutdown(0, unavailable("test over"));
     if (loop_) loop_->call([&] { server_.reset(); });
@@ -91,6 +91,7 @@ class ServerHarness {
   int port() const { return port_; }
   std::string base() const { return "http://127.0.0.1:" + std::to_string(port_); }
   engine::EngineClient& client() { return *client_; }
+  OpenAiServer& server() { return *server_; }
 
   // Starts a graceful shutdown (as SIGTERM does).
   void shutdown() {
@@ -150,6 +151,26 @@ class ServerHarness {
   std::atomic<bool> shutdown_done_{false};
 };
 
+// Holds the engine so requests stay in flight whatever the machine's speed: no engine step beyond
+// `steps` more than have run so far (EngineClient::set_step_limit), until release() or the end of
+// the scope.
+class StepHold {
+ public:
+  StepHold(engine::EngineClient& client, int64_t steps) : client_(&client) {
+    client.set_step_limit(client.steps_run() + steps);
+  }
+  ~StepHold() { release(); }
+  StepHold(const StepHold&) = delete;
+  StepHold& operator=(const StepHold&) = delete;
+  void release() {
+    if (client_ != nullptr) client_->set_step_limit(-1);
+    client_ = nullptr;
+  }
+
+ private:
+  engine::EngineClient* client_;
+};
+
 inline Json parse(const std::string& text) {
   auto j = parse_json(text, "response");
   EXPECT_TRUE(j.ok()) << text;
@@ -165,8 +186,9 @@ inline std::vector<std::string> sse_data(const std::string& body) {
   return out;
 }
 
-// A blocking loopback socket with a receive timeout; -1 on failure.
-inline int connect_raw(int port, double recv_timeout_s = 10.0) {
+// A blocking loopback socket with a receive timeout (a safety net against hangs, not a test of
+// speed); -1 on failure.
+inline int connect_raw(int port, double recv_timeout_s = 120.0) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -210,7 +232,9 @@ inline std::string http_post_text(const std::string& path, const std::string& bo
          extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-inline bool wait_for(const std::function<bool()>& pred, double timeout_s = 10.0) {
+// Polls `pred` until it holds. The deadline only keeps a broken build from hanging: it is far
+// longer than anything needs on a loaded machine, and never what a test measures.
+inline bool wait_for(const std::function<bool()>& pred, double timeout_s = 120.0) {
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (std::chrono::steady_clock::now() < end) {
     if (pred()) return true;
