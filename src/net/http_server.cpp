@@ -199,29 +199,30 @@ void HttpServer::on_accept_ready() {
       ::close(fd);
       continue;
     }
-    if (options_.max_connections > 0 && connections_.size() >= options_.max_connections) {
-      HttpResponse r = options_.error_response
-                           ? options_.error_response(503, "too many open connections")
-                           : default_error_response(503, "too many open connections");
-      r.headers.set("Content-Length", std::to_string(r.body.size()));
-      r.headers.set("Connection", "close");
-      r.headers.set("Retry-After", "1");
-      std::string bytes = serialize_response_head(503, "", r.headers) + r.body;
-      ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      (void)n;
-      ::close(fd);
-      continue;
-    }
+    const bool over = options_.max_connections > 0 && num_open_ >= options_.max_connections;
     auto conn = std::make_shared<Connection>(this, loop_, fd);
     connections_.emplace(conn.get(), conn);
-    num_connections_ = connections_.size();
+    if (over) {
+      // Answered 503 + Retry-After and closed politely (the request, already on its way, is read
+      // and dropped, so that the close does not reset the connection and lose the answer).
+      // Counted apart: a burst of these cannot hold anyone else out.
+      num_rejected_++;
+      rejecting_.insert(conn.get());
+      conn->start();
+      conn->reject(503, "the server has too many open connections (" +
+                            std::to_string(options_.max_connections) + "); retry later");
+      continue;
+    }
+    num_open_++;
+    num_connections_ = num_open_;
     conn->start();
   }
 }
 
 void HttpServer::connection_closed(Connection* conn) {
-  connections_.erase(conn);
-  num_connections_ = connections_.size();
+  if (connections_.erase(conn) == 0) return;
+  if (rejecting_.erase(conn) == 0) num_open_--;
+  num_connections_ = num_open_;
   maybe_finish_shutdown();
 }
 

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/status.h"
 #include "net/event_loop.h"
@@ -41,7 +42,7 @@ struct HttpServerOptions {
   // Bytes queued on a connection at or above which ResponseWriter::writable() is false; on_drain
   // fires once the queue falls to a quarter of it.
   size_t write_high_watermark = 1u << 20;
-  // Open connections beyond this get a 503 and are closed; 0 means no limit.
+  // Open connections beyond this get a 503 with Retry-After and are closed; 0 means no limit.
   size_t max_connections = 0;
   // SO_SNDBUF of accepted sockets (the kernel's share of a slow client's unread bytes); 0 keeps
   // the kernel's auto-tuned default (up to net.ipv4.tcp_wmem's maximum).
@@ -124,7 +125,10 @@ class HttpServer {
   // Thread-safe. Closes every connection now.
   void close_all();
 
+  // Open connections (not counting those being turned away by max_connections).
   size_t num_connections() const { return num_connections_.load(); }
+  // Connections turned away by max_connections so far.
+  uint64_t num_rejected_connections() const { return num_rejected_.load(); }
   // Requests whose response has not completed yet.
   size_t num_active() const { return num_active_.load(); }
   // Response bytes queued in the server (not yet taken by the kernel), all connections together.
@@ -152,7 +156,10 @@ class HttpServer {
   std::function<void()> shutdown_done_;
   EventLoop::TimerId shutdown_timer_ = 0;
   std::unordered_map<detail::Connection*, std::shared_ptr<detail::Connection>> connections_;
+  std::unordered_set<detail::Connection*> rejecting_;  // in connections_, being turned away
+  size_t num_open_ = 0;                                // connections_ minus rejecting_
   std::atomic<size_t> num_connections_{0};
+  std::atomic<uint64_t> num_rejected_{0};
   std::atomic<size_t> num_active_{0};
   std::atomic<size_t> buffered_bytes_{0};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -167,6 +167,7 @@ void Connection::send_error(int status, const std::string& message) {
   r.status = status;
   r.headers.set("Content-Length", std::to_string(r.body.size()));
   r.headers.set("Connection", "close");
+  if (status == 503 && !r.headers.has("Retry-After")) r.headers.set("Retry-After", "1");
   state_ = State::kClosing;
   if (timer_ != 0) loop_->cancel(timer_);
   timer_ = 0;

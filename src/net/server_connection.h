@@ -48,6 +48,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Closes the connection; an exchange in progress sees on_disconnect.
   void close_connection();
+  // Answers `status` (with Retry-After for 503) at once, before any request, and closes.
+  void reject(int status, const std::string& message) { send_error(status, message); }
   void detach_server() {
     set_buffered(0);
     server_ = nullptr;

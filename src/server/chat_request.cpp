@@ -126,6 +126,7 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
   const OrderedJson* documents = f.raw("documents");
   if (documents != nullptr && !documents->is_array())
     f.fail("documents", "documents must be an array, got " + json_type_name(*documents));
+  detail::check_fan_out(f, ctx, r.params.n, 1);
   if (f.failed()) return f.error();
   const OrderedJson* messages_in = f.raw("messages");
   if (messages_in == nullptr) return ApiError{400, "messages is required", "messages"};
@@ -153,8 +154,6 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
         last["content"].is_string())
       r.echo_text = last["content"].get<std::string>();
   }
-  detail::check_fan_out(f, ctx, r);
-  if (f.failed()) return f.error();
   return r;
 }
 

@@ -231,6 +231,9 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const ServerGaug
           static_cast<double>(g.http_connections));
   w.gauge("strata:http_requests_in_flight", "HTTP requests being answered.",
           static_cast<double>(g.requests_in_flight));
+  w.counter("strata:http_connections_rejected",
+            "Connections turned away with 503 because --max-connections were open.",
+            static_cast<double>(g.connections_rejected));
   w.gauge("strata:http_write_buffer_bytes",
           "Response bytes queued in the server for clients to read, all connections together.",
           static_cast<double>(g.write_buffer_bytes));

@@ -59,6 +59,7 @@ struct ServerGauges {
   int64_t requests_in_flight = 0;  // HTTP requests being answered
   int64_t streams_paused = 0;      // streams paused until their client reads (back-pressure)
   int64_t write_buffer_bytes = 0;  // response bytes queued in the server, all connections
+  int64_t connections_rejected = 0;  // turned away by --max-connections (cumulative)
 };
 
 class ServerMetrics {

@@ -47,10 +47,26 @@ void read_common_fields(JsonFields& f, const ParseContext& ctx, GenerationReques
   if (auto v = f.number("frequency_penalty")) p.frequency_penalty = static_cast<float>(*v);
   if (auto v = f.number("repetition_penalty")) p.repetition_penalty = static_cast<float>(*v);
   if (auto v = f.integer("seed", kInt64Min, kInt64Max)) p.seed = *v;
-  if (auto v = f.strings("stop")) p.stop = *v;
+  if (auto v = f.strings("stop")) {
+    p.stop = *v;
+    if (p.stop.size() > kMaxStopStrings)
+      f.fail("stop", "stop may hold at most " + std::to_string(kMaxStopStrings) +
+                         " strings, got " + std::to_string(p.stop.size()));
+    for (const auto& s : p.stop) {
+      if (s.size() > kMaxStopStringBytes) {
+        f.fail("stop", "stop strings may be at most " + std::to_string(kMaxStopStringBytes) +
+                           " bytes long, got one of " + std::to_string(s.size()));
+        break;
+      }
+    }
+  }
   if (auto v = f.integers("stop_token_ids", 0, kInt32Max)) {
     p.stop_token_ids.clear();
     for (int64_t id : *v) p.stop_token_ids.push_back(static_cast<int32_t>(id));
+    if (p.stop_token_ids.size() > kMaxStopTokenIds)
+      f.fail("stop_token_ids", "stop_token_ids may hold at most " +
+                                   std::to_string(kMaxStopTokenIds) + " ids, got " +
+                                   std::to_string(p.stop_token_ids.size()));
   }
   if (auto v = f.boolean("include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = f.boolean("ignore_eos")) p.ignore_eos = *v;
@@ -111,16 +127,15 @@ void read_common_fields(JsonFields& f, const ParseContext& ctx, GenerationReques
   }
 }
 
-void check_fan_out(JsonFields& f, const ParseContext& ctx, const GenerationRequest& r) {
-  const int64_t total = static_cast<int64_t>(r.prompts.size()) * r.params.n;
-  if (r.params.n > ctx.max_n)
+void check_fan_out(JsonFields& f, const ParseContext& ctx, int n, size_t num_prompts) {
+  const int64_t total = static_cast<int64_t>(num_prompts) * n;
+  if (n > ctx.max_n)
     f.fail("n", "n must be at most " + std::to_string(ctx.max_n) + " (--max-num-seqs), got " +
-                    std::to_string(r.params.n));
+                    std::to_string(n));
   else if (total > ctx.max_n)
     f.fail("prompt", "a request may produce at most " + std::to_string(ctx.max_n) +
                          " sequences (--max-num-seqs); this one asks for " +
-                         std::to_string(r.prompts.size()) +
-                         " prompts x n=" + std::to_string(r.params.n));
+                         std::to_string(num_prompts) + " prompts x n=" + std::to_string(n));
 }
 
 }  // namespace detail
@@ -128,6 +143,15 @@ void check_fan_out(JsonFields& f, const ParseContext& ctx, const GenerationReque
 namespace {
 
 using detail::kInt32Max;
+
+// How many prompts `prompt` holds (one for a string or a list of token ids), without looking
+// inside them; 0 when it is not a valid shape (read_prompts says what is wrong).
+size_t count_prompts(const OrderedJson* p) {
+  if (p == nullptr) return 0;
+  if (p->is_string()) return 1;
+  if (!p->is_array() || p->empty()) return 0;
+  return p->front().is_number() ? 1 : p->size();
+}
 
 // OpenAI's prompt: a string, an array of strings, an array of token ids, or an array of arrays of
 // token ids.
@@ -207,14 +231,14 @@ ApiResult<GenerationRequest> parse_completion_request(const std::string& body,
   bool add_special = true;
   if (auto v = f.boolean("add_special_tokens")) add_special = *v;
   if (f.failed()) return f.error();
+  detail::check_fan_out(f, ctx, r.params.n, std::max<size_t>(1, count_prompts(f.raw("prompt"))));
+  if (f.failed()) return f.error();
   read_prompts(f, ctx, add_special, &r.prompts);
   if (f.failed()) return f.error();
   r.params.logprobs = r.logprobs;
   // Echo with logprobs also reports the prompt's logprobs (its first token has none).
   if (r.echo && r.logprobs)
     r.params.prompt_logprobs = std::max(r.params.prompt_logprobs.value_or(0), *r.logprobs);
-  detail::check_fan_out(f, ctx, r);
-  if (f.failed()) return f.error();
   return r;
 }
 

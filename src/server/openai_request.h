@@ -7,6 +7,7 @@
 // sampling ranges): EngineClient::submit validates those.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,6 +40,12 @@ class ApiResult {
 };
 
 enum class ApiKind { kCompletion, kChat };
+
+// Caps on request fields, checked before any prompt is tokenized (400 naming the field). The
+// fan-out, n x the number of prompts, is capped at ParseContext::max_n.
+inline constexpr size_t kMaxStopStrings = 64;
+inline constexpr size_t kMaxStopStringBytes = 1024;
+inline constexpr size_t kMaxStopTokenIds = 1024;
 
 struct PromptInput {
   std::vector<int32_t> token_ids;  // what the engine runs (BOS etc. applied)

@@ -7,6 +7,7 @@
 #include "core/json.h"
 #include "core/logging.h"
 #include "core/strings.h"
+#include "net/socket.h"
 #include "server/generation.h"
 #include "server/routes.h"
 #include "server/server_state.h"
@@ -59,6 +60,18 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
   ho.limits.max_body_bytes = static_cast<size_t>(st.config.max_request_body_bytes);
   ho.write_high_watermark = static_cast<size_t>(st.config.stream_buffer_bytes);
   ho.socket_send_buffer = st.config.socket_send_buffer;
+  // Every connection takes a descriptor: keep the cap under the open-file limit (raised to its
+  // hard limit first), with room for the model files, the engine and the listening socket.
+  ho.max_connections = static_cast<size_t>(st.config.max_connections);
+  const uint64_t files = net::raise_open_file_limit();
+  constexpr uint64_t kReservedFiles = 64;
+  if (files > kReservedFiles &&
+      (ho.max_connections == 0 || ho.max_connections > files - kReservedFiles)) {
+    ho.max_connections = static_cast<size_t>(files - kReservedFiles);
+    STRATA_LOG(WARNING) << "--max-connections " << st.config.max_connections
+                        << " does not fit the open-file limit of " << files << "; using "
+                        << ho.max_connections << " (raise the limit with `ulimit -n`)";
+  }
   // Errors the HTTP layer answers by itself (400, 408, 413, 431, 501, 505) in the same shape.
   ho.error_response = [](int status, const std::string& message) {
     return error_response({status, message, ""});

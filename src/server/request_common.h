@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <cstddef>
 #include <string>
 
 #include "server/json_fields.h"
@@ -14,7 +15,7 @@ ApiResult<nlohmann::ordered_json> parse_body(const std::string& body);
 // Sampling fields common to both endpoints (temperature ... logit_bias, n, stream options,
 // priority, user, cache_salt, vLLM extras), applied over ctx.defaults into *r.
 void read_common_fields(JsonFields& f, const ParseContext& ctx, GenerationRequest* r);
-// Checks that n x prompts stays within ctx.max_n.
-void check_fan_out(JsonFields& f, const ParseContext& ctx, const GenerationRequest& r);
+// Checks that n x `num_prompts` stays within ctx.max_n: before any prompt is tokenized.
+void check_fan_out(JsonFields& f, const ParseContext& ctx, int n, size_t num_prompts);
 
 }  // namespace strata::server::detail

@@ -250,7 +250,10 @@ net::HttpResponse Routes::metrics(size_t num_connections) const {
   g.http_connections = static_cast<int64_t>(num_connections);
   g.requests_in_flight = static_cast<int64_t>(st->live.size());
   g.streams_paused = st->streams_paused;
-  if (st->http != nullptr) g.write_buffer_bytes = static_cast<int64_t>(st->http->buffered_bytes());
+  if (st->http != nullptr) {
+    g.write_buffer_bytes = static_cast<int64_t>(st->http->buffered_bytes());
+    g.connections_rejected = static_cast<int64_t>(st->http->num_rejected_connections());
+  }
   net::HttpResponse r = net::HttpResponse::text(200, st->metrics.render(st->engine->stats(), g),
                                                 "text/plain; version=0.0.4; charset=utf-8");
   return r;

@@ -135,6 +135,10 @@ void add_server_options(OptionSet& o) {
   o.add_int("max-queued-requests", 0,
             "waiting requests beyond which new ones get 503 with Retry-After (0: no limit)",
             kGroup);
+  o.add_int("max-connections", 4096,
+            "open HTTP connections beyond which new ones get 503 with Retry-After (0: no limit; "
+            "lowered to fit the open-file limit)",
+            kGroup);
   o.add_float("request-timeout", 0,
               "seconds a request may run before it is aborted with an error (0: no limit)", kGroup);
   o.add_float("shutdown-timeout", 30,
@@ -211,6 +215,8 @@ Result<ServerConfig> server_config_from_args(const Args& args, std::vector<std::
   c.max_queued_requests = args.get_int("max-queued-requests");
   if (c.max_queued_requests < 0)
     return invalid_argument("--max-queued-requests must be >= 0 (0: no limit)");
+  c.max_connections = args.get_int("max-connections");
+  if (c.max_connections < 0) return invalid_argument("--max-connections must be >= 0 (0: no limit)");
   c.request_timeout = args.get_float("request-timeout");
   if (c.request_timeout < 0) return invalid_argument("--request-timeout must be >= 0 (0: none)");
   c.shutdown_timeout = args.get_float("shutdown-timeout");

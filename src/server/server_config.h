@@ -26,6 +26,9 @@ struct ServerConfig {
   bool log_requests = true;        // one line per finished request
   bool log_stats = true;
   int64_t max_queued_requests = 0;  // waiting requests beyond which new ones get 503; 0: no limit
+  // Open connections beyond which new ones get 503 + Retry-After; 0: no limit. Lowered at start
+  // to fit the open-file limit.
+  int64_t max_connections = 4096;
   double request_timeout = 0;       // seconds a request may run before it is aborted; 0: none
   double shutdown_timeout = 30;     // grace period for in-flight requests on SIGINT/SIGTERM
   int64_t max_request_body_bytes = 32 << 20;

@@ -170,6 +170,54 @@ TEST_F(RequestParse, ErrorsNameTheField) {
   }
 }
 
+// Stop lists and the fan-out are capped, and checked before any prompt is tokenized: with no
+// tokenizer, text prompts would fail, so these errors show the caps came first.
+TEST_F(RequestParse, CapsComeBeforeTokenizing) {
+  ctx_.tokenizer = nullptr;
+  auto json_list = [](size_t n, const std::string& item) {
+    std::string s = "[";
+    for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + item;
+    return s + "]";
+  };
+  struct Case {
+    std::string body;
+    const char* param;
+    const char* text;
+  };
+  const Case cases[] = {
+      {R"({"prompt": "x", "stop": )" + json_list(kMaxStopStrings + 1, "\"s\"") + "}", "stop",
+       "at most 64 strings, got 65"},
+      {R"({"prompt": "x", "stop": ["a", ")" + std::string(kMaxStopStringBytes + 1, 'z') + "\"]}",
+       "stop", "at most 1024 bytes long, got one of 1025"},
+      {R"({"prompt": "x", "stop_token_ids": )" + json_list(kMaxStopTokenIds + 1, "7") + "}",
+       "stop_token_ids", "at most 1024 ids, got 1025"},
+      {R"({"prompt": )" + json_list(9, "\"a\"") + "}", "prompt", "9 prompts x n=1"},
+      {R"({"prompt": )" + json_list(3, "\"a\"") + R"(, "n": 3})", "prompt", "3 prompts x n=3"},
+      {R"({"prompt": "x", "n": 9})", "n", "at most 8 (--max-num-seqs), got 9"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = bad_completion(c.body);
+    EXPECT_EQ(e.status, 400) << c.body.substr(0, 80);
+    EXPECT_EQ(e.param, c.param) << e.message;
+    EXPECT_NE(e.message.find(c.text), std::string::npos) << e.message;
+  }
+  // At the caps, the request goes on (and fails here only for want of a tokenizer).
+  ApiError e = bad_completion(R"({"prompt": "x", "stop": )" +
+                              json_list(kMaxStopStrings, "\"s\"") + R"(, "stop_token_ids": )" +
+                              json_list(kMaxStopTokenIds, "7") + R"(, "n": 8})");
+  EXPECT_NE(e.message.find("no tokenizer"), std::string::npos) << e.message;
+  // Chat: n is checked before the template (none here) is looked for.
+  auto chat = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "hi"}], "n": 9, "stop": )" +
+          json_list(kMaxStopStrings + 1, "\"s\"") + "}",
+      ctx_);
+  ASSERT_FALSE(chat.ok());
+  EXPECT_EQ(chat.error().param, "stop");
+  chat = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "n": 9})", ctx_);
+  ASSERT_FALSE(chat.ok());
+  EXPECT_EQ(chat.error().param, "n");
+}
+
 TEST_F(RequestParse, MalformedBodies) {
   for (const char* body : {"", "   ", "{", "[1, 2]", "\"text\"", "null", "{\"prompt\": \"x\",}",
                            "{\"prompt\": \"\\ud800\"}"}) {

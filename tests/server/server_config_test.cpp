@@ -122,6 +122,7 @@ TEST(ServerConfig, DefaultsAndErrors) {
   EXPECT_EQ(c->max_request_body_bytes, 32 << 20);
   EXPECT_EQ(c->stream_buffer_bytes, 1 << 20);
   EXPECT_DOUBLE_EQ(c->stream_stall_timeout, 60);
+  EXPECT_EQ(c->max_connections, 4096);
   EXPECT_TRUE(w.empty());
   for (std::vector<std::string> bad : {std::vector<std::string>{"m", "--port", "70000"},
                                        {"m", "--max-queued-requests", "-1"},
@@ -129,7 +130,8 @@ TEST(ServerConfig, DefaultsAndErrors) {
                                        {"m", "--tensor-parallel-size", "0"},
                                        {"m", "--max-request-body-size", "12"},
                                        {"m", "--stream-buffer-size", "100"},
-                                       {"m", "--stream-stall-timeout", "-1"}}) {
+                                       {"m", "--stream-stall-timeout", "-1"},
+                                       {"m", "--max-connections", "-1"}}) {
     auto a = o.parse(bad);
     ASSERT_TRUE(a.ok());
     auto r = server_config_from_args(*a, &w);
