@@ -3,6 +3,7 @@
 // output's fields, several prompts at once, speed lines, help, and clear errors.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <regex>
 #include <string>
 
@@ -12,6 +13,10 @@
 
 namespace strata {
 namespace {
+
+// `generate` and `bench throughput` size their KV cache from the machine's RAM by default and
+// commit it at start; these runs need little of it, and other tests run beside them.
+const bool kSmallKvCache = [] { return ::setenv("STRATA_KV_CACHE_MEMORY", "256MiB", 0) == 0; }();
 
 using testing::CliRun;
 using testing::run_strata;
