@@ -35,6 +35,11 @@ void add_engine_options(OptionSet& o) {
                "kernel variant: auto (the fastest this CPU runs) or a name (reference, "
                "portable, avx2, ...); for tests and comparisons",
                "Engine");
+  o.add_bool("kv-cache-commit", true,
+             "back the whole KV cache with RAM at start, after checking that much is free, so a "
+             "cache too big for the machine fails at start; --no-kv-cache-commit backs pages on "
+             "first use (quicker to start)",
+             "Engine");
   kv::add_cache_options(o);
   sched::add_scheduler_options(o);
 }
@@ -61,9 +66,47 @@ Result<EngineConfig> engine_config_from_args(const Args& args) {
   c.threads = static_cast<int>(args.get_int("threads"));
   if (c.threads < 0) return invalid_argument("--threads must be >= 0");
   c.kernels = args.get("kernels");
+  c.commit_kv_cache = args.get_bool("kv-cache-commit");
   STRATA_ASSIGN_OR_RETURN(c.cache, kv::cache_config_from_args(args));
   STRATA_ASSIGN_OR_RETURN(c.scheduler, sched::scheduler_config_from_args(args));
   return c;
+}
+
+namespace {
+
+// One integer file (cgroup v2 memory.max / memory.current); -1 when absent or "max".
+int64_t read_cgroup_value(const char* path) {
+  std::ifstream f(path);
+  std::string v;
+  if (!(f >> v) || v == "max") return -1;
+  try {
+    return std::stoll(v);
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+int64_t free_memory_bytes() {
+  int64_t free = -1;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") {
+      free = kb * 1024;
+      break;
+    }
+  }
+  const int64_t limit = read_cgroup_value("/sys/fs/cgroup/memory.max");
+  const int64_t used = read_cgroup_value("/sys/fs/cgroup/memory.current");
+  if (limit > 0 && used >= 0) {
+    const int64_t left = std::max<int64_t>(0, limit - used);
+    free = free < 0 ? left : std::min(free, left);
+  }
+  return free;
 }
 
 int64_t available_memory_bytes() {

@@ -23,6 +23,10 @@ struct EngineConfig {
   uint64_t seed = 0;      // engine generator (unseeded requests) and dummy weights
   int max_logprobs = 20;  // largest logprobs / prompt_logprobs a request may ask for
   std::string generation_config = "auto";  // auto: defaults from generation_config.json; none
+  // Back the whole KV pool with RAM at start (after checking that much is free), so a pool too
+  // big for the machine is a start-up error, not an out-of-memory kill under load. Off: pages
+  // are backed on first use (quicker starts for tests and short benchmarks).
+  bool commit_kv_cache = true;
 };
 
 // Declares model, tokenizer, cache, scheduler and engine options.
@@ -32,5 +36,8 @@ Result<EngineConfig> engine_config_from_args(const Args& args);
 
 // Physical memory this process may use (RAM, or the cgroup limit when lower), in bytes.
 int64_t available_memory_bytes();
+// Memory that can be taken now without pushing anything out: MemAvailable, or what the cgroup
+// limit leaves (limit - usage) when lower; -1 when neither can be read.
+int64_t free_memory_bytes();
 
 }  // namespace strata::engine

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/clock.h"
 #include "core/logging.h"
 #include "core/strings.h"
 
@@ -24,8 +25,10 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   w->config_ = config;
   const EngineConfig& c = w->config_.engine;
   const auto& sc = c.scheduler;
-  STRATA_ASSIGN_OR_RETURN(w->backend_, CpuBackend::create({.kernels = c.kernels,
-                                                           .threads = c.threads}));
+  STRATA_ASSIGN_OR_RETURN(w->backend_,
+                          CpuBackend::create({.kernels = c.kernels,
+                                              .threads = c.threads,
+                                              .commit_kv_cache = c.commit_kv_cache}));
   Backend& backend = *w->backend_;
   LoadOptions lo = c.model;
   lo.pool = &backend.pool();
@@ -83,10 +86,27 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                    << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
                    << " x " << ks.head_dim << " values, " << dtype_name(kv_dtype) << ")";
 
+  if (c.commit_kv_cache) {
+    // The weights are loaded: what is free now is what the KV cache and the workspace can have.
+    // (Committing more than that would push other memory out, or get the process killed.)
+    const int64_t free = free_memory_bytes();
+    const int64_t need = plan.kv_bytes + block_bytes + plan.workspace_bytes;
+    if (free >= 0 && need > free)
+      return resource_exhausted(
+          "the KV cache needs " + format_bytes(static_cast<double>(plan.kv_bytes)) +
+          " (and the activation workspace " + format_bytes(plan.workspace_bytes) + ") but only " +
+          format_bytes(static_cast<double>(free)) +
+          " of memory is free now; lower --kv-cache-memory or --gpu-memory-utilization (" +
+          std::to_string(c.cache.gpu_memory_utilization) + "), or free memory");
+  }
+  const double t0 = now_seconds();
   STRATA_ASSIGN_OR_RETURN(
       w->storage_, KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
                                         ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
                                        backend.allocator()));
+  if (c.commit_kv_cache)
+    STRATA_LOG(INFO) << "KV cache committed: " << format_bytes(static_cast<double>(w->storage_.bytes()))
+                     << " of RAM in " << now_seconds() - t0 << " s";
   sampling::SamplerConfig samp;
   samp.vocab_size = V;
   samp.eos_token_ids = w->config_.eos_token_ids;

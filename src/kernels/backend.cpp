@@ -1,6 +1,7 @@
 #include "kernels/backend.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -189,11 +190,32 @@ void release_mapping(std::byte* p, size_t bytes) {
   ::munmap(p, bytes);
 }
 
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Backs every page of [p, p + bytes) with RAM now.
+Status commit_pages(std::byte* p, size_t bytes) {
+#if defined(MADV_POPULATE_WRITE)
+  if (::madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return ok_status();
+  if (errno != EINVAL)
+    return resource_exhausted("cannot commit " + format_bytes(static_cast<double>(bytes)) +
+                              " of RAM for the KV cache (" + std::strerror(errno) +
+                              "): the machine does not have it free; lower --kv-cache-memory "
+                              "or --gpu-memory-utilization");
+#endif
+  // A kernel without MADV_POPULATE_WRITE: write to each page (an anonymous page reads as zero).
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (size_t off = 0; off < bytes; off += page) static_cast<volatile std::byte*>(p)[off] = {};
+  return ok_status();
+}
+
 class CpuAllocator final : public DeviceAllocator {
  public:
+  explicit CpuAllocator(bool commit_kv) : commit_kv_(commit_kv) {}
   Result<DeviceBuffer> allocate(size_t bytes, MemoryUse use) override {
     if (bytes == 0) return DeviceBuffer();
-    if (use == MemoryUse::kKvCache) return map_kv(bytes);
+    if (use == MemoryUse::kKvCache) return map_kv(bytes, commit_kv_);
     const size_t align = use == MemoryUse::kWeights ? AlignedBuffer::kHugePage : 64;
     const size_t rounded = (bytes + align - 1) / align * align;
     auto* p = static_cast<std::byte*>(std::aligned_alloc(align, rounded));
@@ -214,9 +236,11 @@ class CpuAllocator final : public DeviceAllocator {
   std::string device() const override { return "cpu"; }
 
  private:
-  static Result<DeviceBuffer> map_kv(size_t bytes) {
+  static Result<DeviceBuffer> map_kv(size_t bytes, bool commit) {
+    // Committed pools are accounted for (no MAP_NORESERVE): the kernel may refuse the mapping
+    // itself when it could never be backed.
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                     MAP_PRIVATE | MAP_ANONYMOUS | (commit ? 0 : MAP_NORESERVE), -1, 0);
     if (p == MAP_FAILED)
       return resource_exhausted("cannot reserve " + format_bytes(static_cast<double>(bytes)) +
                                 " for the KV cache: " + std::strerror(errno) +
@@ -227,14 +251,23 @@ class CpuAllocator final : public DeviceAllocator {
     // measured ~7% faster). Advice only: without THP the cache works the same.
     (void)::madvise(p, bytes, MADV_HUGEPAGE);
 #endif
+    if (commit) {
+      Status s = commit_pages(static_cast<std::byte*>(p), bytes);
+      if (!s.ok()) {
+        ::munmap(p, bytes);
+        return s;
+      }
+    }
     return DeviceBuffer(static_cast<std::byte*>(p), bytes, release_mapping);
   }
+
+  bool commit_kv_;
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceAllocator> make_cpu_allocator() {
-  return std::make_unique<CpuAllocator>();
+std::unique_ptr<DeviceAllocator> make_cpu_allocator(bool commit_kv_cache) {
+  return std::make_unique<CpuAllocator>(commit_kv_cache);
 }
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuBackendOptions& options) {
@@ -248,7 +281,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuBackendOptions& 
   b->owned_pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads
                                                                     : ThreadPool::hardware_threads());
   b->pool_ = b->owned_pool_.get();
-  b->owned_allocator_ = make_cpu_allocator();
+  b->owned_allocator_ = make_cpu_allocator(options.commit_kv_cache);
   b->allocator_ = b->owned_allocator_.get();
   return b;
 }

@@ -81,6 +81,7 @@ class Backend {
 struct CpuBackendOptions {
   std::string kernels = "auto";  // a variant name, or auto
   int threads = 0;               // compute threads; 0: all available
+  bool commit_kv_cache = true;   // see make_cpu_allocator
 };
 
 class CpuBackend final : public Backend {
@@ -99,6 +100,12 @@ class CpuBackend final : public Backend {
 
 // The CPU backend's allocator: weights 2 MiB aligned on transparent huge pages; the KV cache an
 // anonymous mapping on huge pages; workspaces zeroed.
-std::unique_ptr<DeviceAllocator> make_cpu_allocator();
+//
+// With `commit_kv_cache` the KV mapping is committed when allocated: every page is backed by RAM
+// at once (MADV_POPULATE_WRITE, or a write to each page on kernels before 5.14), so a pool the
+// machine cannot hold fails there with kResourceExhausted instead of being killed later when
+// requests fill it. Without, pages are backed on first use (quicker to start, for tests and
+// short benchmarks).
+std::unique_ptr<DeviceAllocator> make_cpu_allocator(bool commit_kv_cache = true);
 
 }  // namespace strata

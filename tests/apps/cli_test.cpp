@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -15,6 +16,10 @@
 
 namespace strata {
 namespace {
+
+// `generate` and `bench throughput` size their KV cache from the machine's RAM by default and
+// commit it at start; these runs need little of it, and other tests run beside them.
+const bool kSmallKvCache = [] { return ::setenv("STRATA_KV_CACHE_MEMORY", "256MiB", 0) == 0; }();
 
 using testing::CliRun;
 using testing::run_strata;
