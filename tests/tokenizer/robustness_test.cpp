@@ -97,6 +97,19 @@ TEST(RobustnessTest, MalformedTokenizerJsonGivesClearErrors) {
       {replace(s, "{\"id\": 5,", "{\"id\": 2147483647,"), "far beyond"},
       {replace(s, "{\"id\": 5,", "{\"id\": 4294967296,"), "not a valid id"},
       {replace(s, "{\"id\": 5,", "{\"id\": 1e20,"), "not a valid id"},
+      // Found by fuzz_tokenizer_json: numbers read as int32 with nlohmann's unchecked get<>()
+      // (undefined behaviour for floats out of range).
+      {replace(s, "\"ids\": [5]", "\"ids\": [1.1e130]"), "expected a 32-bit integer"},
+      {replace(s, "\"ids\": [5]", "\"ids\": [4294967301]"), "expected a 32-bit integer"},
+      {replace(s, "\"ids\": [5]", "\"ids\": 5"), "must be a list"},
+      {replace(s, "\"decoder\": {\"type\": \"ByteLevel\"}",
+               "\"decoder\": {\"type\": \"Strip\", \"content\": \" \", \"start\": 1e30}"),
+       "decoder Strip start"},
+      {replace(s,
+               "\"post_processor\": {\"type\": \"TemplateProcessing\",",
+               "\"post_processor\": {\"type\": \"BertProcessing\", \"cls\": [\"<s>\", 5.5], "
+               "\"sep\": [\"<s>\", 5],"),
+       "post_processor cls"},
       {replace(s, "\"merges\": [\"a b\"]", "\"merges\": {}"), ""},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
