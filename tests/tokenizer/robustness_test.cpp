@@ -275,6 +275,23 @@ TEST(RobustnessTest, VocabJsonWithAHugeIdIsAnError) {
   EXPECT_EQ(*(*t)->encode("ab", false), (std::vector<int32_t>{1000}));
 }
 
+// Found by fuzzing tokenizer_config.json: an added_tokens_decoder flag that is not a boolean
+// threw nlohmann's type_error out of Tokenizer::load (std::terminate: the server died at start).
+// Non-boolean flags are ignored, as for the config's other flags.
+TEST(RobustnessTest, ConfigFlagsThatAreNotBooleansDoNotThrow) {
+  char tmpl[] = "/tmp/strata_config_XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  ASSERT_TRUE(write_file(dir + "/tokenizer.json", kSmallJson).ok());
+  ASSERT_TRUE(write_file(dir + "/tokenizer_config.json",
+                         R"({"added_tokens_decoder": {"4": {"content": "c", "special": 1,
+                             "lstrip": "yes", "rstrip": null, "normalized": [true]}}})")
+                  .ok());
+  auto t = Tokenizer::load(dir);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_FALSE((*t)->is_special(4));
+  EXPECT_EQ(*(*t)->encode("ab c"), (std::vector<int32_t>{5, 2, 3, 4}));
+}
+
 TEST(RobustnessTest, PathologicalTextsEncodeAndRoundTrip) {
   auto t = Tokenizer::load(strata::testing::repo_path("models/strata-tiny"));
   ASSERT_TRUE(t.ok()) << t.status().to_string();
