@@ -7,8 +7,9 @@
 #   SECONDS    per target (default 30); targets run $(nproc) at a time.
 #   TARGET     default: all of tests/fuzz/CMakeLists.txt's fuzz_names.
 # Each target starts from its seed corpus tests/fuzz/<target>/ (never written) and what earlier
-# runs found (BUILD_DIR/fuzz-corpus/<target>/, kept between runs). A crash, sanitizer report, leak,
-# timeout (an input taking over 10 s) or out-of-memory fails the run and saves the input under
+# runs found (BUILD_DIR/fuzz-corpus/<target>/, kept between runs), and mutates with the tokens of
+# tests/fuzz/dict/<target>.dict (JSON keys, HTTP fields, Jinja keywords ...). A crash, sanitizer report, leak,
+# timeout (an input taking over 25 s: a hang, not a slow machine) or out-of-memory fails the run and saves the input under
 # BUILD_DIR/fuzz-artifacts/<target>/. Replay it with BUILD_DIR/tests/fuzz/fuzz_<target> FILE; once
 # fixed, add it as tests/fuzz/<target>/regress-<what> so that fuzz_replay_tests runs it in every
 # build, and add a unit test for the bug in the module's suite.
@@ -25,13 +26,15 @@ jobs=$(nproc)
 
 cmake --build "$dir" -j "$jobs" --target strata_fuzzers
 
-export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+export ASAN_OPTIONS=detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_one() {
   local t=$1
+  local dict=()
+  [ -f "tests/fuzz/dict/$t.dict" ] && dict=(-dict="tests/fuzz/dict/$t.dict")
   mkdir -p "$dir/fuzz-corpus/$t" "$dir/fuzz-artifacts/$t"
-  "$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$dir/fuzz-artifacts/$t/" \
+  "$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$dir/fuzz-artifacts/$t/" "${dict[@]}" \
     "$dir/fuzz-corpus/$t" "tests/fuzz/$t" >"$dir/fuzz-artifacts/$t.log" 2>&1
 }
 

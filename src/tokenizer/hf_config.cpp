@@ -94,11 +94,12 @@ Result<HfTokenizerConfig> read_hf_tokenizer_config(const std::string& dir) {
                                   "] needs a string 'content'");
         }
         t.content = value["content"].get<std::string>();
-        t.special = value.value("special", false);
-        t.lstrip = value.value("lstrip", false);
-        t.rstrip = value.value("rstrip", false);
-        t.single_word = value.value("single_word", false);
-        t.normalized = value.value("normalized", !t.special);
+        // bool_field, not value(): a flag that is not a boolean must not throw out of here.
+        t.special = bool_field(value, "special").value_or(false);
+        t.lstrip = bool_field(value, "lstrip").value_or(false);
+        t.rstrip = bool_field(value, "rstrip").value_or(false);
+        t.single_word = bool_field(value, "single_word").value_or(false);
+        t.normalized = bool_field(value, "normalized").value_or(!t.special);
         cfg.added_tokens_decoder.push_back(std::move(t));
       }
     }

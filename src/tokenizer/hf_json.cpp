@@ -23,6 +23,25 @@ struct Ctx {
   }
 };
 
+// An integer that fits in int32. JSON floats and larger numbers are errors: nlohmann's
+// get<int32_t>() would convert them unchecked (undefined behaviour for floats out of range).
+Result<int32_t> int32_of(const Ctx& ctx, const Json& v, const std::string& where) {
+  bool fits = v.is_number_unsigned()
+                  ? v.get<uint64_t>() <= INT32_MAX
+                  : v.is_number_integer() && v.get<int64_t>() >= INT32_MIN &&
+                        v.get<int64_t>() <= INT32_MAX;
+  if (!fits) return ctx.error(where, "expected a 32-bit integer, got " + v.dump());
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+// An optional int32 field of `j` (`fallback` when absent).
+Result<int32_t> int32_field(const Ctx& ctx, const Json& j, const char* key, int32_t fallback,
+                            const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  return int32_of(ctx, *it, where + " " + key);
+}
+
 std::string type_of(const Json& j) {
   auto it = j.find("type");
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
@@ -179,8 +198,8 @@ Status parse_decoder(const Ctx& ctx, const Json& j, Decoder* out) {
   } else if (type == "Strip") {
     step.kind = K::kStrip;
     step.content = j.at("content").get<std::string>();
-    step.start = j.value("start", 0);
-    step.stop = j.value("stop", 0);
+    STRATA_ASSIGN_OR_RETURN(step.start, int32_field(ctx, j, "start", 0, "decoder Strip"));
+    STRATA_ASSIGN_OR_RETURN(step.stop, int32_field(ctx, j, "stop", 0, "decoder Strip"));
   } else if (type == "Replace") {
     step.kind = K::kReplace;
     STRATA_ASSIGN_OR_RETURN(step.regex,
@@ -204,7 +223,15 @@ Result<std::vector<int32_t>> special_ids(const Ctx& ctx, const Json& specials,
   if (it == specials.end()) {
     return ctx.error("post_processor", "special token '" + name + "' is not in special_tokens");
   }
-  return it->at("ids").get<std::vector<int32_t>>();
+  const Json& ids_json = it->at("ids");
+  if (!ids_json.is_array())
+    return ctx.error("post_processor", "special token '" + name + "' ids must be a list");
+  std::vector<int32_t> ids;
+  for (const Json& id : ids_json) {
+    STRATA_ASSIGN_OR_RETURN(int32_t v, int32_of(ctx, id, "post_processor special token ids"));
+    ids.push_back(v);
+  }
+  return ids;
 }
 
 Status parse_post_processor(const Ctx& ctx, const Json& j, TokenizerParts* parts) {
@@ -238,8 +265,10 @@ Status parse_post_processor(const Ctx& ctx, const Json& j, TokenizerParts* parts
     return ok_status();
   }
   if (type == "RobertaProcessing" || type == "BertProcessing") {
-    parts->prefix_ids = {j.at("cls").at(1).get<int32_t>()};
-    parts->suffix_ids = {j.at("sep").at(1).get<int32_t>()};
+    STRATA_ASSIGN_OR_RETURN(int32_t cls, int32_of(ctx, j.at("cls").at(1), "post_processor cls"));
+    STRATA_ASSIGN_OR_RETURN(int32_t sep, int32_of(ctx, j.at("sep").at(1), "post_processor sep"));
+    parts->prefix_ids = {cls};
+    parts->suffix_ids = {sep};
     return ok_status();
   }
   return ctx.unsupported("post_processor", type.empty() ? "(missing)" : type);

@@ -92,6 +92,11 @@ TEST(JinjaErrors, RuntimeErrorsCarryPythonsMessages) {
       {"{{ '%d' % 1e30 }}", "integer overflow"},
       {"{{ '%x' % -9.3e18 }}", "integer overflow"},
       {"{{ 'x' | center(1e308 * 10) }}", "cannot convert float infinity or NaN"},
+      // Found by fuzz_jinja: format field numbers past 64 bits escaped as std::out_of_range (an
+      // internal error) instead of Python's IndexError.
+      {"{{ '{99999999999999999999999}'.format(1) }}",
+       "Replacement index 99999999999999999999999 out of range"},
+      {"{{ '{0[99999999999999999999]}'.format([1]) }}", "out of range"},
   };
   for (const Case& c : cases) {
     std::string message = error_of(c.source);

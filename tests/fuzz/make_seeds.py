@@ -372,6 +372,30 @@ def vocab_seeds():
         vocab[m.replace(" ", "")] = len(vocab)
     put("vocab", "vocab-merges", b"b" + json.dumps(vocab, ensure_ascii=False).encode() + b"\0" +
         ("#version: 0.2\n" + "\n".join(merges) + "\n").encode())
+    config = {"tokenizer_class": "Qwen2Tokenizer", "add_prefix_space": False,
+              "bos_token": None, "eos_token": {"content": "<|endoftext|>", "special": True},
+              "pad_token": "<|endoftext|>", "add_bos_token": False,
+              "clean_up_tokenization_spaces": False, "model_max_length": 32768,
+              "added_tokens_decoder": {str(len(vocab)): {
+                  "content": "<|endoftext|>", "lstrip": False, "normalized": False,
+                  "rstrip": False, "single_word": False, "special": True}},
+              "chat_template": [{"name": "default", "template": "{{ messages[0].content }}"},
+                                {"name": "tool_use", "template": "{{ tools | tojson }}"}]}
+    put("vocab", "vocab-merges-config", b"b" + json.dumps(vocab, ensure_ascii=False).encode() +
+        b"\0" + ("\n".join(merges) + "\n").encode() + b"\0" + json.dumps(config).encode())
+    sp_json = {"model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "<unk>": 2, "\u2581": 3,
+                                                  "a": 4, "\u2581a": 5},
+                         "merges": ["\u2581 a"], "unk_token": "<unk>", "byte_fallback": False},
+               "normalizer": {"type": "Sequence", "normalizers": [
+                   {"type": "Prepend", "prepend": "\u2581"},
+                   {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+               "decoder": {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}}
+    llama_config = {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True,
+                    "add_eos_token": True, "bos_token": "<s>", "eos_token": "</s>",
+                    "unk_token": "<unk>", "legacy": False,
+                    "chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"}
+    put("vocab", "tokenizer-json-config", b"j" + json.dumps(sp_json).encode() + b"\0" +
+        json.dumps(llama_config).encode())
 
     tokens = ["<unk>", "<s>", "</s>", "▁", "a", "b", "▁a", "ab", "<0x0A>"]
     llama_kvs = [("general.architecture", GGUF_STRING, "llama"),

@@ -97,6 +97,19 @@ TEST(RobustnessTest, MalformedTokenizerJsonGivesClearErrors) {
       {replace(s, "{\"id\": 5,", "{\"id\": 2147483647,"), "far beyond"},
       {replace(s, "{\"id\": 5,", "{\"id\": 4294967296,"), "not a valid id"},
       {replace(s, "{\"id\": 5,", "{\"id\": 1e20,"), "not a valid id"},
+      // Found by fuzz_tokenizer_json: numbers read as int32 with nlohmann's unchecked get<>()
+      // (undefined behaviour for floats out of range).
+      {replace(s, "\"ids\": [5]", "\"ids\": [1.1e130]"), "expected a 32-bit integer"},
+      {replace(s, "\"ids\": [5]", "\"ids\": [4294967301]"), "expected a 32-bit integer"},
+      {replace(s, "\"ids\": [5]", "\"ids\": 5"), "must be a list"},
+      {replace(s, "\"decoder\": {\"type\": \"ByteLevel\"}",
+               "\"decoder\": {\"type\": \"Strip\", \"content\": \" \", \"start\": 1e30}"),
+       "decoder Strip start"},
+      {replace(s,
+               "\"post_processor\": {\"type\": \"TemplateProcessing\",",
+               "\"post_processor\": {\"type\": \"BertProcessing\", \"cls\": [\"<s>\", 5.5], "
+               "\"sep\": [\"<s>\", 5],"),
+       "post_processor cls"},
       {replace(s, "\"merges\": [\"a b\"]", "\"merges\": {}"), ""},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -260,6 +273,23 @@ TEST(RobustnessTest, VocabJsonWithAHugeIdIsAnError) {
   ASSERT_TRUE(t.ok()) << t.status().message();
   EXPECT_EQ((*t)->vocab_size(), 1001);
   EXPECT_EQ(*(*t)->encode("ab", false), (std::vector<int32_t>{1000}));
+}
+
+// Found by fuzzing tokenizer_config.json: an added_tokens_decoder flag that is not a boolean
+// threw nlohmann's type_error out of Tokenizer::load (std::terminate: the server died at start).
+// Non-boolean flags are ignored, as for the config's other flags.
+TEST(RobustnessTest, ConfigFlagsThatAreNotBooleansDoNotThrow) {
+  char tmpl[] = "/tmp/strata_config_XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  ASSERT_TRUE(write_file(dir + "/tokenizer.json", kSmallJson).ok());
+  ASSERT_TRUE(write_file(dir + "/tokenizer_config.json",
+                         R"({"added_tokens_decoder": {"4": {"content": "c", "special": 1,
+                             "lstrip": "yes", "rstrip": null, "normalized": [true]}}})")
+                  .ok());
+  auto t = Tokenizer::load(dir);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_FALSE((*t)->is_special(4));
+  EXPECT_EQ(*(*t)->encode("ab c"), (std::vector<int32_t>{5, 2, 3, 4}));
 }
 
 TEST(RobustnessTest, PathologicalTextsEncodeAndRoundTrip) {

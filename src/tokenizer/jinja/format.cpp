@@ -394,7 +394,8 @@ std::string str_format(Interp& interp, const std::string& fmt, CallArgs& args) {
       }
       value = args.positional[auto_index++];
     } else if (all_digits(head)) {
-      size_t index = std::stoul(head);
+      // More than 18 digits is out of range for any tuple (and for std::stoul).
+      size_t index = head.size() > 18 ? args.positional.size() : std::stoul(head);
       if (index >= args.positional.size()) {
         throw_runtime("Replacement index " + head + " out of range for positional args tuple");
       }
@@ -421,6 +422,8 @@ std::string str_format(Interp& interp, const std::string& fmt, CallArgs& args) {
         size_t e = field.find(']', p);
         if (e == std::string::npos) throw_runtime("Missing ']' in format string");
         std::string key = field.substr(p + 1, e - p - 1);
+        if (all_digits(key) && key.size() > 18)
+          throw_runtime("IndexError: format field index [" + key + "] is out of range");
         value = interp.get_item(
             value, all_digits(key) ? Value::integer(std::stoll(key)) : Value::string(key));
         p = e + 1;
