@@ -38,10 +38,11 @@ struct Engine::RequestState {
 
 namespace {
 
-// Sampling defaults from generation_config.json (vLLM's --generation-config auto).
-void apply_generation_config(const std::string& model_path, sampling::SamplingParams* p,
+// Sampling defaults from `dir`/generation_config.json (vLLM's --generation-config auto, or a
+// folder).
+void apply_generation_config(const std::string& dir, sampling::SamplingParams* p,
                              std::vector<int32_t>* eos) {
-  std::string path = path_join(model_path, "generation_config.json");
+  std::string path = path_join(dir, "generation_config.json");
   if (!file_exists(path)) return;
   auto j = read_json_file(path);
   if (!j.ok() || !j->is_object()) {
@@ -115,8 +116,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
 
   // EOS ids: config.json, generation_config.json and the tokenizer.
   e->eos_ids_ = mc.eos_token_ids;
-  if (c.generation_config == "auto" && is_directory(c.model.model))
-    apply_generation_config(c.model.model, &e->defaults_, &e->eos_ids_);
+  if (c.generation_config == "auto") {
+    if (is_directory(c.model.model))
+      apply_generation_config(c.model.model, &e->defaults_, &e->eos_ids_);
+  } else if (c.generation_config != "vllm" && c.generation_config != "none") {
+    if (!file_exists(path_join(c.generation_config, "generation_config.json")))
+      return invalid_argument("--generation-config " + c.generation_config +
+                              ": no generation_config.json in that folder");
+    apply_generation_config(c.generation_config, &e->defaults_, &e->eos_ids_);
+  }
   if (e->tokenizer_ && e->tokenizer_->eos_token_id())
     e->eos_ids_.push_back(*e->tokenizer_->eos_token_id());
   std::sort(e->eos_ids_.begin(), e->eos_ids_.end());
@@ -153,7 +161,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   return e;
 }
 
-Status Engine::validate(const EngineRequest& r) const {
+Status Engine::validate(const EngineRequest& r, std::string* bad_field) const {
+  if (bad_field != nullptr) *bad_field = "prompt";  // until the prompt checks pass
   const int64_t V = model_config_.vocab_size;
   if (r.prompt_token_ids.empty()) return invalid_argument("the prompt is empty");
   for (int32_t id : r.prompt_token_ids)
@@ -177,9 +186,12 @@ Status Engine::validate(const EngineRequest& r) const {
     return resource_exhausted("the prompt needs " + std::to_string(n + 1) +
                               " KV slots but the whole KV cache holds " +
                               std::to_string(info_.kv_cache_tokens) + " tokens");
-  STRATA_RETURN_IF_ERROR(r.params.validate(V, config_.max_logprobs));
-  if (r.detokenize && !tokenizer_ && !r.params.stop.empty())
+  if (bad_field != nullptr) bad_field->clear();
+  STRATA_RETURN_IF_ERROR(r.params.validate(V, config_.max_logprobs, bad_field));
+  if (r.detokenize && !tokenizer_ && !r.params.stop.empty()) {
+    if (bad_field != nullptr) *bad_field = "stop";
     return invalid_argument("stop strings need a tokenizer, and this model has none");
+  }
   return ok_status();
 }
 

@@ -37,8 +37,9 @@ class Engine {
   ~Engine();
 
   // Checks a request against the model and limits (prompt length, sampling parameters). Safe to
-  // call from any thread: reads only what is fixed at creation.
-  Status validate(const EngineRequest& request) const;
+  // call from any thread: reads only what is fixed at creation. The request field at fault
+  // ("prompt", "top_p", ...) goes to *bad_field when given.
+  Status validate(const EngineRequest& request, std::string* bad_field = nullptr) const;
   // Queues a validated request; its chunks go to `stream`.
   Status add_request(EngineRequest request, std::shared_ptr<RequestStream> stream);
   // Aborts a request (all its choices); a final "abort" chunk is pushed. No-op when unknown.

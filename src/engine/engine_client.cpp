@@ -75,8 +75,10 @@ EngineClient::~EngineClient() {
   shutdown(0, unavailable("the engine is shutting down"));
 }
 
-Result<std::shared_ptr<RequestStream>> EngineClient::submit(EngineRequest request) {
-  STRATA_RETURN_IF_ERROR(engine_->validate(request));
+Result<std::shared_ptr<RequestStream>> EngineClient::submit(EngineRequest request,
+                                                            std::string* bad_field) {
+  STRATA_RETURN_IF_ERROR(engine_->validate(request, bad_field));
+  if (bad_field != nullptr) bad_field->clear();
   if (request.arrival_time < 0) request.arrival_time = now_seconds();
   auto stream = std::make_shared<RequestStream>(request.request_id, request.params.n);
   {

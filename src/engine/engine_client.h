@@ -50,8 +50,10 @@ class EngineClient {
   ~EngineClient();  // aborts what is left and joins the engine thread
 
   const EngineInfo& info() const { return info_; }
-  // Validates and queues a request (errors are returned here, synchronously).
-  Result<std::shared_ptr<RequestStream>> submit(EngineRequest request);
+  // Validates and queues a request (errors are returned here, synchronously; the request field
+  // at fault, such as "prompt" or "top_p", goes to *bad_field when given).
+  Result<std::shared_ptr<RequestStream>> submit(EngineRequest request,
+                                                std::string* bad_field = nullptr);
   void abort(const std::string& request_id);
   // Pauses a request (every choice) until resume(): the engine stops scheduling it and it keeps
   // its KV blocks while no unpaused request needs them (a request whose client cannot take more

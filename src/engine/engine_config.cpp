@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "core/file_util.h"
 #include "core/thread_pool.h"
 
 namespace strata::engine {
@@ -27,8 +28,8 @@ void add_engine_options(OptionSet& o) {
   o.add_int("seed", 0, "seed of the engine's random generator and of dummy weights", g);
   o.add_int("max-logprobs", 20, "largest logprobs / prompt_logprobs a request may ask for", g);
   o.add_string("generation-config", "auto",
-               "auto: sampling defaults from the model's "
-               "generation_config.json; none: vLLM's defaults",
+               "auto: sampling defaults from the model's generation_config.json; a folder: "
+               "from the generation_config.json in it; vllm (or none): vLLM's defaults",
                g);
   o.add_int("threads", 0, "compute threads (0: every available core)", "Engine");
   o.add_string("kernels", "auto",
@@ -61,8 +62,11 @@ Result<EngineConfig> engine_config_from_args(const Args& args) {
   if (c.max_logprobs < 0) return invalid_argument("--max-logprobs must be >= 0");
   c.generation_config = args.get("generation-config");
   if (c.generation_config != "auto" && c.generation_config != "none" &&
-      c.generation_config != "vllm")
-    return invalid_argument("--generation-config must be auto or none");
+      c.generation_config != "vllm" &&
+      !file_exists(path_join(c.generation_config, "generation_config.json")))
+    return invalid_argument("--generation-config must be auto, vllm (or none), or a folder "
+                            "holding generation_config.json; '" +
+                            c.generation_config + "' is none of these");
   c.threads = static_cast<int>(args.get_int("threads"));
   if (c.threads < 0) return invalid_argument("--threads must be >= 0");
   c.kernels = args.get("kernels");

@@ -22,7 +22,9 @@ struct EngineConfig {
   std::string kernels = "auto";  // kernel variant (kernels/backend.h); auto: the fastest supported
   uint64_t seed = 0;      // engine generator (unseeded requests) and dummy weights
   int max_logprobs = 20;  // largest logprobs / prompt_logprobs a request may ask for
-  std::string generation_config = "auto";  // auto: defaults from generation_config.json; none
+  // auto: sampling defaults from the model's generation_config.json; a folder: from the
+  // generation_config.json in it; vllm or none: vLLM's defaults.
+  std::string generation_config = "auto";
   // Back the whole KV pool with RAM at start (after checking that much is free), so a pool too
   // big for the machine is a start-up error, not an out-of-memory kill under load. Off: pages
   // are backed on first use (quicker starts for tests and short benchmarks).

@@ -52,16 +52,15 @@ struct SamplingParams {
   }
 
   // Checks every field against vLLM's rules for a model with `vocab_size` logits. The first bad
-  // field gives an INVALID_ARGUMENT whose message starts with the field's name and states the
-  // allowed range and the value received, e.g. "top_p must be in (0, 1], got 0.".
-  Status validate(int64_t vocab_size, int max_logprobs = kDefaultMaxLogprobs) const;
+  // field gives an INVALID_ARGUMENT whose message names the field and states the allowed range
+  // and the value received, e.g. "top_p must be in (0, 1], got 0."; its OpenAI name ("top_p")
+  // goes to *bad_field when given.
+  Status validate(int64_t vocab_size, int max_logprobs = kDefaultMaxLogprobs,
+                  std::string* bad_field = nullptr) const;
 
   // The parameters of child `index` of an n > 1 request (vLLM's parallel sampling): n = 1 and,
   // when seeded, seed + index so the children differ yet stay reproducible.
   SamplingParams child(int index) const;
 };
-
-// The OpenAI field name a validation message is about (its first word), for error `param`.
-std::string validation_param(const Status& status);
 
 }  // namespace strata::sampling

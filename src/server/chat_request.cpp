@@ -1,5 +1,9 @@
 // /v1/chat/completions request parsing: messages (string or content-part arrays), tools and
 // tool_choice, template flags, then the chat template and the tokenizer.
+#include <algorithm>
+#include <regex>
+#include <vector>
+
 #include "core/json.h"
 #include "server/openai_request.h"
 #include "server/request_common.h"
@@ -11,9 +15,10 @@ namespace {
 
 constexpr int64_t kInt32Max = 2147483647;
 
-// Copies the messages, turning content-part arrays into one string (text parts joined by "\n",
-// as vLLM does for string-format templates). Fails on anything a text-only model cannot take.
-bool normalize_messages(const OrderedJson& in, OrderedJson* out, JsonFields& f) {
+// Copies the messages with their content in `format`: string (text parts joined by "\n") or a
+// list of text parts. Fails on anything a text-only model cannot take.
+bool normalize_messages(const OrderedJson& in, ContentFormat format, OrderedJson* out,
+                        JsonFields& f) {
   if (!in.is_array() || in.empty()) {
     f.fail("messages", "messages must be a non-empty array of message objects");
     return false;
@@ -33,8 +38,17 @@ bool normalize_messages(const OrderedJson& in, OrderedJson* out, JsonFields& f) 
     }
     OrderedJson copy = m;
     auto content = m.find("content");
-    if (content != m.end() && content->is_array()) {
+    const bool parts = format == ContentFormat::kOpenAi;
+    if (parts && content != m.end() && content->is_string()) {
+      OrderedJson part;
+      part["type"] = "text";
+      part["text"] = *content;
+      copy["content"] = OrderedJson::array({std::move(part)});
+    } else if (parts && content != m.end() && content->is_null()) {
+      copy["content"] = OrderedJson::array();
+    } else if (content != m.end() && content->is_array()) {
       std::string text;
+      OrderedJson list = OrderedJson::array();
       bool first = true;
       for (const auto& part : *content) {
         auto type = part.is_object() ? part.find("type") : part.end();
@@ -56,8 +70,15 @@ bool normalize_messages(const OrderedJson& in, OrderedJson* out, JsonFields& f) 
         if (!first) text += "\n";
         text += txt->get<std::string>();
         first = false;
+        OrderedJson p;
+        p["type"] = "text";
+        p["text"] = *txt;
+        list.push_back(std::move(p));
       }
-      copy["content"] = text;
+      if (parts)
+        copy["content"] = std::move(list);
+      else
+        copy["content"] = text;
     } else if (content != m.end() && !content->is_string() && !content->is_null()) {
       f.fail("messages", where +
                              ".content must be a string, an array of content parts or null; "
@@ -71,6 +92,27 @@ bool normalize_messages(const OrderedJson& in, OrderedJson* out, JsonFields& f) 
 }
 
 }  // namespace
+
+ContentFormat detect_content_format(const std::string& src) {
+  // Names that hold a message's content: `message.content`, `m['content']`, or a variable set
+  // from one of those.
+  static const std::regex kContent(
+      R"(^\s*\w+(\s*\[\s*\d+\s*\])?\s*(\.\s*content\b|\[\s*['"]content['"]\s*\]))");
+  static const std::regex kSet(R"(\{%-?\s*set\s+(\w+)\s*=\s*([^%]*?)\s*-?%\})");
+  static const std::regex kFor(R"(\{%-?\s*for\s+[\w\s,]+?\s+in\s+([^%]*?)\s*-?%\})");
+  std::vector<std::string> vars;
+  for (std::sregex_iterator it(src.begin(), src.end(), kSet), end; it != end; ++it)
+    if (std::regex_search((*it)[2].str(), kContent)) vars.push_back((*it)[1].str());
+  for (std::sregex_iterator it(src.begin(), src.end(), kFor), end; it != end; ++it) {
+    const std::string iter = (*it)[1].str();
+    if (std::regex_search(iter, kContent)) return ContentFormat::kOpenAi;
+    std::smatch name;
+    if (std::regex_search(iter, name, std::regex(R"(^\s*(\w+)\s*(\||$))")) &&
+        std::find(vars.begin(), vars.end(), name[1].str()) != vars.end())
+      return ContentFormat::kOpenAi;
+  }
+  return ContentFormat::kString;
+}
 
 ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const ParseContext& ctx) {
   auto parsed = detail::parse_body(body);
@@ -131,7 +173,7 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
   const OrderedJson* messages_in = f.raw("messages");
   if (messages_in == nullptr) return ApiError{400, "messages is required", "messages"};
   OrderedJson messages;
-  if (!normalize_messages(*messages_in, &messages, f)) return f.error();
+  if (!normalize_messages(*messages_in, ctx.content_format, &messages, f)) return f.error();
   if (ctx.chat_template == nullptr) return ApiError{400, ctx.chat_template_error, "messages"};
   if (ctx.tokenizer == nullptr)
     return ApiError{400, "this model has no tokenizer, so chat requests cannot be served",
@@ -150,9 +192,15 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
   r.prompts.push_back({std::move(ids).value(), std::move(prompt).value()});
   if (r.echo) {
     const OrderedJson& last = messages.back();
-    if (last["role"] == ctx.response_role && last.contains("content") &&
-        last["content"].is_string())
-      r.echo_text = last["content"].get<std::string>();
+    if (last["role"] == ctx.response_role && last.contains("content")) {
+      const OrderedJson& c = last["content"];
+      if (c.is_string()) {
+        r.echo_text = c.get<std::string>();
+      } else if (c.is_array()) {  // openai content format: the parts' text, as a string
+        for (size_t i = 0; i < c.size(); ++i)
+          r.echo_text += (i ? "\n" : "") + c[i]["text"].get<std::string>();
+      }
+    }
   }
   return r;
 }

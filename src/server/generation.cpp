@@ -119,17 +119,16 @@ bool Generation::submit() {
     er.cache_salt = request_.cache_salt;
     er.arrival_time = arrival_;
     const std::string engine_id = er.request_id;
-    auto stream = state_->engine->submit(std::move(er));
+    std::string param;  // the field at fault, as the engine names it
+    auto stream = state_->engine->submit(std::move(er), &param);
     if (!stream.ok()) {
       abort_engine();
       const Status& s = stream.status();
-      std::string param =
-          s.code() == StatusCode::kInvalidArgument ? sampling::validation_param(s) : std::string();
-      // Messages about the prompt (length, ids) name it; sampling messages name their field.
-      if (s.code() == StatusCode::kOutOfRange || s.code() == StatusCode::kResourceExhausted ||
-          param == "prompt" || param == "the")
-        param = request_.kind == ApiKind::kChat ? "messages" : "prompt";
-      if (param == "logprobs" && request_.kind == ApiKind::kChat) param = "top_logprobs";
+      // Chat requests have no prompt or logprobs count of their own: name what they sent.
+      if (request_.kind == ApiKind::kChat) {
+        if (param == "prompt") param = "messages";
+        if (param == "logprobs") param = "top_logprobs";
+      }
       ApiError e = api_error_from_status(s, param);
       if (e.status == 503) state_->metrics.count_rejected("shutting_down");
       writer_.send(error_response(e));

@@ -50,8 +50,8 @@ void read_common_fields(JsonFields& f, const ParseContext& ctx, GenerationReques
   if (auto v = f.strings("stop")) {
     p.stop = *v;
     if (p.stop.size() > kMaxStopStrings)
-      f.fail("stop", "stop may hold at most " + std::to_string(kMaxStopStrings) +
-                         " strings, got " + std::to_string(p.stop.size()));
+      f.fail("stop", "stop may hold at most " + std::to_string(kMaxStopStrings) + " strings, got " +
+                         std::to_string(p.stop.size()));
     for (const auto& s : p.stop) {
       if (s.size() > kMaxStopStringBytes) {
         f.fail("stop", "stop strings may be at most " + std::to_string(kMaxStopStringBytes) +
@@ -262,12 +262,26 @@ ApiResult<TokenizeRequest> parse_tokenize_request(const std::string& body,
   JsonFields f(j);
   TokenizeRequest t;
   if (auto v = f.string("model")) t.model = *v;
+  if (j.contains("content") && !j.contains("prompt")) {
+    // llama-server's request: special tokens are not added unless asked.
+    t.llama_cpp_shape = true;
+    bool add_special = false;
+    if (auto v = f.boolean("add_special")) add_special = *v;
+    if (auto v = f.boolean("with_pieces")) t.with_pieces = *v;
+    auto content = f.string("content");
+    if (f.failed()) return f.error();
+    if (ctx.tokenizer == nullptr) return ApiError{400, "this model has no tokenizer", "content"};
+    auto ids = ctx.tokenizer->encode(*content, add_special);
+    if (!ids.ok()) return ApiError{400, ids.status().message(), "content"};
+    t.token_ids = std::move(ids).value();
+    return t;
+  }
   bool add_special = true;
   if (auto v = f.boolean("add_special_tokens")) add_special = *v;
   if (auto v = f.boolean("return_token_strs")) t.return_token_strs = *v;
   auto prompt = f.string("prompt");
   if (f.failed()) return f.error();
-  if (!prompt) return ApiError{400, "prompt (a string) or messages is required", "prompt"};
+  if (!prompt) return ApiError{400, "prompt (a string), messages or content is required", "prompt"};
   if (ctx.tokenizer == nullptr) return ApiError{400, "this model has no tokenizer", "prompt"};
   auto ids = ctx.tokenizer->encode(*prompt, add_special);
   if (!ids.ok()) return ApiError{400, ids.status().message(), "prompt"};

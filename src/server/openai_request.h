@@ -72,12 +72,24 @@ struct GenerationRequest {
   std::string echo_text;  // chat echo: the final message's content to prepend
 };
 
+// How message content reaches the chat template (vLLM's --chat-template-content-format):
+// kString joins the text parts of a content array into one string ("\n" between parts); kOpenAi
+// gives the template a list of {"type": "text", "text": ...} parts (a string content becomes one
+// part, null none), for templates that loop over message content.
+enum class ContentFormat { kString, kOpenAi };
+
+// --chat-template-content-format auto, as vLLM decides it: kOpenAi when the template loops over
+// a message's content (`{% for part in message['content'] %}`, `message.content`, or a variable
+// set from it), otherwise kString.
+ContentFormat detect_content_format(const std::string& template_source);
+
 // What parsing needs from the running server.
 struct ParseContext {
   const Tokenizer* tokenizer = nullptr;         // null: text prompts are rejected
   const ChatTemplate* chat_template = nullptr;  // null: chat requests are rejected
   std::string chat_template_error;              // why there is none (shown to clients)
-  sampling::SamplingParams defaults;            // generation_config.json defaults
+  ContentFormat content_format = ContentFormat::kString;
+  sampling::SamplingParams defaults;  // generation_config.json defaults
   std::string response_role = "assistant";
   bool return_tokens_as_token_ids = false;  // server default (--return-tokens-as-token-ids)
   int max_n = 256;                          // largest n (and prompts x n) per request
@@ -91,8 +103,13 @@ struct TokenizeRequest {
   std::string model;
   std::vector<int32_t> token_ids;
   bool return_token_strs = false;
+  // llama.cpp's shape ({"content": ...}): answered as llama-server does, with "tokens" only,
+  // each an {"id", "piece"} object when with_pieces.
+  bool llama_cpp_shape = false;
+  bool with_pieces = false;
 };
-// {"prompt": "...", "add_special_tokens": true} or {"messages": [...], ...} (chat template).
+// {"prompt": "...", "add_special_tokens": true} or {"messages": [...], ...} (chat template), or
+// llama.cpp's {"content": "...", "add_special": false, "with_pieces": false}.
 ApiResult<TokenizeRequest> parse_tokenize_request(const std::string& body, const ParseContext& ctx);
 
 struct DetokenizeRequest {

@@ -47,6 +47,16 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
     STRATA_LOG(WARNING) << "no chat template: " << tmpl.status().message()
                         << "; chat requests will be refused (use --chat-template)";
   }
+  if (st.chat_template) {
+    const std::string& fmt = st.config.chat_template_content_format;
+    st.parse.content_format = fmt == "openai"   ? ContentFormat::kOpenAi
+                              : fmt == "string" ? ContentFormat::kString
+                                                : detect_content_format(st.chat_template->source());
+    const char* name = st.parse.content_format == ContentFormat::kOpenAi ? "openai" : "string";
+    if (fmt == "auto")
+      STRATA_LOG(INFO) << "Chat template content format: '" << name
+                       << "' (detected; --chat-template-content-format overrides it)";
+  }
   st.parse.tokenizer = st.tokenizer.get();
   st.parse.chat_template = st.chat_template.get();
   st.parse.defaults = eng.default_sampling_params;

@@ -4,6 +4,7 @@
 #include "core/json.h"
 #include "core/strings.h"
 #include "server/generation.h"
+#include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {
@@ -214,6 +215,27 @@ net::HttpResponse Routes::tokenize(const ServerState* st, const std::string& bod
   if (!t.value().model.empty() && !st->config.serves(t.value().model))
     return error_response({404, "The model `" + t.value().model + "` does not exist.", "model"});
   OrderedJson j;
+  if (t.value().llama_cpp_shape) {
+    OrderedJson tokens = OrderedJson::array();
+    if (t.value().with_pieces && st->tokenizer) {
+      // Each token's piece is the text it adds (a character split across tokens shows on the
+      // token that completes it), so the pieces join into the decoded text.
+      IncrementalDetokenizer detok(st->tokenizer, {}, /*skip_special_tokens=*/false);
+      const auto& ids = t.value().token_ids;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        OrderedJson tok;
+        tok["id"] = ids[i];
+        std::string piece = detok.add(ids[i]);
+        if (i + 1 == ids.size()) piece += detok.flush();
+        tok["piece"] = std::move(piece);
+        tokens.push_back(std::move(tok));
+      }
+    } else {
+      for (int32_t id : t.value().token_ids) tokens.push_back(id);
+    }
+    j["tokens"] = std::move(tokens);
+    return json_ok(j);
+  }
   j["count"] = t.value().token_ids.size();
   j["max_model_len"] = st->max_model_len;
   j["tokens"] = t.value().token_ids;
@@ -242,6 +264,7 @@ net::HttpResponse Routes::detokenize(const ServerState* st, const std::string& b
                              "tokens"});
   OrderedJson j;
   j["prompt"] = st->tokenizer->decode(d.value().token_ids, /*skip_special_tokens=*/false);
+  j["content"] = j["prompt"];  // llama-server's field name, for clients written against it
   return json_ok(j);
 }
 

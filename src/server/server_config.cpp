@@ -121,8 +121,9 @@ void add_server_options(OptionSet& o) {
          .group = kGroup,
          .metavar = "FILE"});
   o.add_string("chat-template-content-format", "auto",
-               "how message content is given to the template: auto or string (content-part "
-               "arrays are joined into one string)",
+               "how message content is given to the template: string (text parts joined into "
+               "one string), openai (a list of {type, text} parts), or auto (openai when the "
+               "template loops over message content)",
                kGroup);
   o.add_string("response-role", "assistant", "role of the generated chat message", kGroup);
   o.add_int("max-log-len", -1,
@@ -202,10 +203,11 @@ Result<ServerConfig> server_config_from_args(const Args& args, std::vector<std::
     if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr) c.api_key = env;
   }
   c.chat_template = args.get("chat-template");
-  const std::string fmt = args.get("chat-template-content-format");
-  if (fmt != "auto" && fmt != "string")
-    return invalid_argument("--chat-template-content-format must be auto or string, got '" + fmt +
-                            "' (content-part arrays are always joined into a string)");
+  c.chat_template_content_format = args.get("chat-template-content-format");
+  const std::string& fmt = c.chat_template_content_format;
+  if (fmt != "auto" && fmt != "string" && fmt != "openai")
+    return invalid_argument("--chat-template-content-format must be auto, string or openai, got '" +
+                            fmt + "'");
   c.response_role = args.get("response-role");
   if (c.response_role.empty()) return invalid_argument("--response-role cannot be empty");
   c.max_log_len = args.get_int("max-log-len");

@@ -20,6 +20,8 @@ struct ServerConfig {
   std::string model_path;     // the MODEL argument (reported as "root" by /v1/models)
   std::string api_key;        // empty: no authentication
   std::string chat_template;  // file or inline template; empty: the model's
+  // --chat-template-content-format: auto (detected from the template), string or openai.
+  std::string chat_template_content_format = "auto";
   std::string response_role = "assistant";
   int64_t max_log_len = -1;        // prompt characters / ids in request logs; < 0: all
   double log_stats_interval = 10;  // seconds between stats lines; <= 0: never

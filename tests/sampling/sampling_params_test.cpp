@@ -108,10 +108,11 @@ TEST(SamplingParamsTest, EachBadFieldIsNamedWithItsRange) {
   for (const auto& c : cases) {
     SamplingParams p;
     c.set(p);
-    Status s = p.validate(kVocab);
+    std::string field;
+    Status s = p.validate(kVocab, kDefaultMaxLogprobs, &field);
     ASSERT_FALSE(s.ok()) << c.field << " " << c.expected_text;
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(validation_param(s), c.field) << s.message();
+    EXPECT_EQ(field, c.field) << s.message();
     EXPECT_NE(s.message().find(c.expected_text), std::string::npos)
         << "message '" << s.message() << "' lacks '" << c.expected_text << "'";
   }

@@ -334,6 +334,55 @@ TEST_F(ChatParse, ErrorsNameTheField) {
   }
 }
 
+TEST(ContentFormat, DetectedFromLoopsOverMessageContent) {
+  EXPECT_EQ(detect_content_format("{% for m in messages %}{{ m['content'] }}{% endfor %}"),
+            ContentFormat::kString);
+  EXPECT_EQ(detect_content_format("{{ messages[0].content }}{% for x in items %}{% endfor %}"),
+            ContentFormat::kString);
+  for (const char* t : {
+           "{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}",
+           "{%- for m in messages -%}{%- for p in m.content if p.type == 'text' -%}{%- endfor -%}",
+           "{% for part in messages[0][\"content\"] %}{% endfor %}",
+           "{% set content = message['content'] %}{% for item in content %}{% endfor %}",
+       })
+    EXPECT_EQ(detect_content_format(t), ContentFormat::kOpenAi) << t;
+}
+
+// The openai content format hands the template a list of {type, text} parts, whatever the
+// request sent; the string format joins them.
+TEST_F(ChatParse, ContentFormats) {
+  auto t = ChatTemplate::parse(
+      "{% for m in messages %}<{{ m.role }}>{% if m.content is string %}{{ m.content }}"
+      "{% elif m.content %}{% for p in m.content %}[{{ p.type }}:{{ p.text }}]{% endfor %}"
+      "{% endif %}"
+      "{% endfor %}");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ctx_.chat_template = &t.value();
+  const std::string body =
+      R"({"messages": [{"role": "system", "content": "Be brief."},
+          {"role": "user", "content": [{"type": "text", "text": "Hi"},
+                                       {"type": "text", "text": "there"}]},
+          {"role": "assistant", "content": null}], "add_generation_prompt": false})";
+  ctx_.content_format = ContentFormat::kOpenAi;
+  auto r = parse_chat_request(body, ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().prompts[0].text,
+            "<system>[text:Be brief.]<user>[text:Hi][text:there]<assistant>");
+  ctx_.content_format = ContentFormat::kString;
+  r = parse_chat_request(body, ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().prompts[0].text, "<system>Be brief.<user>Hi\nthere<assistant>");
+  // Echo reads the parts too.
+  ctx_.content_format = ContentFormat::kOpenAi;
+  r = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"},
+          {"role": "assistant", "content": [{"type": "text", "text": "Once"}]}],
+          "echo": true, "continue_final_message": true})",
+      ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().echo_text, "Once");
+}
+
 TEST_F(ChatParse, TokenizeMessages) {
   auto t = parse_tokenize_request(R"({"messages": [{"role": "user", "content": "Hi"}]})", ctx_);
   ASSERT_TRUE(t.ok()) << t.error().message;

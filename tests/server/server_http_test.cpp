@@ -219,6 +219,34 @@ TEST_F(ServerHttp, TokenizeDetokenize) {
   EXPECT_EQ(testing::parse(r.body)["error"]["param"], "tokens");
 }
 
+// llama-server's request shape, which llama.cpp-era tools send: {"content"}, no special tokens
+// unless add_special, pieces on request; /detokenize answers its "content" field too.
+TEST_F(ServerHttp, TokenizeLlamaCppShape) {
+  auto r = h_->post("/tokenize", R"({"content": "Hi there"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json t = testing::parse(r.body);
+  ASSERT_EQ(t["tokens"].size(), 8u) << r.body;
+  EXPECT_NE(t["tokens"][0], 256);
+  EXPECT_FALSE(t.contains("count"));
+  r = h_->post("/tokenize", R"({"content": "Hi there", "add_special": true, "with_pieces": true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json p = testing::parse(r.body);
+  ASSERT_EQ(p["tokens"].size(), 9u) << r.body;
+  EXPECT_EQ(p["tokens"][0]["id"], 256);
+  std::string text;
+  for (size_t i = 1; i < p["tokens"].size(); ++i) {
+    EXPECT_EQ(p["tokens"][i]["id"], t["tokens"][i - 1]);
+    text += p["tokens"][i]["piece"].get<std::string>();
+  }
+  EXPECT_EQ(text, "Hi there");
+  r = h_->post("/detokenize", R"({"tokens": )" + t["tokens"].dump() + "}");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(testing::parse(r.body)["content"], "Hi there");
+  r = h_->post("/tokenize", R"({"content": 5})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(testing::parse(r.body)["error"]["param"], "content");
+}
+
 TEST_F(ServerHttp, EngineValidationErrors) {
   struct Case {
     std::string body;
@@ -344,9 +372,8 @@ TEST(ServerHttpConfig, QueueFullIs503WithRetryAfter) {
   ASSERT_TRUE(testing::wait_for([&] { return h.metric("vllm:num_requests_running") == 1; }));
   int b = testing::connect_raw(h.port());
   ASSERT_TRUE(testing::send_all(b, testing::http_post_text("/v1/completions", long_body)));
-  ASSERT_TRUE(testing::wait_for([&] {
-    return h.client().num_unfinished() == 2 && h.client().stats().num_waiting == 1;
-  }));
+  ASSERT_TRUE(testing::wait_for(
+      [&] { return h.client().num_unfinished() == 2 && h.client().stats().num_waiting == 1; }));
   auto r = h.post("/v1/completions", R"({"prompt": [256, 72], "max_tokens": 2})");
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(r.headers.get_or("Retry-After", ""), "1");
