@@ -35,6 +35,28 @@ const char* dtype_name(DType t) {
       return "f64";
     case DType::kBool:
       return "bool";
+    case DType::kQ4_0:
+      return "q4_0";
+    case DType::kQ4_1:
+      return "q4_1";
+    case DType::kQ5_0:
+      return "q5_0";
+    case DType::kQ5_1:
+      return "q5_1";
+    case DType::kQ2_K:
+      return "q2_k";
+    case DType::kQ3_K:
+      return "q3_k";
+    case DType::kQ4_K:
+      return "q4_k";
+    case DType::kQ5_K:
+      return "q5_k";
+    case DType::kQ6_K:
+      return "q6_k";
+    case DType::kIQ4_NL:
+      return "iq4_nl";
+    case DType::kIQ4_XS:
+      return "iq4_xs";
   }
   return "?";
 }
@@ -66,13 +88,52 @@ bool parse_dtype(std::string_view name, DType* out) {
     *out = DType::kF64;
   else if (n == "bool")
     *out = DType::kBool;
+  else if (n == "q4_0")
+    *out = DType::kQ4_0;
+  else if (n == "q4_1")
+    *out = DType::kQ4_1;
+  else if (n == "q5_0")
+    *out = DType::kQ5_0;
+  else if (n == "q5_1")
+    *out = DType::kQ5_1;
+  else if (n == "q2_k")
+    *out = DType::kQ2_K;
+  else if (n == "q3_k")
+    *out = DType::kQ3_K;
+  else if (n == "q4_k")
+    *out = DType::kQ4_K;
+  else if (n == "q5_k")
+    *out = DType::kQ5_K;
+  else if (n == "q6_k")
+    *out = DType::kQ6_K;
+  else if (n == "iq4_nl")
+    *out = DType::kIQ4_NL;
+  else if (n == "iq4_xs")
+    *out = DType::kIQ4_XS;
   else
     return false;
   return true;
 }
 
 int64_t dtype_block_elems(DType t) {
-  return t == DType::kQ8_0 ? kQ8_0BlockSize : 1;
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+      return 32;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS:
+      return 256;
+    default:
+      return 1;
+  }
 }
 
 int64_t dtype_block_bytes(DType t) {
@@ -101,13 +162,39 @@ int64_t dtype_block_bytes(DType t) {
       return 8;
     case DType::kBool:
       return 1;
+    case DType::kQ4_0:
+      return 18;
+    case DType::kQ4_1:
+      return 20;
+    case DType::kQ5_0:
+      return 22;
+    case DType::kQ5_1:
+      return 24;
+    case DType::kQ2_K:
+      return 84;
+    case DType::kQ3_K:
+      return 110;
+    case DType::kQ4_K:
+      return 144;
+    case DType::kQ5_K:
+      return 176;
+    case DType::kQ6_K:
+      return 210;
+    case DType::kIQ4_NL:
+      return 18;
+    case DType::kIQ4_XS:
+      return 136;
   }
   return 0;
 }
 
 bool dtype_is_float(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF8E4M3 ||
-         t == DType::kQ8_0 || t == DType::kF64;
+         t == DType::kQ8_0 || t == DType::kF64 || dtype_is_gguf_quant(t);
+}
+
+bool dtype_is_gguf_quant(DType t) {
+  return t >= DType::kQ4_0 && t <= DType::kIQ4_XS;
 }
 
 float f16_to_f32(uint16_t h) {
@@ -250,6 +337,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return;
     }
     default:
+      if (dtype_is_gguf_quant(t)) return dequantize_gguf_row(t, src, dst, n);
       STRATA_CHECK(false) << "dequantize_row: unsupported dtype " << dtype_name(t);
   }
 }

@@ -23,6 +23,20 @@ enum class DType : uint8_t {
   kI64,
   kF64,
   kBool,
+  // GGUF (ggml) quantized blocks, in the file's layout; dequantize_row is their reference.
+  // Blocks of 32: Q4_0 (18 bytes), Q4_1 (20), Q5_0 (22), Q5_1 (24), IQ4_NL (18). Super-blocks
+  // of 256 ("K-quants"): Q2_K (84), Q3_K (110), Q4_K (144), Q5_K (176), Q6_K (210), IQ4_XS (136).
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kIQ4_NL,
+  kIQ4_XS,
 };
 
 const char* dtype_name(DType t);  // "f32", "bf16", "q8_0", ...
@@ -35,7 +49,10 @@ int64_t dtype_block_bytes(DType t);
 inline int64_t dtype_bytes(DType t, int64_t n) {
   return n / dtype_block_elems(t) * dtype_block_bytes(t);
 }
+// Floating point, or blocks that dequantize_row turns into floats (Q8_0 and the GGUF quants).
 bool dtype_is_float(DType t);
+// A GGUF block-quantized type other than Q8_0 (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS).
+bool dtype_is_gguf_quant(DType t);
 
 inline float bits_to_f32(uint32_t u) {
   float f;
@@ -80,8 +97,11 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes");
 constexpr int kQ8_0BlockSize = 32;
 
-// Reference (scalar) row conversions to and from f32. `n` elements; for Q8_0 `n` % 32 == 0.
+// Reference (scalar) row conversions to and from f32. `n` elements, a whole number of blocks.
+// dequantize_row takes every type; quantize_row the float types and Q8_0.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+// The GGUF quantized types (core/gguf_quants.cpp): the plain formulas of ggml's block layouts.
+void dequantize_gguf_row(DType t, const void* src, float* dst, int64_t n);
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace strata

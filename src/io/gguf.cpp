@@ -450,13 +450,47 @@ Result<TensorRef> GgufFile::tensor(std::string_view name) const {
     case 8:
       dt = DType::kQ8_0;
       break;
+    case 2:
+      dt = DType::kQ4_0;
+      break;
+    case 3:
+      dt = DType::kQ4_1;
+      break;
+    case 6:
+      dt = DType::kQ5_0;
+      break;
+    case 7:
+      dt = DType::kQ5_1;
+      break;
+    case 10:
+      dt = DType::kQ2_K;
+      break;
+    case 11:
+      dt = DType::kQ3_K;
+      break;
+    case 12:
+      dt = DType::kQ4_K;
+      break;
+    case 13:
+      dt = DType::kQ5_K;
+      break;
+    case 14:
+      dt = DType::kQ6_K;
+      break;
+    case 20:
+      dt = DType::kIQ4_NL;
+      break;
+    case 23:
+      dt = DType::kIQ4_XS;
+      break;
     case 30:
       dt = DType::kBF16;
       break;
     default:
       return unimplemented("GGUF file '" + path() + "': tensor '" + info.name + "' has type " +
                            ggml_type_name(info.ggml_type) +
-                           ", which Strata does not support (supported: F32, F16, BF16, Q8_0)");
+                           ", which Strata does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                           "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
   }
   TensorRef ref;
   ref.name = info.name;

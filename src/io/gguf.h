@@ -84,7 +84,8 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensor_infos() const { return tensors_; }
   // A tensor as a TensorRef (PyTorch order shape). Errors for unknown names and ggml types
-  // Strata cannot compute with (supported: F32, F16, BF16, Q8_0).
+  // Strata cannot compute with (supported: F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K,
+  // IQ4_NL, IQ4_XS).
   Result<TensorRef> tensor(std::string_view name) const;
   bool has_tensor(std::string_view name) const;
 
