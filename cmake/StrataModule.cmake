@@ -3,7 +3,7 @@
 #
 # Builds src/<name>/**.cpp into the static library strata_<name>. Files named *_avx2.cpp are
 # compiled with AVX2/FMA/F16C enabled, *_avx512.cpp with AVX-512 F/BW/VL/DQ (plus FMA/F16C) and
-# *_avx512bf16.cpp with AVX-512 BF16 and VNNI as well; callers dispatch to them at run time
+# *_avx512vnni.cpp with AVX-512 VNNI as well, *_avx512bf16.cpp with AVX-512 BF16 and VNNI; callers dispatch to them at run time
 # (kernels/backend.h), so one binary runs on any x86-64 CPU. DEPS are other Strata modules; LIBS
 # are third-party targets. At configure time every #include "<module>/..." in the module's sources
 # is checked against the transitive closure of DEPS, so a module cannot reach into one it does not
@@ -39,6 +39,9 @@ function(strata_module)
     elseif(src MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
                                   "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq")
+    elseif(src MATCHES "_avx512vnni\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
     elseif(src MATCHES "_avx512bf16\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
         "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mavx512vnni")

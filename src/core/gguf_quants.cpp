@@ -109,8 +109,8 @@ void block_q2_k(const uint8_t* b, float* y) {
     const int h = i / 128, shift = 2 * ((i % 128) / 32);
     const int q = (qs[h * 32 + i % 32] >> shift) & 3;
     const uint8_t s = scales[i / 16];
-    y[i] = d * static_cast<float>(s & 0xF) * static_cast<float>(q) -
-           dmin * static_cast<float>(s >> 4);
+    y[i] =
+        d * static_cast<float>(s & 0xF) * static_cast<float>(q) - dmin * static_cast<float>(s >> 4);
   }
 }
 

@@ -6,7 +6,9 @@
 
 #include "core/aligned_buffer.h"
 #include "kernels/fp8_matmul.h"
+#include "kernels/backend.h"
 #include "kernels/kernel_impl.h"
+#include "kernels/quant_weight.h"
 
 namespace strata::kernels {
 namespace {
@@ -58,6 +60,8 @@ void avx2_matmul_any(const float* x, int64_t m, int64_t ldx, const PackedWeight&
 void avx512_matmul_any(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y,
                        int64_t ldy, ThreadPool& pool) {
   if (avx512::matmul_supports(w.dtype())) return avx512::matmul(x, m, ldx, w, y, ldy, pool);
+  if (is_block_quant(w.dtype()) && cpu_features().avx512_vnni)
+    return quant_matmul_avx512vnni(x, m, ldx, w, y, ldy, pool);
   avx2_matmul_any(x, m, ldx, w, y, ldy, pool);
 }
 

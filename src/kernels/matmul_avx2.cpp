@@ -16,6 +16,7 @@
 
 #include "core/aligned_buffer.h"
 #include "kernels/kernel_impl.h"
+#include "kernels/quant_weight.h"
 #include "kernels/simd_avx2.h"
 
 namespace strata::kernels::avx2 {
@@ -124,48 +125,6 @@ void gemv_rx1(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, flo
   }
 }
 
-template <int MR, int NP>
-void gemv_panels_q8(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
-                    int64_t ldy) {
-  const int64_t K = w.k();
-  __m256 acc[MR][NP][2];
-  for (int i = 0; i < MR; ++i)
-    for (int q = 0; q < NP; ++q) acc[i][q][0] = acc[i][q][1] = _mm256_setzero_ps();
-  for (int64_t kb = 0; kb < K / 32; ++kb) {
-    const std::byte* blk[NP];
-    __m256 s_lo[NP], s_hi[NP];
-    for (int q = 0; q < NP; ++q) {
-      blk[q] = w.panel(p + q) + kb * kQ8PanelBlockBytes;
-      s_lo[q] = load_f16x8(blk[q]);
-      s_hi[q] = load_f16x8(blk[q] + 16);
-    }
-    for (int c = 0; c < 32; ++c) {
-      const int64_t k = kb * 32 + c;
-      __m256 xb[MR];
-#pragma GCC unroll 4
-      for (int i = 0; i < MR; ++i) xb[i] = _mm256_broadcast_ss(x + i * ldx + k);
-#pragma GCC unroll 4
-      for (int q = 0; q < NP; ++q) {
-        __m128i qv = _mm_loadu_si128(
-            reinterpret_cast<const __m128i*>(blk[q] + kPanelRows * 2 + c * kPanelRows));
-        __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qv)), s_lo[q]);
-        __m256 hi =
-            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qv, 8))), s_hi[q]);
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; ++i) {
-          acc[i][q][0] = _mm256_fmadd_ps(xb[i], lo, acc[i][q][0]);
-          acc[i][q][1] = _mm256_fmadd_ps(xb[i], hi, acc[i][q][1]);
-        }
-      }
-    }
-  }
-  for (int q = 0; q < NP; ++q) {
-    int64_t cols = std::min<int64_t>(kPanelRows, w.n() - (p + q) * kPanelRows);
-    for (int i = 0; i < MR; ++i)
-      store16(y + i * ldy + (p + q) * kPanelRows, acc[i][q][0], acc[i][q][1], cols);
-  }
-}
-
 template <DType D, int MR>
 void gemv_typed(const float* x, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
                 ThreadPool& pool) {
@@ -184,16 +143,6 @@ void gemv(const float* x, int64_t ldx, const PackedWeight& w, float* y, int64_t 
       return gemv_typed<DType::kBF16, MR>(x, ldx, w, y, ldy, pool);
     case DType::kF16:
       return gemv_typed<DType::kF16, MR>(x, ldx, w, y, ldy, pool);
-    case DType::kQ8_0: {
-      // Q8_0 needs registers for the block scales: at most two panels at a time.
-      constexpr int NP = MR == 1 ? 2 : 1;
-      pool.parallel_for(w.num_panels(), NP, [&](int64_t p0, int64_t p1) {
-        int64_t p = p0;
-        for (; p + NP <= p1; p += NP) gemv_panels_q8<MR, NP>(x, ldx, w, p, y, ldy);
-        for (; p < p1; ++p) gemv_panels_q8<MR, 1>(x, ldx, w, p, y, ldy);
-      });
-      return;
-    }
     default:
       return;
   }
@@ -216,19 +165,6 @@ void panel_block_to_f32(const PackedWeight& w, int64_t p, int64_t k0, int64_t k1
     case DType::kF16: {
       const uint16_t* s = reinterpret_cast<const uint16_t*>(pan) + k0 * kPanelRows;
       for (int64_t i = 0; i < n; i += 8) _mm256_store_ps(dst + i, load_f16x8(s + i));
-      return;
-    }
-    case DType::kQ8_0: {
-      for (int64_t k = k0; k < k1; ++k) {
-        const std::byte* blk = pan + (k / 32) * kQ8PanelBlockBytes;
-        __m128i qv = _mm_loadu_si128(
-            reinterpret_cast<const __m128i*>(blk + kPanelRows * 2 + (k % 32) * kPanelRows));
-        __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qv)), load_f16x8(blk));
-        __m256 hi = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qv, 8))),
-                                  load_f16x8(blk + 16));
-        _mm256_store_ps(dst + (k - k0) * kPanelRows, lo);
-        _mm256_store_ps(dst + (k - k0) * kPanelRows + 8, hi);
-      }
       return;
     }
     default:
@@ -325,6 +261,7 @@ void gemm(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* 
 void matmul(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
             ThreadPool& pool) {
   if (m <= 0) return;
+  if (is_block_quant(w.dtype())) return quant_matmul_avx2(x, m, ldx, w, y, ldy, pool);
   if (m > kMaxGemvRows) return gemm(x, m, ldx, w, y, ldy, pool);
   switch (m) {
     case 1:

@@ -2,7 +2,8 @@
 // weights. One panel of 16 rows is one 512-bit register per k, so the arithmetic is the AVX2
 // variant's (every output element one chain of FMAs over k in order, from zero, on the exact f32
 // weight values): results are bit-identical to the avx2 and portable variants, whichever path and
-// batch computed them. Q8_0 and FP8 weights go to the AVX2 kernels (avx512_matmul_any in
+// batch computed them. Block-quantized weights go to the VNNI kernel (quant_matmul_avx512vnni.cpp) and FP8 to the
+// AVX2 kernels (avx512_matmul_any in
 // fp8_matmul.cpp).
 //  - small m (decode): stream the panels, NP panels at a time so NP * MR independent FMA chains
 //    hide the FMA latency, converting weights in registers. The software prefetch is a plain

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/quant_weight.h"
 
 namespace strata {
 
@@ -24,25 +25,40 @@ Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, i
     }
     return pack_fp8_rows(fp8.data(), num_parts, k, 128, 128);
   }
-  if (storage != DType::kF32 && storage != DType::kF16 && storage != DType::kBF16 &&
-      storage != DType::kQ8_0)
+  const bool quant = is_block_quant(storage);
+  if (storage != DType::kF32 && storage != DType::kF16 && storage != DType::kBF16 && !quant)
     return unimplemented(std::string("matmul weights cannot be stored as ") + dtype_name(storage));
-  if (storage == DType::kQ8_0 && k % 32 != 0)
-    return invalid_argument("Q8_0 weights need rows of a multiple of 32 values, got " +
-                            std::to_string(k));
+  if (quant && k % dtype_block_elems(storage) != 0)
+    return invalid_argument(
+        std::string(dtype_name(storage)) + " weights need rows of a multiple of " +
+        std::to_string(dtype_block_elems(storage)) + " values, got " + std::to_string(k));
   PackedWeight w;
   w.dtype_ = storage;
   w.k_ = k;
+  QuantLayout L;
+  if (quant) {
+    L = quant_layout(storage, k);
+    w.quant_ = true;
+    w.quant_unit_cols_ = L.unit_cols();
+    w.quant_unit_bytes_ = L.unit_bytes();
+  }
   for (int i = 0; i < num_parts; ++i) {
     DType d = parts[i].dtype;
     if (!dtype_is_float(d) || d == DType::kF64)
       return unimplemented(std::string("cannot use a ") + dtype_name(d) + " tensor as a weight");
-    if (d == DType::kQ8_0 && k % 32 != 0) return invalid_argument("Q8_0 rows must hold 32k values");
+    if (k % dtype_block_elems(d) != 0)
+      return invalid_argument(std::string(dtype_name(d)) + " rows must hold a multiple of " +
+                              std::to_string(dtype_block_elems(d)) + " values");
+    if (quant && d != storage && storage != DType::kQ8_0)
+      return unimplemented(std::string("cannot quantize a ") + dtype_name(d) + " tensor to " +
+                           dtype_name(storage) + " (only to q8_0)");
     w.n_ += parts[i].n;
   }
   w.data_.resize(static_cast<size_t>(w.num_panels() * w.panel_bytes()));
   std::vector<float> row(k);
   std::vector<std::byte> converted(k * 4);
+  std::vector<BlockQ8_0> q8(quant ? k / 32 : 0);
+  DecodedBlock blk;
   int64_t r = 0;
   for (int i = 0; i < num_parts; ++i) {
     DType sd = parts[i].dtype;
@@ -51,19 +67,38 @@ Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, i
       const std::byte* src_row = static_cast<const std::byte*>(parts[i].data) + j * row_bytes;
       int64_t p = r / kPanelRows, lane = r % kPanelRows;
       std::byte* panel = w.data_.data() + p * w.panel_bytes();
-      if (storage == DType::kQ8_0) {
-        std::vector<BlockQ8_0> blocks(k / 32);
-        if (sd == DType::kQ8_0) {
-          std::memcpy(blocks.data(), src_row, row_bytes);
-        } else {
+      if (quant) {
+        const std::byte* blocks = src_row;
+        if (sd != storage) {  // float -> Q8_0
           dequantize_row(sd, src_row, row.data(), k);
-          quantize_row(DType::kQ8_0, row.data(), blocks.data(), k);
+          quantize_row(DType::kQ8_0, row.data(), q8.data(), k);
+          blocks = reinterpret_cast<const std::byte*>(q8.data());
         }
-        for (int64_t b = 0; b < k / 32; ++b) {
-          std::byte* blk = panel + b * kQ8PanelBlockBytes;
-          std::memcpy(blk + lane * 2, &blocks[b].d, 2);
-          auto* qs = reinterpret_cast<int8_t*>(blk + kPanelRows * 2);
-          for (int c = 0; c < 32; ++c) qs[c * kPanelRows + lane] = blocks[b].qs[c];
+        const int64_t bb = dtype_block_bytes(storage), nsb = k / L.super, nsub = L.num_sub();
+        for (int64_t s = 0; s < nsb; ++s) {
+          decode_quant_block(storage, blocks + s * bb, &blk);
+          auto* u = reinterpret_cast<uint8_t*>(panel + (s / L.group) * L.unit_bytes());
+          const int64_t g = s % L.group;
+          std::memcpy(u + (g * 16 + lane) * 2, &blk.d_bits, 2);
+          if (L.has_min) std::memcpy(u + L.group * 32 + (g * 16 + lane) * 2, &blk.dmin_bits, 2);
+          uint8_t* sb = u + L.header_bytes() + g * (L.scale_bytes() + L.quant_bytes());
+          if (L.has_sc) {
+            for (int64_t jj = 0; jj < nsub; ++jj) {
+              sb[jj * 16 + lane] = static_cast<uint8_t>(blk.sc[jj]);
+              if (L.has_min) sb[(nsub + jj) * 16 + lane] = blk.m[jj];
+            }
+          }
+          uint8_t* quants = sb + L.scale_bytes();
+          for (int c = 0; c < L.super; ++c) {
+            const int grp = c / 4;
+            if (L.bits == 8) {
+              quants[grp * 64 + lane * 4 + c % 4] = blk.q[c];
+            } else {
+              uint8_t& byte = quants[(grp / 2) * 64 + lane * 4 + c % 4];
+              byte = static_cast<uint8_t>(grp % 2 ? (byte & 0x0F) | (blk.q[c] << 4)
+                                                  : (byte & 0xF0) | (blk.q[c] & 0x0F));
+            }
+          }
         }
         continue;
       }
@@ -97,12 +132,32 @@ float PackedWeight::at(int64_t row, int64_t col) const {
         static_cast<uint8_t>(blk[kFp8ScaleBytes + (col % fp8_block_k_) * kPanelRows + lane]);
     return fp8_e4m3_to_f32(q) * scale;
   }
-  if (dtype_ == DType::kQ8_0) {
-    const std::byte* blk = pan + (col / 32) * kQ8PanelBlockBytes;
-    uint16_t d;
-    std::memcpy(&d, blk + lane * 2, 2);
-    auto* qs = reinterpret_cast<const int8_t*>(blk + kPanelRows * 2);
-    return f16_to_f32(d) * static_cast<float>(qs[(col % 32) * kPanelRows + lane]);
+  if (quant_) {
+    const QuantLayout L = quant_layout(dtype_, k_);
+    const int64_t s = col / L.super, g = s % L.group, c = col % L.super, j = c / L.sub;
+    const auto* u = reinterpret_cast<const uint8_t*>(pan + (s / L.group) * L.unit_bytes());
+    uint16_t bits;
+    std::memcpy(&bits, u + (g * 16 + lane) * 2, 2);
+    const float d = f16_to_f32(bits);
+    float dmin = 0;
+    if (L.has_min) {
+      std::memcpy(&bits, u + L.group * 32 + (g * 16 + lane) * 2, 2);
+      dmin = f16_to_f32(bits);
+    }
+    const uint8_t* sb = u + L.header_bytes() + g * (L.scale_bytes() + L.quant_bytes());
+    const int sc = L.has_sc ? static_cast<int8_t>(sb[j * 16 + lane]) : 1;
+    const int mn = L.has_sc && L.has_min ? sb[(L.num_sub() + j) * 16 + lane] : 1;
+    const uint8_t* quants = sb + L.scale_bytes();
+    const int grp = static_cast<int>(c / 4);
+    int q;
+    if (L.bits == 8) {
+      q = quants[grp * 64 + lane * 4 + c % 4];
+    } else {
+      const uint8_t byte = quants[(grp / 2) * 64 + lane * 4 + c % 4];
+      q = grp % 2 ? byte >> 4 : byte & 0xF;
+    }
+    return d * static_cast<float>(sc * (q - L.zero)) -
+           (L.has_min ? dmin * static_cast<float>(mn) : 0.0f);
   }
   float v;
   dequantize_row(dtype_, pan + (col * kPanelRows + lane) * dtype_block_bytes(dtype_), &v, 1);

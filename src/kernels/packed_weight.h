@@ -3,8 +3,10 @@
 // A weight W is logically [n, k] (PyTorch Linear: y = x W^T). It is stored as ceil(n/16) panels of
 // 16 rows; inside a panel the 16 values of one k are adjacent:
 //   F32/F16/BF16:  element (row, col) at panel = row/16, offset (panel*k + col)*16 + row%16
-//   Q8_0:          per panel and per 32-column block: 16 f16 scales, then 32x16 int8 (col-major
-//                  within the block as above): value = scale[row] * q. k must be a multiple of 32.
+//   Q8_0 and the GGUF block quants (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS): the integer panel layout of
+//                  kernels/quant_weight.h (per super-block: f16 scales, sub-block scales/mins,
+//                  then unsigned q in dot-product order). k must be a multiple of the format's
+//                  super-block (32 or 256). Their matmuls quantize activations to int8 per row.
 //   F8E4M3:        block-scaled FP8 (DeepSeek/Qwen FP8 checkpoints: e4m3 weights with one f32
 //                  `weight_scale_inv` per block_n x block_k block). Per panel and per block of
 //                  fp8_block_k() columns (the last may be shorter): 16 f32 scales (each row's
@@ -28,13 +30,13 @@
 namespace strata {
 
 constexpr int kPanelRows = 16;
-constexpr int kQ8PanelBlockBytes = kPanelRows * 2 + 32 * kPanelRows;  // 544
 
 class PackedWeight {
  public:
   PackedWeight() = default;
-  // Packs a row-major [n, k] matrix of `src_dtype` into `storage` (F32, F16, BF16 or Q8_0).
-  // Q8_0 -> Q8_0 keeps the exact blocks; float -> Q8_0 quantizes per row block of 32.
+  // Packs a row-major [n, k] matrix of `src_dtype` into `storage` (F32, F16, BF16, Q8_0 or a
+  // GGUF quant). A block-quantized source packed as its own type keeps the exact values; float ->
+  // Q8_0 quantizes per row block of 32; other conversions into a GGUF quant are refused.
   static Result<PackedWeight> pack(const void* src, DType src_dtype, int64_t n, int64_t k,
                                    DType storage);
   // Appends rows: packs several row-major matrices with the same k on top of each other (fused
@@ -67,8 +69,8 @@ class PackedWeight {
   int64_t panel_bytes() const {
     if (dtype_ == DType::kF8E4M3)
       return (fp8_num_blocks() * kFp8ScaleBytes + k_ * kPanelRows + 63) / 64 * 64;
-    return dtype_ == DType::kQ8_0 ? (k_ / 32) * kQ8PanelBlockBytes
-                                  : k_ * kPanelRows * dtype_block_bytes(dtype_);
+    if (quant_) return k_ / quant_unit_cols_ * quant_unit_bytes_;
+    return k_ * kPanelRows * dtype_block_bytes(dtype_);
   }
   // F8E4M3: columns per scale block, the number of column blocks, and the byte offset of column
   // block b inside a panel (its 16 scales, then its bytes).
@@ -105,6 +107,8 @@ class PackedWeight {
   DType dtype_ = DType::kF32;
   int64_t n_ = 0, k_ = 0;
   int64_t fp8_block_k_ = 1;  // F8E4M3 only
+  bool quant_ = false;       // block-quantized (quant_weight.h layout)
+  int64_t quant_unit_cols_ = 1, quant_unit_bytes_ = 0;
   AlignedBuffer data_;       // own data (empty once placed)
   std::shared_ptr<const DeviceBuffer> arena_;
   const std::byte* arena_data_ = nullptr;  // this weight's bytes inside *arena_

@@ -8,6 +8,7 @@
 #include "core/aligned_buffer.h"
 #include "core/check.h"
 #include "kernels/kernel_impl.h"
+#include "kernels/quant_weight.h"
 #include "kernels/mla_impl.h"
 
 namespace strata::kernels::portable {
@@ -23,24 +24,13 @@ float* thread_scratch(int64_t floats) {
 // Converts columns [k0, k1) of panel p to f32 [k1 - k0][16].
 void panel_to_f32(const PackedWeight& w, int64_t p, int64_t k0, int64_t k1, float* dst) {
   const std::byte* pan = w.panel(p);
-  if (w.dtype() == DType::kQ8_0) {
-    for (int64_t k = k0; k < k1; ++k) {
-      const std::byte* blk = pan + (k / 32) * kQ8PanelBlockBytes;
-      auto* qs = reinterpret_cast<const int8_t*>(blk + kPanelRows * 2) + (k % 32) * kPanelRows;
-      for (int j = 0; j < kPanelRows; ++j) {
-        uint16_t d;
-        std::memcpy(&d, blk + j * 2, 2);
-        dst[(k - k0) * kPanelRows + j] = f16_to_f32(d) * static_cast<float>(qs[j]);
-      }
-    }
-    return;
-  }
   int64_t es = dtype_block_bytes(w.dtype());
   dequantize_row(w.dtype(), pan + k0 * kPanelRows * es, dst, (k1 - k0) * kPanelRows);
 }
 
 void matmul(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
             ThreadPool& pool) {
+  if (is_block_quant(w.dtype())) return quant_matmul_reference(x, m, ldx, w, y, ldy, pool);
   const int64_t K = w.k(), N = w.n();
   pool.parallel_for(w.num_panels(), 1, [&](int64_t p0, int64_t p1) {
     float* wbuf = thread_scratch(K * kPanelRows);

@@ -23,7 +23,7 @@ DType matmul_storage(std::optional<DType> requested, DType tensor_dtype) {
     case DType::kQ8_0:
       return tensor_dtype;
     default:
-      return DType::kBF16;
+      return dtype_is_gguf_quant(tensor_dtype) ? tensor_dtype : DType::kBF16;
   }
 }
 
@@ -112,8 +112,15 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
   }
   if (any_fp8 || storage == DType::kF8E4M3)
     return load_fp8_packed(src, parts, tensors, k, layer, storage, fp8);
-  // Fused parts share one storage type: the requested one, else the first part's.
+  // Fused parts share one storage type: the requested one, else the first part's. Parts of
+  // different block-quantized types (a Q4_K_M file's Q4_K attn_q with its Q6_K attn_v) cannot
+  // share one, and there is no quantizer into the GGUF types here: they are requantized to Q8_0,
+  // which loses less than any of them.
   DType st = matmul_storage(storage, *first_dtype);
+  if (!storage && dtype_is_gguf_quant(st)) {
+    for (const auto& t : tensors)
+      if (t.dtype != st) st = k % 32 == 0 ? DType::kQ8_0 : DType::kBF16;
+  }
   if (st == DType::kQ8_0 && k % 32 != 0) st = DType::kBF16;
   auto w =
       PackedWeight::pack_rows(packed_parts.data(), static_cast<int>(packed_parts.size()), k, st);
@@ -134,8 +141,7 @@ Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& 
                           fp8.block_n, fp8.block_k, out.data());
     return out;
   }
-  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 ||
-      (t.dtype == DType::kQ8_0 && k % 32 != 0))
+  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 || k % dtype_block_elems(t.dtype) != 0)
     return unimplemented("tensor '" + full + "' in '" + src.describe() + "' has dtype " +
                          dtype_name(t.dtype) + ", which cannot be used as a matrix");
   const int64_t row_bytes = dtype_bytes(t.dtype, k);
@@ -148,8 +154,7 @@ Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name
                                        int64_t layer, DummyInit init) {
   std::string full = tensor_name(name, src.naming(), layer);
   STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {n}, init));
-  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 ||
-      (t.dtype == DType::kQ8_0 && n % 32 != 0))
+  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 || n % dtype_block_elems(t.dtype) != 0)
     return unimplemented("tensor '" + full + "' in '" + src.describe() + "' has dtype " +
                          dtype_name(t.dtype) + ", which cannot be used as a vector");
   std::vector<float> v(n);
@@ -163,7 +168,7 @@ Result<EmbeddingTable> EmbeddingTable::load(WeightSource& src, const TensorName&
   std::string full = tensor_name(name, src.naming(), -1);
   STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {vocab, hidden}));
   if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 ||
-      (t.dtype == DType::kQ8_0 && hidden % 32 != 0))
+      hidden % dtype_block_elems(t.dtype) != 0)
     return unimplemented("embedding '" + full + "' has unsupported dtype " + dtype_name(t.dtype));
   EmbeddingTable e;
   e.rows_ = vocab;

@@ -4,6 +4,7 @@
 
 #include "core/json.h"
 #include "engine_test_util.h"
+#include "kernels/backend.h"
 
 namespace strata {
 namespace {
@@ -14,8 +15,8 @@ struct Case {
   std::vector<int32_t> prompt_ids, generated;
 };
 
-std::vector<Case> cases() {
-  auto j = read_json_file(testing::shared_data_path("golden/stories260K.json"));
+std::vector<Case> cases(const char* file = "golden/stories260K.json") {
+  auto j = read_json_file(testing::shared_data_path(file));
   EXPECT_TRUE(j.ok());
   std::vector<Case> out;
   for (const auto& c : (*j)["cases"]) {
@@ -109,9 +110,9 @@ TEST(EngineGoldenStress, ChunkedTinyBudgetPreemptionKeepsGreedyOutput) {
     std::vector<engine::EngineRequest> batch;
     for (int rep = 0; rep < 4; ++rep)
       for (size_t i = 0; i < all.size(); ++i)
-        batch.push_back(
-            testing::greedy_request(std::to_string(rep) + "-" + std::to_string(i),
-                                    all[i].prompt_ids, static_cast<int>(all[i].generated.size())));
+        batch.push_back(testing::greedy_request(std::to_string(rep) + "-" + std::to_string(i),
+                                                all[i].prompt_ids,
+                                                static_cast<int>(all[i].generated.size())));
     auto streams = testing::submit_together(**client, std::move(batch));
     ASSERT_EQ(streams.size(), 4 * all.size());
     for (size_t k = 0; k < streams.size(); ++k)
@@ -119,6 +120,45 @@ TEST(EngineGoldenStress, ChunkedTinyBudgetPreemptionKeepsGreedyOutput) {
           << "block " << block << " request " << k;
     ASSERT_TRUE(testing::wait_idle(**client));
     EXPECT_GT((*client)->stats().num_preemptions, 0) << "the pool was meant to force preemption";
+  }
+}
+
+// TinyLLama-v0, a real trained model in Q4_0: the golden greedy ids (cut before near-ties of an
+// exact F32-dequantized reference, where llama.cpp agrees) with every kernel variant this CPU
+// runs, from the reference (dequantized floats) to the integer kernels, alone and batched.
+TEST(EngineGoldenQuantized, TinyLlamaQ4_0MatchesGoldenWithEveryVariant) {
+  STRATA_REQUIRE_SHARED("golden/tinyllama-v0.json");
+  STRATA_REQUIRE_SHARED("models/tinyllama-v0/TinyLLama-v0.Q4_0.gguf");
+  auto all = cases("golden/tinyllama-v0.json");
+  ASSERT_FALSE(all.empty());
+  for (const KernelVariantInfo* v : supported_kernel_variants(/*with_reference=*/true)) {
+    auto cfg = testing::engine_config(
+        testing::shared_data_path("models/tinyllama-v0/TinyLLama-v0.Q4_0.gguf"), "auto", 16 << 20);
+    cfg.kernels = v->name;
+    auto client = engine::EngineClient::create(cfg);
+    ASSERT_TRUE(client.ok()) << v->name << ": " << client.status().to_string();
+    const auto& tok = (*client)->info().tokenizer;
+    ASSERT_TRUE(tok);
+    for (const auto& c : all) {
+      auto ids = tok->encode(c.prompt);
+      ASSERT_TRUE(ids.ok());
+      EXPECT_EQ(*ids, c.prompt_ids) << c.prompt;
+    }
+    std::vector<engine::EngineRequest> batch;
+    for (size_t i = 0; i < all.size(); ++i)
+      batch.push_back(testing::greedy_request("b" + std::to_string(i), all[i].prompt_ids,
+                                              static_cast<int>(all[i].generated.size())));
+    auto streams = testing::submit_together(**client, std::move(batch));
+    for (size_t i = 0; i < all.size(); ++i)
+      EXPECT_EQ(testing::collect(*streams[i])[0].tokens, all[i].generated)
+          << v->name << " case " << i << " (batched)";
+    for (size_t i = 0; i < all.size(); ++i) {
+      auto s = (*client)->submit(testing::greedy_request(
+          "a" + std::to_string(i), all[i].prompt_ids, static_cast<int>(all[i].generated.size())));
+      ASSERT_TRUE(s.ok());
+      EXPECT_EQ(testing::collect(**s)[0].tokens, all[i].generated)
+          << v->name << " case " << i << " (alone)";
+    }
   }
 }
 

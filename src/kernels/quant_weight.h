@@ -1,0 +1,103 @@
+// Block-quantized matmul weights (Q8_0 and the GGUF quants) in one integer panel layout, and the
+// integer matmul that runs on them.
+//
+// Every supported block format is a special case of
+//     w = d * sc_j * (q - z) - dmin * m_j
+// per row, per super-block of S columns (32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL, 256 for the
+// K-quants and IQ4_XS) split into sub-blocks j of B columns (16 or 32): d and dmin are the
+// block's f16 scales, sc_j a signed 8-bit sub-block scale (1 when the format has none), m_j an
+// unsigned 8-bit sub-block min (1 when the format has one min per block), q an unsigned integer of
+// `bits` <= 8 bits and z a zero point fixed per format (Q4_0: 8, Q6_K: 32, Q8_0 and the IQ4
+// lookup values: 128, ...). Loading decodes each GGUF block into that form once; the values are
+// exactly the file's (see QuantLayout for each format).
+//
+// Layout, per panel of 16 rows (kPanelRows) and per super-block, all 64-byte aligned:
+//   d[16] f16, then dmin[16] f16 when the format has mins (padded to 64 bytes);
+//   sc[S/B][16] int8 when the format has sub-block scales, then m[S/B][16] u8 when it has mins
+//   too (padded to 64 bytes);
+//   quants: for each group of 4 columns, 16 rows x 4 bytes (row-major: byte r*4 + c is column
+//   4g + c of row r), i.e. the operand order of a 32-bit-lane integer dot product (VNNI vpdpbusd
+//   lane r = row r). 4-bit formats pack two groups per 64 bytes: low nibbles group 2h, high
+//   nibbles group 2h + 1.
+//
+// The matmul quantizes each activation row per super-block to int8 (scale = max|x| / 127, round
+// to nearest even) and computes, per row and super-block, the exact integers
+//     T = sum_j sc_j * (sum_{c in j} q_c * xq_c - z * sum_{c in j} xq_c),  M = sum_j m_j * sum xq
+// then acc = fma(dx, fma(-dmin, M, d * T), acc) in super-block order. Integer sums are exact and
+// the float steps are the same in every variant, so all variants give bit-identical results and a
+// row's output never depends on the batch, the chunking or the thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace strata {
+
+class PackedWeight;
+
+struct QuantLayout {
+  int super = 32;        // S: columns per super-block
+  int sub = 32;          // B: columns per sub-block (sc/m granularity)
+  int bits = 4;          // 4 or 8: bits per stored q
+  int zero = 0;          // z
+  bool has_sc = false;   // per-sub-block int8 scales stored (else 1)
+  bool has_min = false;  // dmin stored; per-sub-block u8 mins stored when has_sc (else 1)
+  // Super-blocks stored together (2 for the 32-column formats when k allows, so that the f16
+  // scales of a unit fill whole 64-byte lines; 1 for the K-quants).
+  int group = 1;
+
+  int num_sub() const { return super / sub; }
+  // Per unit of `group` super-blocks: d[group][16] f16, then dmin[group][16] f16, padded to 64.
+  int64_t header_bytes() const { return (int64_t{group} * 32 * (has_min ? 2 : 1) + 63) / 64 * 64; }
+  // Per super-block: sc[num_sub][16] int8 then m[num_sub][16] u8 (K-quants; multiples of 64).
+  int64_t scale_bytes() const { return has_sc ? int64_t{num_sub()} * 16 * (has_min ? 2 : 1) : 0; }
+  int64_t quant_bytes() const { return int64_t{super} * 16 * bits / 8; }
+  int64_t unit_bytes() const { return header_bytes() + group * (scale_bytes() + quant_bytes()); }
+  int64_t unit_cols() const { return int64_t{group} * super; }
+};
+
+// Whether `t` is stored in this layout (Q8_0 and every GGUF quant), and its layout.
+bool is_block_quant(DType t);
+// The layout of `t` for rows of k values (k a multiple of the super-block).
+QuantLayout quant_layout(DType t, int64_t k);
+
+// One GGUF block of `t` decoded into the generic form: d, dmin, sc[num_sub], m[num_sub] and
+// q[super] (unsigned, < 2^bits). Exact: d * sc * (q - z) - dmin * m equals the file's value up
+// to float rounding of the product.
+struct DecodedBlock {
+  float d = 0, dmin = 0;
+  uint16_t d_bits = 0, dmin_bits = 0;  // the f16 fields as stored
+  int8_t sc[16];
+  uint8_t m[16];
+  uint8_t q[256];
+};
+void decode_quant_block(DType t, const void* block, DecodedBlock* out);
+
+namespace kernels {
+
+// Per-row int8 activations for one matmul: for row i and super-block s, xq[i*k + c],
+// dx[i*nsb + s] and per-sub-block sums xs[(i*nsb + s)*nsub + j].
+struct QuantizedActivations {
+  int64_t m = 0, k = 0;
+  int super = 32, sub = 32;
+  int8_t* xq = nullptr;
+  float* dx = nullptr;
+  int32_t* xs = nullptr;
+};
+// Quantizes rows of x (thread-local storage, valid until the next call on this thread).
+QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t ldx, int64_t k,
+                                          int super, int sub);
+
+// The plain integer matmul (the reference every fast variant equals bit for bit).
+void quant_matmul_reference(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y,
+                            int64_t ldy, ThreadPool& pool);
+// AVX2 (maddubs) and AVX-512 VNNI (vpdpbusd) variants; callers check the CPU.
+void quant_matmul_avx2(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y,
+                       int64_t ldy, ThreadPool& pool);
+void quant_matmul_avx512vnni(const float* x, int64_t m, int64_t ldx, const PackedWeight& w,
+                             float* y, int64_t ldy, ThreadPool& pool);
+
+}  // namespace kernels
+}  // namespace strata
