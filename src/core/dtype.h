@@ -42,7 +42,8 @@ enum class DType : uint8_t {
 const char* dtype_name(DType t);  // "f32", "bf16", "q8_0", ...
 // Accepts our names and common aliases ("float32", "bfloat16", "half", "F16", "fp8", ...).
 bool parse_dtype(std::string_view name, DType* out);
-// Elements per storage block (32 for Q8_0, else 1) and bytes per block.
+// Elements per storage block (32 for Q8_0, Q4_0..Q5_1 and IQ4_NL, 256 for the K-quants and
+// IQ4_XS, else 1) and bytes per block.
 int64_t dtype_block_elems(DType t);
 int64_t dtype_block_bytes(DType t);
 // Bytes for `n` elements; n must be a multiple of the block size.

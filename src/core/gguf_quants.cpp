@@ -47,7 +47,7 @@ void k4_scale_min(int j, const uint8_t* q, int* sc, int* m) {
 
 // The 16 6-bit scales (0..63, before the bias of 32) of Q3_K from its 12 packed bytes: the low
 // four bits of scales 0..7 are the low nibbles of bytes 0..7, of scales 8..15 their high nibbles;
-// the top two bits of scale i are bits 2*(i%4) of byte 8 + i/4.
+// the top two bits of scale i are byte 8 + i%4 at shift 2*(i/4).
 void q3_scales(const uint8_t* s, int* out) {
   for (int i = 0; i < 16; ++i) {
     const int low = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
