@@ -1,6 +1,7 @@
 #include "engine/worker.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/check.h"
 #include "core/clock.h"
@@ -40,6 +41,24 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                    << loaded.format << ", " << dtype_name(model.weight_dtype()) << ", "
                    << model.parameter_count() / 1e6 << "M parameters) in " << loaded.load_seconds
                    << " s";
+
+  {
+    // Matmul weight bytes by storage type (a GGUF file mixes several).
+    std::map<std::string, std::pair<int64_t, int>> by_type;
+    int64_t matmul_bytes = 0;
+    for (const LinearInfo& l : model.linear_layers()) {
+      auto& e = by_type[dtype_name(l.dtype)];
+      e.first += l.bytes;
+      e.second += 1;
+      matmul_bytes += l.bytes;
+    }
+    std::string types;
+    for (const auto& [name, e] : by_type)
+      types += (types.empty() ? "" : ", ") + name + " " + format_bytes(static_cast<double>(e.first)) +
+               " (" + std::to_string(e.second) + ")";
+    STRATA_LOG(INFO) << "Weights by type: " << types << "; embedding, norms and the rest "
+                     << format_bytes(static_cast<double>(model.weight_bytes_total() - matmul_bytes));
+  }
 
   // Memory plan.
   MemoryPlan& plan = w->info_.memory;

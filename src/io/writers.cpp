@@ -48,6 +48,28 @@ uint32_t ggml_type_of(DType t, bool* ok) {
       return 8;
     case DType::kBF16:
       return 30;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ5_0:
+      return 6;
+    case DType::kQ5_1:
+      return 7;
+    case DType::kQ2_K:
+      return 10;
+    case DType::kQ3_K:
+      return 11;
+    case DType::kQ4_K:
+      return 12;
+    case DType::kQ5_K:
+      return 13;
+    case DType::kQ6_K:
+      return 14;
+    case DType::kIQ4_NL:
+      return 20;
+    case DType::kIQ4_XS:
+      return 23;
     default:
       *ok = false;
       return 0;

@@ -7,7 +7,7 @@
 namespace strata {
 
 void DecoderModel::declare(const std::string& name, const PackedWeight& w, Sharding sharding) {
-  if (!w.empty()) linears_.push_back({name, w.n(), w.k(), w.dtype(), sharding});
+  if (!w.empty()) linears_.push_back({name, w.n(), w.k(), w.dtype(), sharding, w.bytes()});
 }
 
 void DecoderModel::declare(std::vector<LinearInfo> linears) {

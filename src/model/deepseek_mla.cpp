@@ -145,7 +145,7 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
 
 void MlaAttention::describe(const std::string& prefix, std::vector<LinearInfo>* out) const {
   auto add = [&](const std::string& name, const PackedWeight& w, Sharding s) {
-    if (!w.empty()) out->push_back({prefix + name, w.n(), w.k(), w.dtype(), s});
+    if (!w.empty()) out->push_back({prefix + name, w.n(), w.k(), w.dtype(), s, w.bytes()});
   };
   add("qkv_a", qkv_a_, Sharding::kReplicated);
   add("q_b", q_b_, Sharding::kColumn);

@@ -50,6 +50,7 @@ struct LinearInfo {
   int64_t rows = 0, cols = 0;
   DType dtype = DType::kF32;
   Sharding sharding = Sharding::kReplicated;
+  int64_t bytes = 0;  // as packed in memory
 };
 
 // Called with (name, data, rows, cols, row stride) for intermediate activations when set.

@@ -210,18 +210,20 @@ Result<DenseMlp> DenseMlp::load(WeightSource& src, const TensorName& gate, const
 
 void DenseMlp::describe(const std::string& prefix, Sharding gate_up_sharding,
                         Sharding down_sharding, std::vector<LinearInfo>* out) const {
-  out->push_back({prefix + "gate_up", gate_up.n(), gate_up.k(), gate_up.dtype(), gate_up_sharding});
-  out->push_back({prefix + "down", down.n(), down.k(), down.dtype(), down_sharding});
+  out->push_back({prefix + "gate_up", gate_up.n(), gate_up.k(), gate_up.dtype(), gate_up_sharding,
+                  gate_up.bytes()});
+  out->push_back({prefix + "down", down.n(), down.k(), down.dtype(), down_sharding, down.bytes()});
 }
 
 void MoeBlock::describe(const std::string& prefix, std::vector<LinearInfo>* out) const {
-  out->push_back({prefix + "router", gate_.n(), gate_.k(), gate_.dtype(), Sharding::kReplicated});
+  out->push_back({prefix + "router", gate_.n(), gate_.k(), gate_.dtype(), Sharding::kReplicated,
+                  gate_.bytes()});
   for (size_t e = 0; e < experts_.size(); ++e)
     experts_[e].describe(prefix + "experts." + std::to_string(e) + ".", Sharding::kExpert,
                          Sharding::kExpert, out);
   if (!shared_gate_.empty())
     out->push_back({prefix + "shared_gate", shared_gate_.n(), shared_gate_.k(),
-                    shared_gate_.dtype(), Sharding::kReplicated});
+                    shared_gate_.dtype(), Sharding::kReplicated, shared_gate_.bytes()});
   if (shared_) shared_->describe(prefix + "shared.", Sharding::kColumn, Sharding::kRow, out);
 }
 
