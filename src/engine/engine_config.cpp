@@ -20,6 +20,11 @@ void add_engine_options(OptionSet& o) {
                "weight dtype: auto (the checkpoint's), float32, bfloat16, "
                "float16",
                g);
+  o.add_string("quantization", "",
+               "weight quantization: empty infers the checkpoint's (gguf, fp8); on an "
+               "unquantized checkpoint fp8 (128x128 blocks) or q8_0 (int8 kernels) quantize the "
+               "decoder layers at load",
+               g);
   o.add_string("hf-overrides", "",
                "JSON object merged into config.json, e.g. "
                "'{\"num_hidden_layers\": 2}'",
@@ -54,6 +59,7 @@ Result<EngineConfig> engine_config_from_args(const Args& args) {
   c.model.model = args.positional()[0];
   c.model.load_format = args.get("load-format");
   c.model.dtype = args.get("dtype");
+  c.model.quantization = args.get("quantization");
   c.model.hf_overrides = args.get("hf-overrides");
   c.tokenizer = args.get("tokenizer");
   c.seed = static_cast<uint64_t>(args.get_int("seed"));

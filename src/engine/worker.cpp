@@ -26,10 +26,9 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   w->config_ = config;
   const EngineConfig& c = w->config_.engine;
   const auto& sc = c.scheduler;
-  STRATA_ASSIGN_OR_RETURN(w->backend_,
-                          CpuBackend::create({.kernels = c.kernels,
-                                              .threads = c.threads,
-                                              .commit_kv_cache = c.commit_kv_cache}));
+  STRATA_ASSIGN_OR_RETURN(w->backend_, CpuBackend::create({.kernels = c.kernels,
+                                                           .threads = c.threads,
+                                                           .commit_kv_cache = c.commit_kv_cache}));
   Backend& backend = *w->backend_;
   LoadOptions lo = c.model;
   lo.pool = &backend.pool();
@@ -54,10 +53,11 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
     }
     std::string types;
     for (const auto& [name, e] : by_type)
-      types += (types.empty() ? "" : ", ") + name + " " + format_bytes(static_cast<double>(e.first)) +
-               " (" + std::to_string(e.second) + ")";
+      types += (types.empty() ? "" : ", ") + name + " " +
+               format_bytes(static_cast<double>(e.first)) + " (" + std::to_string(e.second) + ")";
     STRATA_LOG(INFO) << "Weights by type: " << types << "; embedding, norms and the rest "
-                     << format_bytes(static_cast<double>(model.weight_bytes_total() - matmul_bytes));
+                     << format_bytes(
+                            static_cast<double>(model.weight_bytes_total() - matmul_bytes));
   }
 
   // Memory plan.
@@ -119,13 +119,14 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
           std::to_string(c.cache.gpu_memory_utilization) + "), or free memory");
   }
   const double t0 = now_seconds();
-  STRATA_ASSIGN_OR_RETURN(
-      w->storage_, KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
-                                        ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
-                                       backend.allocator()));
+  STRATA_ASSIGN_OR_RETURN(w->storage_,
+                          KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
+                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
+                                              backend.allocator()));
   if (c.commit_kv_cache)
-    STRATA_LOG(INFO) << "KV cache committed: " << format_bytes(static_cast<double>(w->storage_.bytes()))
-                     << " of RAM in " << now_seconds() - t0 << " s";
+    STRATA_LOG(INFO) << "KV cache committed: "
+                     << format_bytes(static_cast<double>(w->storage_.bytes())) << " of RAM in "
+                     << now_seconds() - t0 << " s";
   sampling::SamplerConfig samp;
   samp.vocab_size = V;
   samp.eos_token_ids = w->config_.eos_token_ids;

@@ -25,6 +25,10 @@ namespace strata {
 
 struct ModelBuildOptions {
   std::optional<DType> storage;  // matmul weight dtype; nullopt keeps each tensor's own
+  // The decoder layers' matmuls when set (online quantization, --quantization fp8|q8_0): the
+  // embedding and the output head keep `storage`, as vLLM leaves them unquantized.
+  std::optional<DType> layer_storage;
+  std::optional<DType> layers() const { return layer_storage ? layer_storage : storage; }
   bool keep_in_place = true;     // use checkpoint tensors from the mapping when possible
   WorkspaceLimits limits;
   ThreadPool* pool = nullptr;               // compute threads (required)

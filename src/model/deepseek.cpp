@@ -44,7 +44,7 @@ class DeepseekModel : public DecoderModel {
 
  protected:
   Status load_attention(int64_t l, const ModelBuildOptions& opt) override {
-    STRATA_ASSIGN_OR_RETURN(attn_[l], MlaAttention::load(weights(), config_, mla_, l, opt.storage));
+    STRATA_ASSIGN_OR_RETURN(attn_[l], MlaAttention::load(weights(), config_, mla_, l, opt.layers()));
     const MlaAttention& a = *attn_[l];
     active_bytes_ += a.bytes();
     total_bytes_ += a.bytes();
@@ -60,13 +60,13 @@ class DeepseekModel : public DecoderModel {
     FeedForward f;
     if (moe_spec() && moe_spec()->is_moe(l)) {
       STRATA_ASSIGN_OR_RETURN(MoeBlock moe,
-                              MoeBlock::load(weights(), *moe_spec(), c, l, opt.storage));
+                              MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers()));
       f.moe = std::move(moe);
     } else {
       STRATA_ASSIGN_OR_RETURN(
           DenseMlp mlp,
           DenseMlp::load(weights(), "model.layers.{L}.mlp.", c.hidden_size, c.intermediate_size, l,
-                         linear_storage(c, opt.storage), c.fp8.value_or(Fp8Quantization{})));
+                         linear_storage(c, opt.layers()), c.fp8.value_or(Fp8Quantization{})));
       f.mlp = std::move(mlp);
     }
     return f;

@@ -99,8 +99,8 @@ Status LlamaModel::load_attention(int64_t l, const ModelBuildOptions& opt) {
   const int64_t H = c.hidden_size, hd = c.head_dim;
   Attention& A = attn_[l];
   STRATA_ASSIGN_OR_RETURN(
-      A.qkv, load_packed(w, {{kQ, q_dim_}, {kK, kv_dim_}, {kV, kv_dim_}}, H, l, opt.storage));
-  STRATA_ASSIGN_OR_RETURN(A.o, load_packed(w, {{kO, H}}, q_dim_, l, opt.storage));
+      A.qkv, load_packed(w, {{kQ, q_dim_}, {kK, kv_dim_}, {kV, kv_dim_}}, H, l, opt.layers()));
+  STRATA_ASSIGN_OR_RETURN(A.o, load_packed(w, {{kO, H}}, q_dim_, l, opt.layers()));
   if (c.attention_bias) {
     std::vector<float> qb, kb, vb;
     STRATA_ASSIGN_OR_RETURN(qb, load_vector(w, kQBias, q_dim_, l, DummyInit::kNormal));
@@ -131,11 +131,11 @@ Result<DecoderModel::FeedForward> LlamaModel::load_feed_forward(int64_t l,
   const ModelConfig& c = config_;
   FeedForward f;
   if (moe_spec() && moe_spec()->is_moe(l)) {
-    STRATA_ASSIGN_OR_RETURN(MoeBlock moe, MoeBlock::load(weights(), *moe_spec(), c, l, opt.storage));
+    STRATA_ASSIGN_OR_RETURN(MoeBlock moe, MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers()));
     f.moe = std::move(moe);
   } else {
     STRATA_ASSIGN_OR_RETURN(DenseMlp mlp, DenseMlp::load(weights(), kGate, kUp, kDown, c.hidden_size,
-                                                         c.intermediate_size, l, opt.storage));
+                                                         c.intermediate_size, l, opt.layers()));
     f.mlp = std::move(mlp);
   }
   return f;

@@ -80,6 +80,40 @@ Result<std::optional<DType>> resolve_dtype(const std::string& dtype, const Model
   return std::optional<DType>(d);
 }
 
+// --quantization against the checkpoint, as vLLM checks it: the checkpoint's own method is
+// inferred (gguf, fp8) and a different one is refused; on an unquantized checkpoint, fp8 and q8_0
+// quantize the decoder layers at load. Returns the layers' storage for online quantization.
+Result<std::optional<DType>> resolve_quantization(const std::string& q, const ModelConfig& c,
+                                                  const std::string& format) {
+  const std::string own = format == "gguf" ? "gguf" : c.fp8 ? "fp8" : "";
+  if (q.empty() || q == own) return std::optional<DType>();
+  static const char* kKnown[] = {"awq",        "gptq",        "compressed-tensors",
+                                 "awq_marlin", "gptq_marlin", "bitsandbytes",
+                                 "gguf",       "fp8",         "q8_0"};
+  bool known = false;
+  for (const char* k : kKnown) known = known || q == k;
+  if (!known)
+    return invalid_argument("--quantization " + q +
+                            " is not a method Strata knows (checkpoint methods: gguf, fp8; online "
+                            "on an unquantized checkpoint: fp8, q8_0)");
+  if (!own.empty())
+    return invalid_argument("--quantization " + q + " does not match the checkpoint, which is " +
+                            (own == "gguf" ? std::string("a GGUF file (its tensors keep their "
+                                                         "own types: use --quantization gguf or "
+                                                         "leave it out)")
+                                           : "quantized with " + own + " (use --quantization " +
+                                                 own + " or leave it out)"));
+  if (q == "fp8") return std::optional<DType>(DType::kF8E4M3);
+  if (q == "q8_0") return std::optional<DType>(DType::kQ8_0);
+  return unimplemented(
+      "--quantization " + q + " needs a checkpoint quantized with " + q +
+      " (quantization_config.quant_method in config.json); this one is not "
+      "quantized. Online quantization at load: --quantization fp8 or q8_0" +
+      (q == "awq" || q == "gptq" || q == "compressed-tensors"
+           ? std::string(" (") + q + " checkpoints themselves are not supported yet)"
+           : std::string()));
+}
+
 }  // namespace
 
 std::vector<std::string> supported_architectures() {
@@ -118,6 +152,8 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
                          "' is not supported (supported: " + join(supported_architectures(), ", ") +
                          ")");
   STRATA_ASSIGN_OR_RETURN(std::optional<DType> storage, resolve_dtype(o.dtype, config, format));
+  STRATA_ASSIGN_OR_RETURN(std::optional<DType> layer_storage,
+                          resolve_quantization(o.quantization, config, format));
   if (format == "dummy") {
     weights = make_dummy_source(o.seed, storage.value_or(DType::kBF16), config.initializer_range);
   } else if (format == "gguf") {
@@ -127,6 +163,7 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
   }
   ModelBuildOptions build;
   build.storage = storage;
+  build.layer_storage = layer_storage;
   build.keep_in_place = format != "dummy";
   build.limits = o.limits;
   build.pool = o.pool;

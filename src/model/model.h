@@ -113,6 +113,10 @@ struct LoadOptions {
   std::string model;                 // HF directory or .gguf file
   std::string load_format = "auto";  // auto | safetensors | gguf | dummy
   std::string dtype = "auto";        // auto | float32 | bfloat16 | float16 (| q8_0)
+  // --quantization: empty infers it from the checkpoint (gguf, fp8 or none); a method the
+  // checkpoint has is checked against it; fp8 or q8_0 on an unquantized checkpoint quantizes the
+  // decoder layers' matmuls at load (block FP8, or Q8_0 run by the int8 kernels).
+  std::string quantization;
   std::string hf_overrides;          // JSON merged into config.json
   uint64_t seed = 0;                 // dummy weights
   WorkspaceLimits limits;

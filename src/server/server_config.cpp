@@ -170,11 +170,6 @@ void add_server_options(OptionSet& o) {
                   "with a warning",
               kCompat);
   o.add_ignored("enable-expert-parallel", false, "expert parallelism is not built yet", kCompat);
-  o.add({.name = "quantization",
-         .help = "accepted with a warning: quantization methods are not built yet (GGUF "
-                 "checkpoints keep their own types)",
-         .group = kCompat,
-         .metavar = "METHOD"});
   for (const auto& f : kIgnored) o.add_ignored(f.name, f.takes_value, f.reason, kCompat);
   o.add({.name = "ssl-keyfile",
          .help = "TLS is not supported: refused (terminate TLS in a reverse proxy)",
@@ -244,10 +239,6 @@ Result<ServerConfig> server_config_from_args(const Args& args, std::vector<std::
                           " is accepted but has no effect: " + s.what +
                           " is not built yet; running on one process");
   }
-  if (args.is_set("quantization"))
-    warnings->push_back("--quantization " + args.get("quantization") +
-                        " is accepted but has no effect: quantization methods are not built yet; "
-                        "weights keep the checkpoint's types");
   if (args.is_set("ssl-keyfile") || args.is_set("ssl-certfile"))
     return unimplemented(
         "TLS (--ssl-keyfile/--ssl-certfile) is not supported: serve plain HTTP behind a reverse "

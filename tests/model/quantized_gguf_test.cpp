@@ -108,9 +108,10 @@ class QuantizedGguf : public ::testing::Test {
     path_ = new std::string(write_model(::mkdtemp(tmpl)));
   }
   static void TearDownTestSuite() { delete path_; }
-  LoadedModel load(ThreadPool& pool) {
+  LoadedModel load(ThreadPool& pool, const std::string& quantization = "") {
     LoadOptions o;
     o.model = *path_;
+    o.quantization = quantization;
     o.pool = &pool;
     o.limits = {256, 256, 8};
     auto m = load_model(o);
@@ -161,8 +162,8 @@ TEST_F(QuantizedGguf, LogitsWithinToleranceOfDequantizedReferenceAndBatchInvaria
               max_diff, 100 * max_diff / max_ref, max_ref);
   // int8 activations (per super-block max / 127) through two layers: stated tolerance 3% of the
   // largest logit (measured: under 1%).
-  EXPECT_LE(max_diff, 0.03 * max_ref) << fast << ": max |logit - reference| " << max_diff
-                                      << " with max |logit| " << max_ref;
+  EXPECT_LE(max_diff, 0.03 * max_ref)
+      << fast << ": max |logit - reference| " << max_diff << " with max |logit| " << max_ref;
   // The same sequence inside a batch of two, with one thread: bit-identical logits.
   ThreadPool one(1);
   LoadedModel m1 = load(one);
@@ -170,6 +171,59 @@ TEST_F(QuantizedGguf, LogitsWithinToleranceOfDequantizedReferenceAndBatchInvaria
   auto both = h.step({0, 1}, {prompt, {9, 8, 7, 6, 5}}, kernel_ops(fast));
   ASSERT_EQ(both.size(), static_cast<size_t>(2 * kVocab));
   EXPECT_EQ(std::memcmp(both.data(), got.data(), kVocab * 4), 0) << fast;
+}
+
+// --quantization is checked against the checkpoint (a GGUF file is "gguf"), and on an unquantized
+// checkpoint fp8 and q8_0 quantize the decoder layers at load (the embedding and the output head
+// keep the checkpoint's type, as vLLM leaves them).
+TEST_F(QuantizedGguf, QuantizationFlagIsCheckedAgainstTheCheckpoint) {
+  ThreadPool pool(2);
+  EXPECT_EQ(load(pool, "gguf").model->config().hidden_size, kHidden);
+  for (const char* wrong : {"fp8", "awq", "q8_0"}) {
+    LoadOptions o;
+    o.model = *path_;
+    o.pool = &pool;
+    o.quantization = wrong;
+    auto m = load_model(o);
+    ASSERT_FALSE(m.ok()) << wrong;
+    EXPECT_NE(m.status().message().find("GGUF file"), std::string::npos) << m.status().message();
+  }
+  // An unquantized (dummy BF16) Llama.
+  char tmpl[] = "/tmp/strata_quant_cfg_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  ASSERT_TRUE(write_file(dir + "/config.json",
+                         R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                             "hidden_size": 256, "intermediate_size": 512,
+                             "num_hidden_layers": 2, "num_attention_heads": 4,
+                             "num_key_value_heads": 2, "vocab_size": 320,
+                             "max_position_embeddings": 512, "torch_dtype": "bfloat16"})")
+                  .ok());
+  auto load_dummy = [&](const std::string& q) {
+    LoadOptions o;
+    o.model = dir;
+    o.load_format = "dummy";
+    o.pool = &pool;
+    o.quantization = q;
+    return load_model(o);
+  };
+  for (const auto& [q, want] : std::vector<std::pair<std::string, std::string>>{
+           {"fp8", "f8_e4m3"}, {"q8_0", "q8_0"}, {"", "bf16"}}) {
+    auto m = load_dummy(q);
+    ASSERT_TRUE(m.ok()) << q << ": " << m.status().to_string();
+    for (const LinearInfo& l : m->model->linear_layers())
+      EXPECT_EQ(dtype_name(l.dtype), l.name == "lm_head" ? "bf16" : want) << q << " " << l.name;
+    // The model runs: greedy tokens are in the vocabulary.
+    for (int32_t id :
+         testing::greedy(*m->model, {1, 2, 3}, 4, kernel_ops(default_kernel_variant())))
+      EXPECT_LT(id, 320);
+  }
+  auto awq = load_dummy("awq");
+  ASSERT_FALSE(awq.ok());
+  EXPECT_NE(awq.status().message().find("needs a checkpoint quantized with awq"), std::string::npos)
+      << awq.status().message();
+  auto bad = load_dummy("int3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not a method Strata knows"), std::string::npos);
 }
 
 }  // namespace

@@ -40,8 +40,6 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
                        "2",
                        "--pipeline-parallel-size",
                        "1",
-                       "--quantization",
-                       "awq",
                        "--tool-call-parser",
                        "hermes",
                        "--enable-auto-tool-choice",
@@ -72,13 +70,13 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
   for (const char* flag :
        {"--trust-remote-code", "--enforce-eager", "--compilation-config",
         "--enable-flashinfer-autotune", "--device", "--distributed-executor-backend",
-        "--tensor-parallel-size 2", "--quantization awq", "--tool-call-parser",
+        "--tensor-parallel-size 2", "--tool-call-parser",
         "--enable-auto-tool-choice", "--reasoning-parser", "--swap-space"}) {
     int n = 0;
     for (const auto& w : warnings) n += w.rfind(flag, 0) == 0;
     EXPECT_EQ(n, 1) << flag;
   }
-  EXPECT_EQ(warnings.size(), 12u);
+  EXPECT_EQ(warnings.size(), 11u);
   for (const auto& w : warnings) EXPECT_NE(w.find("no effect"), std::string::npos) << w;
   EXPECT_EQ(c->host, "127.0.0.1");
   EXPECT_EQ(c->port, 9000);
