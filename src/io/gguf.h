@@ -87,6 +87,8 @@ class GgufFile {
   // Strata cannot compute with (supported: F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1, Q2_K..Q6_K,
   // IQ4_NL, IQ4_XS).
   Result<TensorRef> tensor(std::string_view name) const;
+  // Drops the tensor's pages from memory once its bytes were copied (MappedFile::release).
+  void release(const TensorRef& t) const { file_->release(t.data, t.nbytes); }
   bool has_tensor(std::string_view name) const;
 
  private:

@@ -34,6 +34,14 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   return f;
 }
 
+void MappedFile::release(const std::byte* p, size_t n) const {
+  if (heap_ || data_ == nullptr || p < data_ || p + n > data_ + size_) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 std::unique_ptr<MappedFile> MappedFile::from_memory(std::string name, std::string_view bytes) {
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = std::move(name);

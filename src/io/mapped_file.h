@@ -26,6 +26,11 @@ class MappedFile {
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages inside [p, p + n) from this process's memory (they are read from the
+  // file again if touched later): for bytes that were copied elsewhere, so that loading does not
+  // hold the file and its converted copy at once. No-op for from_memory() copies and ranges
+  // outside the mapping.
+  void release(const std::byte* p, size_t n) const;
 
  private:
   MappedFile() = default;

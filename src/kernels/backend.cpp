@@ -37,10 +37,10 @@ struct Registry {
     variants.push_back({"reference", "", 0, nullptr,
                         []() -> const KernelOps& { return kernels::reference::kOps; }, true});
     variants.push_back({"portable", "", 10, nullptr, kernels::portable_ops_with_fp8, false});
-    variants.push_back({"avx2", "AVX2, FMA, F16C", 20, cpu_has_avx2, kernels::avx2_ops_with_fp8,
-                        false});
-    variants.push_back({"avx512", "AVX-512 F, BW, VL and DQ", 30, cpu_has_avx512,
-                        kernels::avx512_ops, false});
+    variants.push_back(
+        {"avx2", "AVX2, FMA, F16C", 20, cpu_has_avx2, kernels::avx2_ops_with_fp8, false});
+    variants.push_back(
+        {"avx512", "AVX-512 F, BW, VL and DQ", 30, cpu_has_avx512, kernels::avx512_ops, false});
   }
 };
 
@@ -110,9 +110,8 @@ std::vector<const KernelVariantInfo*> supported_kernel_variants(bool with_refere
   std::vector<const KernelVariantInfo*> out;
   for (const auto* v : kernel_variants())
     if (v->is_supported() && !v->reference) out.push_back(v);
-  std::stable_sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
-    return a->priority > b->priority;
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto* a, const auto* b) { return a->priority > b->priority; });
   if (with_reference)
     for (const auto* v : kernel_variants())
       if (v->reference) out.push_back(v);
@@ -171,8 +170,7 @@ Result<const KernelVariantInfo*> choose_kernel_variant(std::string_view name) {
   const KernelVariantInfo* v = find_kernel_variant(requested);
   if (v == nullptr)
     return invalid_argument(source + " " + requested + ": no such kernel variant (there are " +
-                            names(kernel_variants()) + "; this CPU runs " + names(supported) +
-                            ")");
+                            names(kernel_variants()) + "; this CPU runs " + names(supported) + ")");
   if (!v->is_supported())
     return invalid_argument(source + " " + requested + ": this CPU lacks " + v->cpu_features +
                             " (it runs " + names(supported) + ")");
@@ -233,7 +231,9 @@ class CpuAllocator final : public DeviceAllocator {
     }
     return DeviceBuffer(p, bytes, release_aligned);
   }
-  std::string device() const override { return "cpu"; }
+  std::string device() const override {
+    return "cpu";
+  }
 
  private:
   static Result<DeviceBuffer> map_kv(size_t bytes, bool commit) {
@@ -278,8 +278,8 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const CpuBackendOptions& 
   std::unique_ptr<CpuBackend> b(new CpuBackend());
   b->variant_ = v;
   b->ops_ = &v->ops();
-  b->owned_pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads
-                                                                    : ThreadPool::hardware_threads());
+  b->owned_pool_ = std::make_unique<ThreadPool>(
+      options.threads > 0 ? options.threads : ThreadPool::hardware_threads());
   b->pool_ = b->owned_pool_.get();
   b->owned_allocator_ = make_cpu_allocator(options.commit_kv_cache);
   b->allocator_ = b->owned_allocator_.get();

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "core/aligned_buffer.h"
-#include "kernels/fp8_matmul.h"
 #include "kernels/backend.h"
+#include "kernels/fp8_matmul.h"
 #include "kernels/kernel_impl.h"
 #include "kernels/quant_weight.h"
 

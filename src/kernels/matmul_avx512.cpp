@@ -2,9 +2,8 @@
 // weights. One panel of 16 rows is one 512-bit register per k, so the arithmetic is the AVX2
 // variant's (every output element one chain of FMAs over k in order, from zero, on the exact f32
 // weight values): results are bit-identical to the avx2 and portable variants, whichever path and
-// batch computed them. Block-quantized weights go to the VNNI kernel (quant_matmul_avx512vnni.cpp) and FP8 to the
-// AVX2 kernels (avx512_matmul_any in
-// fp8_matmul.cpp).
+// batch computed them. Block-quantized weights go to the VNNI kernel (quant_matmul_avx512vnni.cpp)
+// and FP8 to the AVX2 kernels (avx512_matmul_any in fp8_matmul.cpp).
 //  - small m (decode): stream the panels, NP panels at a time so NP * MR independent FMA chains
 //    hide the FMA latency, converting weights in registers. The software prefetch is a plain
 //    (T0) one 4 KiB ahead: on the Intel Xeon (Sapphire/Granite Rapids class) we measured a
@@ -66,7 +65,8 @@ inline void store16(float* y, __m512 v, int64_t cols) {
   }
 }
 
-// ---- small m: stream NP panels at a time ---------------------------------------------------------
+// ---- small m: stream NP panels at a time
+// ---------------------------------------------------------
 
 template <DType D, int MR, int NP>
 void gemv_panels(const float* x, int64_t ldx, const PackedWeight& w, int64_t p, float* y,
@@ -145,8 +145,8 @@ void panel_block_to_f32(const PackedWeight& w, int64_t p, int64_t k0, int64_t k1
 // c[MR][16 * NP] (row stride ldc) = (first ? 0 : c) + x[MR][kc] * wb[kc][16 * NP] (row stride
 // 16 * NP).
 template <int MR, int NP>
-inline void ukernel(const float* x, int64_t ldx, const float* wb, int64_t kc, float* c,
-                    int64_t ldc, bool first) {
+inline void ukernel(const float* x, int64_t ldx, const float* wb, int64_t kc, float* c, int64_t ldc,
+                    bool first) {
   constexpr int64_t ldw = kPanelRows * NP;
   __m512 acc[MR][NP];
 #pragma GCC unroll 12

@@ -89,16 +89,9 @@ Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, i
             }
           }
           uint8_t* quants = sb + L.scale_bytes();
-          for (int c = 0; c < L.super; ++c) {
-            const int grp = c / 4;
-            if (L.bits == 8) {
-              quants[grp * 64 + lane * 4 + c % 4] = blk.q[c];
-            } else {
-              uint8_t& byte = quants[(grp / 2) * 64 + lane * 4 + c % 4];
-              byte = static_cast<uint8_t>(grp % 2 ? (byte & 0x0F) | (blk.q[c] << 4)
-                                                  : (byte & 0xF0) | (blk.q[c] & 0x0F));
-            }
-          }
+          for (int c = 0; c < L.super; ++c)
+            quant_put(quants + (c / L.sub) * L.sub_quant_bytes(), L, static_cast<int>(lane),
+                      c % L.sub, blk.q[c]);
         }
         continue;
       }
@@ -147,15 +140,8 @@ float PackedWeight::at(int64_t row, int64_t col) const {
     const uint8_t* sb = u + L.header_bytes() + g * (L.scale_bytes() + L.quant_bytes());
     const int sc = L.has_sc ? static_cast<int8_t>(sb[j * 16 + lane]) : 1;
     const int mn = L.has_sc && L.has_min ? sb[(L.num_sub() + j) * 16 + lane] : 1;
-    const uint8_t* quants = sb + L.scale_bytes();
-    const int grp = static_cast<int>(c / 4);
-    int q;
-    if (L.bits == 8) {
-      q = quants[grp * 64 + lane * 4 + c % 4];
-    } else {
-      const uint8_t byte = quants[(grp / 2) * 64 + lane * 4 + c % 4];
-      q = grp % 2 ? byte >> 4 : byte & 0xF;
-    }
+    const uint8_t* quants = sb + L.scale_bytes() + j * L.sub_quant_bytes();
+    const int q = quant_get(quants, L, static_cast<int>(lane), static_cast<int>(c % L.sub));
     return d * static_cast<float>(sc * (q - L.zero)) -
            (L.has_min ? dmin * static_cast<float>(mn) : 0.0f);
   }

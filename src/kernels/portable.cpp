@@ -8,8 +8,8 @@
 #include "core/aligned_buffer.h"
 #include "core/check.h"
 #include "kernels/kernel_impl.h"
-#include "kernels/quant_weight.h"
 #include "kernels/mla_impl.h"
+#include "kernels/quant_weight.h"
 
 namespace strata::kernels::portable {
 namespace {
@@ -168,7 +168,7 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
 
 }  // namespace
 
-const KernelOps kOps = {"portable", matmul,    rms_norm,  silu_mul,
+const KernelOps kOps = {"portable", matmul,   rms_norm,  silu_mul,
                         rope,       kv_write, attention, mla_attention_portable};
 
 }  // namespace strata::kernels::portable

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/check.h"
 #include "kernels/packed_weight.h"
 #include "kernels/quant_weight.h"
 
@@ -40,6 +41,8 @@ void panel_row(const QuantLayout& L, const uint8_t* pan, const QuantizedActivati
   const int nsub = L.num_sub(), sub = L.sub;
   const int64_t sub_bytes = int64_t{sub} * 16 * BITS / 8;
   const __m256i nib = _mm256_set1_epi8(0x0F);
+  const __m256i b30 = _mm256_set1_epi8(0x30), b3f = _mm256_set1_epi8(0x3F);
+  const __m256i b10 = _mm256_set1_epi8(0x10), b7f = _mm256_set1_epi8(0x7F);
   // The signed form already subtracts the zero point (128).
   const __m256i zero = _mm256_set1_epi32(SIGNED ? 0 : L.zero);
   __m256 facc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -73,13 +76,33 @@ void panel_row(const QuantLayout& L, const uint8_t* pan, const QuantizedActivati
           }
         }
       } else {
+        // 5- and 6-bit: the high bits of the sub-block's groups, consumed in group order.
+        const uint8_t* high = qj + sub * 8;
+        __m256i t[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        if constexpr (BITS != 4)
+          for (int h = 0; h < 2; ++h)
+            t[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high + h * 32));
         for (int c = 0; c < sub / 8; ++c) {
           const __m256i xlo = bcast4(xj + c * 8), xhi = bcast4(xj + c * 8 + 4);
           for (int h = 0; h < 2; ++h) {
             const __m256i raw =
                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qj + c * 64 + h * 32));
-            const __m256i lo = _mm256_and_si256(raw, nib);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+            __m256i lo = _mm256_and_si256(raw, nib);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nib);
+            if constexpr (BITS == 6) {
+              if (c > 0 && c % 2 == 0)
+                t[h] = _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i*>(high + (c / 2) * 64 + h * 32));
+              lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(t[h], 4), b30));
+              t[h] = _mm256_and_si256(_mm256_srli_epi16(t[h], 2), b3f);
+              hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(t[h], 4), b30));
+              t[h] = _mm256_and_si256(_mm256_srli_epi16(t[h], 2), b3f);
+            } else if constexpr (BITS == 5) {
+              lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(t[h], 4), b10));
+              t[h] = _mm256_and_si256(_mm256_srli_epi16(t[h], 1), b7f);
+              hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(t[h], 4), b10));
+              t[h] = _mm256_and_si256(_mm256_srli_epi16(t[h], 1), b7f);
+            }
             isum[h] =
                 _mm256_add_epi32(isum[h], _mm256_add_epi32(dot_u8s8(lo, xlo), dot_u8s8(hi, xhi)));
           }
@@ -144,24 +167,22 @@ void quant_matmul_avx2(const float* x, int64_t m, int64_t ldx, const PackedWeigh
     if (L.has_sc) return run<8, true, true, false>(L, a, w, y, ldy, pool);
     return run<8, true, false, false>(L, a, w, y, ldy, pool);
   }
-  const int key = (L.bits == 8 ? 4 : 0) | (L.has_sc ? 2 : 0) | (L.has_min ? 1 : 0);
-  switch (key) {
-    case 0:
-      return run<4, false, false, false>(L, a, w, y, ldy, pool);
-    case 1:
-      return run<4, false, false, true>(L, a, w, y, ldy, pool);
-    case 2:
-      return run<4, false, true, false>(L, a, w, y, ldy, pool);
-    case 3:
-      return run<4, false, true, true>(L, a, w, y, ldy, pool);
-    case 4:
-      return run<8, false, false, false>(L, a, w, y, ldy, pool);
-    case 5:
-      return run<8, false, false, true>(L, a, w, y, ldy, pool);
-    case 6:
-      return run<8, false, true, false>(L, a, w, y, ldy, pool);
+  const int key = (L.has_sc ? 2 : 0) | (L.has_min ? 1 : 0);
+  switch (L.bits * 4 + key) {
+#define STRATA_QCASE(B, K, SC, MIN) \
+  case B * 4 + K:                   \
+    return run<B, false, SC, MIN>(L, a, w, y, ldy, pool);
+    STRATA_QCASE(4, 0, false, false)
+    STRATA_QCASE(4, 1, false, true)
+    STRATA_QCASE(4, 2, true, false)
+    STRATA_QCASE(4, 3, true, true)
+    STRATA_QCASE(5, 0, false, false)
+    STRATA_QCASE(5, 1, false, true)
+    STRATA_QCASE(5, 3, true, true)
+    STRATA_QCASE(6, 2, true, false)
+#undef STRATA_QCASE
     default:
-      return run<8, false, true, true>(L, a, w, y, ldy, pool);
+      STRATA_CHECK(false) << "no AVX2 kernel for " << dtype_name(w.dtype());
   }
 }
 

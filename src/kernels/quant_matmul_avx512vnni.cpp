@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/check.h"
 #include "kernels/packed_weight.h"
 #include "kernels/quant_weight.h"
 
@@ -32,6 +33,8 @@ void panel_rows(const QuantLayout& L, const uint8_t* pan, const QuantizedActivat
   const int nsub = L.num_sub(), sub = L.sub;
   const int64_t sub_bytes = int64_t{sub} * 16 * BITS / 8;
   const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i b30 = _mm512_set1_epi8(0x30), b3f = _mm512_set1_epi8(0x3F);
+  const __m512i b10 = _mm512_set1_epi8(0x10), b7f = _mm512_set1_epi8(0x7F);
   const __m512i zero = _mm512_set1_epi32(L.zero);
   __m512 facc[R];
   for (int r = 0; r < R; ++r) facc[r] = _mm512_setzero_ps();
@@ -61,10 +64,26 @@ void panel_rows(const QuantLayout& L, const uint8_t* pan, const QuantizedActivat
             isum[r] = _mm512_dpbusd_epi32(isum[r], wv, bcast4(a.xq + (i0 + r) * K + c0 + gi * 4));
         }
       } else {
+        // 5- and 6-bit: the high bits of the sub-block's groups, consumed in group order.
+        const uint8_t* high = qj + sub * 8;
+        __m512i t = _mm512_setzero_si512();
+        if constexpr (BITS != 4) t = _mm512_loadu_si512(high);
         for (int h = 0; h < sub / 8; ++h) {
           const __m512i raw = _mm512_loadu_si512(qj + h * 64);
-          const __m512i lo = _mm512_and_si512(raw, nib);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nib);
+          __m512i lo = _mm512_and_si512(raw, nib);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), nib);
+          if constexpr (BITS == 6) {
+            if (h > 0 && h % 2 == 0) t = _mm512_loadu_si512(high + (h / 2) * 64);
+            lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(t, 4), b30));
+            t = _mm512_and_si512(_mm512_srli_epi16(t, 2), b3f);
+            hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(t, 4), b30));
+            t = _mm512_and_si512(_mm512_srli_epi16(t, 2), b3f);
+          } else if constexpr (BITS == 5) {
+            lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(t, 4), b10));
+            t = _mm512_and_si512(_mm512_srli_epi16(t, 1), b7f);
+            hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(t, 4), b10));
+            t = _mm512_and_si512(_mm512_srli_epi16(t, 1), b7f);
+          }
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
             const int8_t* xr = a.xq + (i0 + r) * K + c0 + h * 8;
@@ -143,24 +162,24 @@ void quant_matmul_avx512vnni(const float* x, int64_t m, int64_t ldx, const Packe
   if (m <= 0) return;
   const QuantLayout L = quant_layout(w.dtype(), w.k());
   const QuantizedActivations a = quantize_activations(x, m, ldx, w.k(), L.super, L.sub);
-  const int key = (L.bits == 8 ? 4 : 0) | (L.has_sc ? 2 : 0) | (L.has_min ? 1 : 0);
-  switch (key) {
-    case 0:
-      return run<4, false, false>(L, a, w, y, ldy, pool);
-    case 1:
-      return run<4, false, true>(L, a, w, y, ldy, pool);
-    case 2:
-      return run<4, true, false>(L, a, w, y, ldy, pool);
-    case 3:
-      return run<4, true, true>(L, a, w, y, ldy, pool);
-    case 4:
-      return run<8, false, false>(L, a, w, y, ldy, pool);
-    case 5:
-      return run<8, false, true>(L, a, w, y, ldy, pool);
-    case 6:
-      return run<8, true, false>(L, a, w, y, ldy, pool);
+  const int key = (L.has_sc ? 2 : 0) | (L.has_min ? 1 : 0);
+  switch (L.bits * 4 + key) {
+#define STRATA_QCASE(B, K, SC, MIN) \
+  case B * 4 + K:                   \
+    return run<B, SC, MIN>(L, a, w, y, ldy, pool);
+    STRATA_QCASE(4, 0, false, false)
+    STRATA_QCASE(4, 1, false, true)
+    STRATA_QCASE(4, 2, true, false)
+    STRATA_QCASE(4, 3, true, true)
+    STRATA_QCASE(5, 0, false, false)
+    STRATA_QCASE(5, 1, false, true)
+    STRATA_QCASE(5, 3, true, true)
+    STRATA_QCASE(6, 2, true, false)
+    STRATA_QCASE(8, 0, false, false)
+    STRATA_QCASE(8, 2, true, false)
+#undef STRATA_QCASE
     default:
-      return run<8, true, true>(L, a, w, y, ldy, pool);
+      STRATA_CHECK(false) << "no VNNI kernel for " << dtype_name(w.dtype());
   }
 }
 

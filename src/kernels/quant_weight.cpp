@@ -60,10 +60,10 @@ QuantLayout quant_layout(DType t, int64_t k) {
       l = {32, 32, 4, 0, false, true};
       break;
     case DType::kQ5_0:
-      l = {32, 32, 8, 16, false, false};
+      l = {32, 32, 5, 16, false, false};
       break;
     case DType::kQ5_1:
-      l = {32, 32, 8, 0, false, true};
+      l = {32, 32, 5, 0, false, true};
       break;
     case DType::kIQ4_NL:
       l = {32, 32, 8, 128, false, false};
@@ -78,10 +78,10 @@ QuantLayout quant_layout(DType t, int64_t k) {
       l = {256, 32, 4, 0, true, true};
       break;
     case DType::kQ5_K:
-      l = {256, 32, 8, 0, true, true};
+      l = {256, 32, 5, 0, true, true};
       break;
     case DType::kQ6_K:
-      l = {256, 16, 8, 32, true, false};
+      l = {256, 16, 6, 32, true, false};
       break;
     case DType::kIQ4_XS:
       l = {256, 32, 8, 128, true, false};
@@ -284,18 +284,10 @@ void quant_matmul_reference(const float* x, int64_t m, int64_t ldx, const Packed
             const int32_t* xs = a.xs + (i * nsb + s) * nsub;
             int32_t T = 0, M = 0;
             for (int64_t j = 0; j < nsub; ++j) {
+              const uint8_t* qs = quants + j * L.sub_quant_bytes();
               int32_t isum = 0;
-              for (int c = static_cast<int>(j * L.sub); c < (j + 1) * L.sub; ++c) {
-                const int grp = c / 4;
-                int q;
-                if (L.bits == 8) {
-                  q = quants[grp * 64 + r * 4 + c % 4];
-                } else {
-                  const uint8_t byte = quants[(grp / 2) * 64 + r * 4 + c % 4];
-                  q = grp % 2 ? byte >> 4 : byte & 0xF;
-                }
-                isum += q * xq[c];
-              }
+              for (int cc = 0; cc < L.sub; ++cc)
+                isum += quant_get(qs, L, r, cc) * xq[j * L.sub + cc];
               const int32_t scj = L.has_sc ? sc[j * 16 + r] : 1;
               T += scj * (isum - L.zero * xs[j]);
               if (L.has_min) M += (L.has_sc ? mins[j * 16 + r] : 1) * xs[j];

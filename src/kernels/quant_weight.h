@@ -15,10 +15,13 @@
 //   d[16] f16, then dmin[16] f16 when the format has mins (padded to 64 bytes);
 //   sc[S/B][16] int8 when the format has sub-block scales, then m[S/B][16] u8 when it has mins
 //   too (padded to 64 bytes);
-//   quants: for each group of 4 columns, 16 rows x 4 bytes (row-major: byte r*4 + c is column
-//   4g + c of row r), i.e. the operand order of a 32-bit-lane integer dot product (VNNI vpdpbusd
-//   lane r = row r). 4-bit formats pack two groups per 64 bytes: low nibbles group 2h, high
-//   nibbles group 2h + 1.
+//   quants, sub-block after sub-block: for each group of 4 columns, 16 rows x 4 bytes (row-major:
+//   byte r*4 + c is column 4g + c of row r), i.e. the operand order of a 32-bit-lane integer dot
+//   product (VNNI vpdpbusd lane r = row r). 8-bit formats store one group per 64 bytes; the
+//   others pack two groups per 64 bytes (low nibbles group 2h, high nibbles group 2h + 1), and
+//   5- and 6-bit formats follow a sub-block's nibbles with its high bits: 64 bytes per 32 columns
+//   (5-bit: bit g of byte r*4 + c is the fifth bit of group g) or per 16 columns (6-bit: bits
+//   2g..2g+1 are the top two bits of group g).
 //
 // The matmul quantizes each activation row per super-block to int8 (scale = max|x| / 127, round
 // to nearest even) and computes, per row and super-block, the exact integers
@@ -40,7 +43,7 @@ class PackedWeight;
 struct QuantLayout {
   int super = 32;        // S: columns per super-block
   int sub = 32;          // B: columns per sub-block (sc/m granularity)
-  int bits = 4;          // 4 or 8: bits per stored q
+  int bits = 4;          // 4, 5, 6 or 8: bits per stored q
   int zero = 0;          // z
   bool has_sc = false;   // per-sub-block int8 scales stored (else 1)
   bool has_min = false;  // dmin stored; per-sub-block u8 mins stored when has_sc (else 1)
@@ -54,9 +57,43 @@ struct QuantLayout {
   // Per super-block: sc[num_sub][16] int8 then m[num_sub][16] u8 (K-quants; multiples of 64).
   int64_t scale_bytes() const { return has_sc ? int64_t{num_sub()} * 16 * (has_min ? 2 : 1) : 0; }
   int64_t quant_bytes() const { return int64_t{super} * 16 * bits / 8; }
+  int64_t sub_quant_bytes() const { return int64_t{sub} * 16 * bits / 8; }
   int64_t unit_bytes() const { return header_bytes() + group * (scale_bytes() + quant_bytes()); }
   int64_t unit_cols() const { return int64_t{group} * super; }
 };
+
+// q of row r, column cc of a sub-block whose quants start at `qs` (see the layout above).
+inline int quant_get(const uint8_t* qs, const QuantLayout& L, int r, int cc) {
+  const int grp = cc / 4, pos = r * 4 + cc % 4;
+  if (L.bits == 8) return qs[grp * 64 + pos];
+  const uint8_t byte = qs[(grp / 2) * 64 + pos];
+  const int nib = grp % 2 ? byte >> 4 : byte & 0xF;
+  if (L.bits == 4) return nib;
+  const uint8_t* high = qs + L.sub * 8;
+  if (L.bits == 6) return nib | (((high[(grp / 4) * 64 + pos] >> (2 * (grp % 4))) & 3) << 4);
+  return nib | (((high[(grp / 8) * 64 + pos] >> (grp % 8)) & 1) << 4);
+}
+inline void quant_put(uint8_t* qs, const QuantLayout& L, int r, int cc, int q) {
+  const int grp = cc / 4, pos = r * 4 + cc % 4;
+  if (L.bits == 8) {
+    qs[grp * 64 + pos] = static_cast<uint8_t>(q);
+    return;
+  }
+  uint8_t& byte = qs[(grp / 2) * 64 + pos];
+  byte =
+      static_cast<uint8_t>(grp % 2 ? (byte & 0x0F) | ((q & 0xF) << 4) : (byte & 0xF0) | (q & 0xF));
+  if (L.bits == 4) return;
+  uint8_t* high = qs + L.sub * 8;
+  if (L.bits == 6) {
+    uint8_t& h = high[(grp / 4) * 64 + pos];
+    const int sh = 2 * (grp % 4);
+    h = static_cast<uint8_t>((h & ~(3 << sh)) | (((q >> 4) & 3) << sh));
+  } else {
+    uint8_t& h = high[(grp / 8) * 64 + pos];
+    const int sh = grp % 8;
+    h = static_cast<uint8_t>((h & ~(1 << sh)) | (((q >> 4) & 1) << sh));
+  }
+}
 
 // Whether `t` is stored in this layout (Q8_0 and every GGUF quant), and its layout.
 bool is_block_quant(DType t);

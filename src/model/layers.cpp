@@ -127,6 +127,7 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
   if (!w.ok())
     return w.status().with_context("packing '" + tensor_name(parts[0].name, src.naming(), layer) +
                                    "' from " + src.describe());
+  for (const auto& t : tensors) src.release(t);
   return w;
 }
 
@@ -147,6 +148,7 @@ Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& 
   const int64_t row_bytes = dtype_bytes(t.dtype, k);
   for (int64_t r = 0; r < n; ++r)
     dequantize_row(t.dtype, t.data + r * row_bytes, out.data() + r * k, k);
+  src.release(t);
   return out;
 }
 
@@ -159,6 +161,7 @@ Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name
                          dtype_name(t.dtype) + ", which cannot be used as a vector");
   std::vector<float> v(n);
   dequantize_row(t.dtype, t.data, v.data(), n);
+  src.release(t);
   return v;
 }
 
@@ -188,6 +191,7 @@ Result<EmbeddingTable> EmbeddingTable::load(WeightSource& src, const TensorName&
     quantize_row(want, row.data(), e.owned_.data() + dtype_bytes(want, r * hidden), hidden);
   }
   e.data_ = e.owned_.data();
+  src.release(t);
   return e;
 }
 

@@ -43,6 +43,7 @@ class GgufSource : public WeightSource {
     STRATA_RETURN_IF_ERROR(check_shape(t, shape, g_->path()));
     return t;
   }
+  void release(const io::TensorRef& t) override { g_->release(t); }
 
  private:
   std::shared_ptr<io::GgufFile> g_;

@@ -26,6 +26,9 @@ class WeightSource {
   virtual TensorNaming naming() const = 0;
   virtual std::string describe() const = 0;
   virtual bool has(const std::string& name) const = 0;
+  // Called once a tensor's bytes were converted or copied elsewhere: a file-backed source may drop
+  // its pages from memory (they are read again if the tensor is asked for later).
+  virtual void release(const io::TensorRef&) {}
   // The tensor `name`, checked against `shape` (PyTorch order). Errors name the source, the
   // tensor and both shapes. Dummy sources generate it (deterministically from the name).
   virtual Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
