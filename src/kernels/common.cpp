@@ -14,10 +14,11 @@ int64_t attention_scratch_floats(int num_heads, int num_kv_heads, int head_dim,
   // The AVX2 kernel works on tiles of up to kAttentionTileRows query rows (ops_avx2.cpp):
   // accumulators [rows * group, head_dim] + 40 converted rows + scores [rows * group,
   // max_seq_len + 8] (a tile shrinks to fewer rows when a sequence is long; scores are capped at
-  // 8 tile rows of 4096 keys, at least one row of max_seq_len). The other variants need less.
+  // 16 tile rows of 4096 keys, at least one row of max_seq_len: the AVX-512 prefill tile keeps
+  // 16 query rows up to 4096 keys). The other variants need less.
   const int64_t rows = kernels::kAttentionTileRows;
   const int64_t len = max_seq_len + 8;
-  const int64_t scores = group * std::max(len, rows * std::min<int64_t>(len, 8 * 4096 / rows + 8));
+  const int64_t scores = group * std::max(len, rows * std::min<int64_t>(len, 4096 + 16));
   return rows * group * head_dim + 40 * head_dim + scores + 64;
 }
 

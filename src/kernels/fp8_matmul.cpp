@@ -104,6 +104,7 @@ const KernelOps& avx512_ops() {
     KernelOps o = avx2::kOps;
     o.name = "avx512";
     o.matmul = avx512_matmul_any;
+    o.attention = avx512::attention;
     return o;
   }();
   return ops;

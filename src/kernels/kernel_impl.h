@@ -13,13 +13,29 @@ extern const KernelOps kOps;
 }
 namespace avx2 {
 extern const KernelOps kOps;
-}
+// A tile of nq query rows of sequence s (from row t0) and kv heads [g0, g0 + ng) for another
+// kernel; returns false when it cannot take the tile (the AVX2 tile runs it then). The scratch
+// holds acc_floats, then rows_floats, then score_floats floats.
+using WideTileFn = bool (*)(const AttentionArgs& a, int s, int64_t t0, int nq, int g0, int ng,
+                            float* scratch, int64_t acc_floats, int64_t rows_floats,
+                            int64_t score_floats);
+// The AVX2 attention's tiling and threads, with the tiles given to `wide` first.
+void attention_with(const AttentionArgs& a, ThreadPool& pool, WideTileFn wide);
+// Row indices of keys [j0, j0 + n) of kv head g along a block table; those rows as f32 (pointers
+// into an unscaled f32 cache, else converted into buf), as the AVX2 attention reads them.
+void kv_rows_of(const PagedKvLayer& kv, const int32_t* table, int64_t g, int64_t j0, int64_t n,
+                int64_t* out);
+void kv_rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row_scales,
+                 const int64_t* rows, int64_t n, float scale, float* buf, const float** out);
+}  // namespace avx2
 namespace avx512 {
+// attention_avx512.cpp: every tile with its query slots in the lanes.
+void attention(const AttentionArgs& a, ThreadPool& pool);
 // matmul_avx512.cpp (compiled with AVX-512 F/BW/VL/DQ): the weight types it handles.
 bool matmul_supports(DType d);
 void matmul(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy,
             ThreadPool& pool);
-}
+}  // namespace avx512
 
 // Query rows per tile of the AVX2 attention kernel (fewer when a sequence's scores would not fit
 // the scratch); attention_scratch_floats() sizes the scratch for it.

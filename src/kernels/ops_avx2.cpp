@@ -482,7 +482,7 @@ void attend_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g0, int 
   }
 }
 
-void attention(const AttentionArgs& a, ThreadPool& pool) {
+void attention_impl(const AttentionArgs& a, ThreadPool& pool, WideTileFn wide) {
   const PagedKvLayer& kv = *a.kv;
   const int nkv = static_cast<int>(kv.num_kv_heads);
   const int group = a.num_heads / nkv;
@@ -530,6 +530,10 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
       // registers; bigger tiles share one conversion through scratch.
       const bool direct = nq * group <= 2 && kv.head_dim % 8 == 0;
       const bool unit = kv.k_scale == 1.0f && kv.v_scale == 1.0f;
+      if (wide != nullptr && wide(a, s, t0, nq, g0, ng, scratch, acc_floats(group, kv.head_dim),
+                                  rows_floats(kv.head_dim), score_floats)) {
+        continue;
+      }
       if (direct && kv.dtype == DType::kBF16) {
         if (unit)
           attend_tile<DType::kBF16, false>(a, s, t0, nq, g0, ng, scratch);
@@ -549,7 +553,25 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
   });
 }
 
+void attention(const AttentionArgs& a, ThreadPool& pool) {
+  attention_impl(a, pool, nullptr);
+}
+
 }  // namespace
+
+void attention_with(const AttentionArgs& a, ThreadPool& pool, WideTileFn wide) {
+  attention_impl(a, pool, wide);
+}
+
+void kv_rows_of(const PagedKvLayer& kv, const int32_t* table, int64_t g, int64_t j0, int64_t n,
+                int64_t* out) {
+  rows_of(kv, table, g, j0, n, out);
+}
+
+void kv_rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row_scales,
+                 const int64_t* rows, int64_t n, float scale, float* buf, const float** out) {
+  rows_f32(kv, base, row_scales, rows, n, scale, buf, out);
+}
 
 const KernelOps kOps = {"avx2", matmul,   rms_norm,  silu_mul,
                         rope,   kv_write, attention, mla_attention_avx2};

@@ -63,9 +63,8 @@ struct Fixture {
                         j % block_size);
       auto kf = random_vector(seq_lens[s] * num_kv_heads * head_dim, 1000 + ids[s], 1.0f);
       auto vf = random_vector(seq_lens[s] * num_kv_heads * head_dim, 2000 + ids[s], 1.0f);
-      reference_kernel_ops()
-          .kv_write(kf.data(), num_kv_heads * head_dim, vf.data(), num_kv_heads * head_dim,
-                    seq_lens[s], slots.data(), kv);
+      reference_kernel_ops().kv_write(kf.data(), num_kv_heads * head_dim, vf.data(),
+                                      num_kv_heads * head_dim, seq_lens[s], slots.data(), kv);
     }
     q.clear();
     for (int s = 0; s < num_seqs; ++s) {
@@ -124,6 +123,31 @@ TEST(AttentionParity, RaggedBatchesAllBlockSizesAndDtypes) {
   }
 }
 
+// The AVX-512 attention (query slots in the lanes) repeats the AVX2 kernel's arithmetic for
+// every query, so the two variants agree bit for bit: prefill tiles, decode rows, GQA groups,
+// head dims that are and are not multiples of 16, every cache dtype and block size.
+TEST(AttentionParity, Avx512EqualsAvx2BitForBit) {
+  const KernelVariantInfo* a = find_kernel_variant("avx2");
+  const KernelVariantInfo* b = find_kernel_variant("avx512");
+  ASSERT_TRUE(a && b);
+  if (!a->is_supported() || !b->is_supported())
+    GTEST_SKIP() << "this CPU lacks AVX-512 (or AVX2); the avx512 variant is not run here";
+  ThreadPool pool(2);
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+    for (int bs : {1, 16, 32}) {
+      for (auto [nh, nkv, hd] : {std::tuple{4, 4, 16}, std::tuple{8, 2, 64}, std::tuple{6, 3, 24},
+                                 std::tuple{12, 12, 64}, std::tuple{32, 4, 40}}) {
+        Fixture f{nh, nkv, hd, bs, dt, {1, 37, 5, 70, 300}, {1, 37, 2, 1, 150}};
+        f.build();
+        auto x = f.run("avx2", pool);
+        auto y = f.run("avx512", pool);
+        ASSERT_EQ(std::memcmp(x.data(), y.data(), x.size() * 4), 0)
+            << dtype_name(dt) << " bs=" << bs << " heads " << nh << "/" << nkv << " hd=" << hd;
+      }
+    }
+  }
+}
+
 // Checkpoint KV scales (k_scale, v_scale != 1) multiply every cached value, in the prefill tiles
 // and in decode rows converted in registers alike; with scales of 1 the decode path skips the
 // multiply, which must not change a bit.
@@ -141,8 +165,7 @@ TEST(AttentionParity, LayerKvScales) {
     for (const std::string& v : fast_variants()) {
       auto out = f.run(v, pool);
       for (size_t i = 0; i < out.size(); ++i)
-        ASSERT_NEAR(out[i], ref[i], 3e-5f * (1 + std::fabs(ref[i])))
-            << v << " " << dtype_name(dt);
+        ASSERT_NEAR(out[i], ref[i], 3e-5f * (1 + std::fabs(ref[i]))) << v << " " << dtype_name(dt);
     }
   }
 }
@@ -164,8 +187,7 @@ TEST(AttentionParity, LongSequenceShrinksTheQueryTile) {
     Fixture last{nh, nkv, hd, 16, DType::kBF16, {5000}, {1}};
     last.build();
     auto one = last.run(v, pool);
-    ASSERT_EQ(std::memcmp(one.data(), out.data() + 18 * nh * hd, nh * hd * 4), 0)
-        << v;
+    ASSERT_EQ(std::memcmp(one.data(), out.data() + 18 * nh * hd, nh * hd * 4), 0) << v;
   }
 }
 
@@ -218,8 +240,7 @@ TEST(AttentionInvariance, DecodeTilesOfSeveralHeadsEqualPrefillRows) {
           whole.build();
           auto all = whole.run(v, p2);
           ASSERT_EQ(std::memcmp(two.data() + s * ld, all.data() + (lens[s] - 1) * ld, ld * 4), 0)
-              << v << " " << dtype_name(dt) << " kv heads " << nkv
-              << " sequence " << s;
+              << v << " " << dtype_name(dt) << " kv heads " << nkv << " sequence " << s;
         }
       }
     }
