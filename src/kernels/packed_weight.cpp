@@ -117,7 +117,7 @@ Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, i
 }
 
 Result<PackedWeight> PackedWeight::pack_int_rows(const IntPart* parts, int num_parts, int64_t k,
-                                                int bits, int64_t group) {
+                                                 int bits, int64_t group) {
   QuantLayout L;
   if (!grouped_int_layout(bits, group, k, &L))
     return unimplemented(std::to_string(bits) + "-bit weights in groups of " +
@@ -159,8 +159,8 @@ Result<PackedWeight> PackedWeight::pack_int_rows(const IntPart* parts, int num_p
         std::memcpy(u + lane * 2, &scale, 2);
         std::memcpy(u + 32 + lane * 2, &dmin, 2);
         uint8_t* sb = u + L.header_bytes();
-        sb[lane] = 1;                                // sc
-        sb[16 + lane] = static_cast<uint8_t>(m);     // m
+        sb[lane] = 1;                             // sc
+        sb[16 + lane] = static_cast<uint8_t>(m);  // m
         uint8_t* quants = sb + L.scale_bytes();
         for (int c = 0; c < L.super; ++c) {
           const int v = q[s * L.super + c];

@@ -57,8 +57,7 @@ Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& 
   w.group = quant.group_size < 0 ? k : quant.group_size;
   if (w.group <= 0 || k % w.group != 0)
     return unimplemented("'" + base + "': rows of " + std::to_string(k) +
-                         " inputs are not a whole number of groups of " +
-                         std::to_string(w.group));
+                         " inputs are not a whole number of groups of " + std::to_string(w.group));
   if (n % per_word != 0 || (!awq && k % per_word != 0))
     return invalid_argument("'" + base + "': a [" + std::to_string(n) + ", " + std::to_string(k) +
                             "] layer cannot be packed " + std::to_string(per_word) +

@@ -35,11 +35,11 @@ class WeightSource;
 
 // quantization_config of an AWQ or GPTQ checkpoint.
 struct IntQuantization {
-  std::string method;        // "awq" or "gptq"
-  int bits = 4;              // AWQ: 4; GPTQ: 4 or 8
-  int64_t group_size = 128;  // -1: one group per row
-  bool sym = false;          // GPTQ: symmetric (informational: zeros are read from qzeros)
-  bool desc_act = false;     // GPTQ act-order: groups follow g_idx
+  std::string method;           // "awq" or "gptq"
+  int bits = 4;                 // AWQ: 4; GPTQ: 4 or 8
+  int64_t group_size = 128;     // -1: one group per row
+  bool sym = false;             // GPTQ: symmetric (informational: zeros are read from qzeros)
+  bool desc_act = false;        // GPTQ act-order: groups follow g_idx
   bool zeros_plus_one = false;  // GPTQ v1 checkpoint format: stored zero = zero - 1
 };
 
@@ -50,10 +50,10 @@ inline constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 struct UnpackedIntWeight {
   int64_t n = 0, k = 0, group = 0;  // group: columns per group (k for -1)
   std::vector<uint8_t> q;           // [n, k]
-  std::vector<uint16_t> zeros;      // [n, k / group ... ngroups]
+  int64_t ngroups = 0;              // k / group
+  std::vector<uint16_t> zeros;      // [n, ngroups] zero points (GPTQ v1 offset applied)
   std::vector<uint16_t> scales;     // [n, ngroups] f16 bits
-  int64_t ngroups = 0;
-  std::vector<int32_t> g_idx;  // [k] group of each column; empty when contiguous (c / group)
+  std::vector<int32_t> g_idx;       // [k] group of each column; empty when contiguous (c / group)
   // The exact value of element (r, c).
   float value(int64_t r, int64_t c) const;
 };

@@ -120,20 +120,18 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
   if (packable && fits) {
     std::vector<PackedWeight::IntPart> ip;
     for (const auto& u : ints) ip.push_back({u.q.data(), u.zeros.data(), u.scales.data(), u.n});
-    auto w = PackedWeight::pack_int_rows(ip.data(), static_cast<int>(ip.size()), k, quant.bits,
-                                         group);
+    auto w =
+        PackedWeight::pack_int_rows(ip.data(), static_cast<int>(ip.size()), k, quant.bits, group);
     if (!w.ok()) return w.status().with_context("packing '" + first + "' from " + src.describe());
     return w;
   }
   STRATA_LOG(INFO) << "'" << first << "' (" << quant.method << " " << quant.bits << "-bit): "
                    << (!fits ? "groups of " + std::to_string(group) +
                                    " columns do not fit the integer kernels"
-                             : !packable && std::all_of(bases.begin(), bases.end(),
-                                                        [](const std::string& b) {
-                                                          return !b.empty();
-                                                        })
-                                 ? std::string("act-order (desc_act) groups are not contiguous")
-                                 : std::string("fused with unquantized parts"))
+                       : !packable && std::all_of(bases.begin(), bases.end(),
+                                                  [](const std::string& b) { return !b.empty(); })
+                           ? std::string("act-order (desc_act) groups are not contiguous")
+                           : std::string("fused with unquantized parts"))
                    << "; dequantized exactly to f32 storage";
   std::vector<std::vector<float>> dense(parts.size());
   std::vector<PackedWeight::Part> fp;

@@ -86,10 +86,10 @@ Result<std::optional<DType>> resolve_dtype(const std::string& dtype, const Model
 // quantize the decoder layers at load. Returns the layers' storage for online quantization.
 Result<std::optional<DType>> resolve_quantization(const std::string& q, const ModelConfig& c,
                                                   const std::string& format) {
-  const std::string own = format == "gguf"             ? "gguf"
-                          : c.fp8                        ? "fp8"
+  const std::string own = format == "gguf"                   ? "gguf"
+                          : c.fp8                            ? "fp8"
                           : c.int_quant && format != "dummy" ? c.int_quant->method
-                                                         : "";
+                                                             : "";
   if (q.empty() || q == own) return std::optional<DType>();
   if ((q == "awq_marlin" && own == "awq") || (q == "gptq_marlin" && own == "gptq"))
     return std::optional<DType>();

@@ -41,7 +41,8 @@ TEST(IntQuantCli, GenerateRunsAwqAndGptqCheckpointsOnTheIntegerKernels) {
     testing::CliRun fast = testing::run_strata(args, true);
     ASSERT_EQ(fast.code, 0) << name << ": " << fast.err;
     EXPECT_NE(fast.err.find(storage + " "), std::string::npos)
-        << name << ": the weights log line should show " << storage << "\n" << fast.err;
+        << name << ": the weights log line should show " << storage << "\n"
+        << fast.err;
     auto j = parse_json(fast.out, "strata's output");
     ASSERT_TRUE(j.ok()) << fast.out;
     const auto ids = (*j)["generated_ids"].get<std::vector<int32_t>>();

@@ -237,8 +237,8 @@ struct IntCase {
   int bits;
   int64_t k, group;
 };
-const IntCase kIntCases[] = {{4, 256, 32},  {4, 256, 64},  {4, 384, 128}, {4, 512, 256},
-                             {4, 160, 160}, {8, 256, 32},  {8, 384, 128}, {8, 512, 512}};
+const IntCase kIntCases[] = {{4, 256, 32},  {4, 256, 64}, {4, 384, 128}, {4, 512, 256},
+                             {4, 160, 160}, {8, 256, 32}, {8, 384, 128}, {8, 512, 512}};
 
 TEST(IntWeight, PackingKeepsScaleTimesCodeMinusZeroExactly) {
   for (const IntCase& ic : kIntCases) {

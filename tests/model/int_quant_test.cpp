@@ -11,6 +11,7 @@
 // Runs with $STRATA_PYTHON (default /usr/bin/python3, with numpy); skips, saying so, without.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -19,7 +20,9 @@
 #include <cstring>
 #include <map>
 
+#include "core/file_util.h"
 #include "io/safetensors.h"
+#include "io/writers.h"
 #include "kernels/backend.h"
 #include "model/layers.h"
 #include "model_test_util.h"
@@ -66,13 +69,15 @@ class IntQuantCheckpoint : public ::testing::Test {
   static void SetUpTestSuite() {
     auto [code, out] = run("'" + python() + "' -c 'import numpy'");
     if (code != 0) {
-      skip_ = new std::string("'" + python() + "' with numpy is needed (set STRATA_PYTHON): " + out);
+      skip_ =
+          new std::string("'" + python() + "' with numpy is needed (set STRATA_PYTHON): " + out);
       return;
     }
     char tmpl[] = "/tmp/strata_int_quant_XXXXXX";
     dir_ = new std::string(::mkdtemp(tmpl));
-    auto [c2, out2] = run("'" + python() + "' '" +
-                          testing::repo_path("tests/model/int_quant_checkpoints.py") + "' " + *dir_);
+    auto [c2, out2] =
+        run("'" + python() + "' '" + testing::repo_path("tests/model/int_quant_checkpoints.py") +
+            "' " + *dir_);
     ASSERT_EQ(c2, 0) << out2;
   }
   static void TearDownTestSuite() {
@@ -151,7 +156,8 @@ TEST_F(IntQuantCheckpoint, LoadedWeightsEqualTheScriptsDequantizedValuesBitForBi
         }
       }
     }
-    EXPECT_EQ(compared, kLayers * (kHidden * (kHidden + 2 * kKvDim) + kHidden * kHidden + 3 * kFfn * kHidden))
+    EXPECT_EQ(compared,
+              kLayers * (kHidden * (kHidden + 2 * kKvDim) + kHidden * kHidden + 3 * kFfn * kHidden))
         << c.name;
   }
 }
@@ -219,6 +225,41 @@ TEST_F(IntQuantCheckpoint, QuantizationFlagIsInferredAndChecked) {
     ASSERT_FALSE(m.ok()) << model << " " << wrong;
     EXPECT_NE(m.status().message().find("does not match the checkpoint"), std::string::npos)
         << m.status().message();
+  }
+}
+
+// A checkpoint missing one of a layer's tensors, or with one of the wrong shape, is refused with
+// a message naming the tensor (not a crash).
+TEST_F(IntQuantCheckpoint, BrokenLayersAreClearErrors) {
+  ThreadPool pool(2);
+  auto set = io::SafetensorsSet::open_dir(path("gptq_4bit_asym_g32"));
+  ASSERT_TRUE(set.ok());
+  auto config = read_file(path("gptq_4bit_asym_g32") + "/config.json");
+  ASSERT_TRUE(config.ok());
+  const std::string victim = "model.layers.1.mlp.down_proj.qzeros";
+  for (bool drop : {true, false}) {
+    std::vector<io::TensorToWrite> tensors;
+    for (const std::string& name : (*set)->names()) {
+      auto t = (*set)->get(name);
+      ASSERT_TRUE(t.ok());
+      io::TensorToWrite w{name, t->dtype, t->shape,
+                          std::string(reinterpret_cast<const char*>(t->data), t->nbytes)};
+      if (name == victim) {
+        if (drop) continue;
+        w.shape = {t->shape[1], t->shape[0]};  // transposed: wrong shape
+      }
+      tensors.push_back(std::move(w));
+    }
+    const std::string dir = *dir_ + (drop ? "/broken_missing" : "/broken_shape");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+    ASSERT_TRUE(write_file(dir + "/config.json", *config).ok());
+    ASSERT_TRUE(io::write_safetensors(dir + "/model.safetensors", tensors).ok());
+    LoadOptions o;
+    o.model = dir;
+    o.pool = &pool;
+    auto m = load_model(o);
+    ASSERT_FALSE(m.ok()) << dir;
+    EXPECT_NE(m.status().message().find(victim), std::string::npos) << m.status().message();
   }
 }
 
