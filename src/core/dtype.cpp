@@ -57,6 +57,10 @@ const char* dtype_name(DType t) {
       return "iq4_nl";
     case DType::kIQ4_XS:
       return "iq4_xs";
+    case DType::kW4G:
+      return "w4g";
+    case DType::kW8G:
+      return "w8g";
   }
   return "?";
 }
@@ -184,6 +188,9 @@ int64_t dtype_block_bytes(DType t) {
       return 18;
     case DType::kIQ4_XS:
       return 136;
+    case DType::kW4G:
+    case DType::kW8G:
+      return 1;  // no row format: packed weights only (their bytes come from the layout)
   }
   return 0;
 }

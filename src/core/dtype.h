@@ -37,6 +37,12 @@ enum class DType : uint8_t {
   kQ6_K,
   kIQ4_NL,
   kIQ4_XS,
+  // Matmul weight storage only (never a tensor's dtype): 4- and 8-bit integers with one f16
+  // scale and one zero point per group of input columns (AWQ and GPTQ checkpoints), in the
+  // integer panel layout of kernels/quant_weight.h. The group size is the weight's own
+  // (PackedWeight::quant_layout()).
+  kW4G,
+  kW8G,
 };
 
 const char* dtype_name(DType t);  // "f32", "bf16", "q8_0", ...

@@ -37,7 +37,10 @@ Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, i
   w.k_ = k;
   QuantLayout L;
   if (quant) {
-    L = quant_layout(storage, k);
+    if (storage == DType::kW4G || storage == DType::kW8G)
+      return invalid_argument("W4G/W8G weights come from integer checkpoints (pack_int_rows)");
+    L = strata::quant_layout(storage, k);
+    w.layout_ = L;
     w.quant_ = true;
     w.quant_unit_cols_ = L.unit_cols();
     w.quant_unit_bytes_ = L.unit_bytes();
@@ -113,6 +116,65 @@ Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, i
   return w;
 }
 
+Result<PackedWeight> PackedWeight::pack_int_rows(const IntPart* parts, int num_parts, int64_t k,
+                                                 int bits, int64_t group) {
+  QuantLayout L;
+  if (!grouped_int_layout(bits, group, k, &L))
+    return unimplemented(std::to_string(bits) + "-bit weights in groups of " +
+                         std::to_string(group) + " columns (rows of " + std::to_string(k) +
+                         ") cannot be stored as integers (bits 4 or 8, groups of a multiple of 32 "
+                         "that divide the row)");
+  PackedWeight w;
+  w.dtype_ = bits == 4 ? DType::kW4G : DType::kW8G;
+  w.k_ = k;
+  w.quant_ = true;
+  w.layout_ = L;
+  w.quant_unit_cols_ = L.unit_cols();
+  w.quant_unit_bytes_ = L.unit_bytes();
+  for (int i = 0; i < num_parts; ++i) w.n_ += parts[i].n;
+  w.data_.resize(static_cast<size_t>(w.num_panels() * w.panel_bytes()));  // zeroed
+  const int64_t nsb = k / L.super, ngroups = k / group, maxq = (1 << bits) - 1;
+  int64_t r = 0;
+  for (int i = 0; i < num_parts; ++i) {
+    const IntPart& part = parts[i];
+    for (int64_t j = 0; j < part.n; ++j, ++r) {
+      const int lane = static_cast<int>(r % kPanelRows);
+      std::byte* panel = w.data_.data() + (r / kPanelRows) * w.panel_bytes();
+      const uint8_t* q = part.q + j * k;
+      for (int64_t s = 0; s < nsb; ++s) {
+        const int64_t g = s * L.super / group;
+        const uint16_t scale = part.scales[j * ngroups + g];
+        const int zp = part.zeros[j * ngroups + g];
+        if (zp > maxq + 1)
+          return invalid_argument("zero point " + std::to_string(zp) + " out of range for " +
+                                  std::to_string(bits) + "-bit weights");
+        // 4-bit: d = s, dmin = s, m = zp. 8-bit (z = 128): dmin = +-s, m = |zp - 128|.
+        uint16_t dmin = scale;
+        int m = zp;
+        if (bits == 8) {
+          m = zp >= 128 ? zp - 128 : 128 - zp;
+          if (zp < 128) dmin = static_cast<uint16_t>(scale ^ 0x8000u);  // -s: exact
+        }
+        auto* u = reinterpret_cast<uint8_t*>(panel + s * L.unit_bytes());
+        std::memcpy(u + lane * 2, &scale, 2);
+        std::memcpy(u + 32 + lane * 2, &dmin, 2);
+        uint8_t* sb = u + L.header_bytes();
+        sb[lane] = 1;                             // sc
+        sb[16 + lane] = static_cast<uint8_t>(m);  // m
+        uint8_t* quants = sb + L.scale_bytes();
+        for (int c = 0; c < L.super; ++c) {
+          const int v = q[s * L.super + c];
+          if (v > maxq)
+            return invalid_argument("quantized value " + std::to_string(v) + " out of range for " +
+                                    std::to_string(bits) + "-bit weights");
+          quant_put(quants, L, lane, c, v);
+        }
+      }
+    }
+  }
+  return w;
+}
+
 float PackedWeight::at(int64_t row, int64_t col) const {
   STRATA_DCHECK(row < n_ && col < k_);
   int64_t p = row / kPanelRows, lane = row % kPanelRows;
@@ -126,7 +188,7 @@ float PackedWeight::at(int64_t row, int64_t col) const {
     return fp8_e4m3_to_f32(q) * scale;
   }
   if (quant_) {
-    const QuantLayout L = quant_layout(dtype_, k_);
+    const QuantLayout& L = layout_;
     const int64_t s = col / L.super, g = s % L.group, c = col % L.super, j = c / L.sub;
     const auto* u = reinterpret_cast<const uint8_t*>(pan + (s / L.group) * L.unit_bytes());
     uint16_t bits;

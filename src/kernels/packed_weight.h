@@ -7,6 +7,9 @@
 //                  kernels/quant_weight.h (per super-block: f16 scales, sub-block scales/mins,
 //                  then unsigned q in dot-product order). k must be a multiple of the format's
 //                  super-block (32 or 256). Their matmuls quantize activations to int8 per row.
+//   W4G / W8G:     AWQ / GPTQ integer weights (s * (q - zp) per row and group of input
+//                  columns), in the same integer panel layout (quant_weight.h); the layout,
+//                  which depends on the group size, is the weight's quant_layout().
 //   F8E4M3:        block-scaled FP8 (DeepSeek/Qwen FP8 checkpoints: e4m3 weights with one f32
 //                  `weight_scale_inv` per block_n x block_k block). Per panel and per block of
 //                  fp8_block_k() columns (the last may be shorter): 16 f32 scales (each row's
@@ -26,6 +29,7 @@
 #include "core/device_memory.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kernels/quant_weight.h"
 
 namespace strata {
 
@@ -61,7 +65,22 @@ class PackedWeight {
   static Result<PackedWeight> pack_fp8_rows(const Fp8Part* parts, int num_parts, int64_t k,
                                             int64_t block_n, int64_t block_k);
 
+  // W4G (bits 4) or W8G (bits 8) from integer parts stacked as rows (AWQ/GPTQ checkpoints,
+  // unpacked by the loader): element (r, c) of a part is f16(scales[r][c/group]) *
+  // (q[r][c] - zeros[r][c/group]), stored exactly. q < 2^bits; zeros in [0, 2^bits] (GPTQ's v1
+  // format can mean 2^bits). group must divide k and be a multiple of 32 (grouped_int_layout).
+  struct IntPart {
+    const uint8_t* q;        // [n, k]
+    const uint16_t* zeros;   // [n, k / group]
+    const uint16_t* scales;  // [n, k / group] f16 bits
+    int64_t n;
+  };
+  static Result<PackedWeight> pack_int_rows(const IntPart* parts, int num_parts, int64_t k,
+                                            int bits, int64_t group);
+
   DType dtype() const { return dtype_; }
+  // Block-quantized weights (is_block_quant(dtype())): the panel layout of this weight.
+  const QuantLayout& quant_layout() const { return layout_; }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   int64_t num_panels() const { return (n_ + kPanelRows - 1) / kPanelRows; }
@@ -109,6 +128,7 @@ class PackedWeight {
   int64_t fp8_block_k_ = 1;  // F8E4M3 only
   bool quant_ = false;       // block-quantized (quant_weight.h layout)
   int64_t quant_unit_cols_ = 1, quant_unit_bytes_ = 0;
+  QuantLayout layout_;  // block-quantized only
   AlignedBuffer data_;       // own data (empty once placed)
   std::shared_ptr<const DeviceBuffer> arena_;
   const std::byte* arena_data_ = nullptr;  // this weight's bytes inside *arena_

@@ -161,9 +161,10 @@ void run(const QuantLayout& L, const QuantizedActivations& a, const PackedWeight
 void quant_matmul_avx2(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y,
                        int64_t ldy, ThreadPool& pool) {
   if (m <= 0) return;
-  const QuantLayout L = quant_layout(w.dtype(), w.k());
+  const QuantLayout& L = w.quant_layout();
   const QuantizedActivations a = quantize_activations(x, m, ldx, w.k(), L.super, L.sub);
   if (L.bits == 8 && L.zero == 128) {
+    if (L.has_sc && L.has_min) return run<8, true, true, true>(L, a, w, y, ldy, pool);  // W8G
     if (L.has_sc) return run<8, true, true, false>(L, a, w, y, ldy, pool);
     return run<8, true, false, false>(L, a, w, y, ldy, pool);
   }

@@ -160,7 +160,7 @@ void run(const QuantLayout& L, const QuantizedActivations& a, const PackedWeight
 void quant_matmul_avx512vnni(const float* x, int64_t m, int64_t ldx, const PackedWeight& w,
                              float* y, int64_t ldy, ThreadPool& pool) {
   if (m <= 0) return;
-  const QuantLayout L = quant_layout(w.dtype(), w.k());
+  const QuantLayout& L = w.quant_layout();
   const QuantizedActivations a = quantize_activations(x, m, ldx, w.k(), L.super, L.sub);
   const int key = (L.has_sc ? 2 : 0) | (L.has_min ? 1 : 0);
   switch (L.bits * 4 + key) {
@@ -177,6 +177,7 @@ void quant_matmul_avx512vnni(const float* x, int64_t m, int64_t ldx, const Packe
     STRATA_QCASE(6, 2, true, false)
     STRATA_QCASE(8, 0, false, false)
     STRATA_QCASE(8, 2, true, false)
+    STRATA_QCASE(8, 3, true, true)
 #undef STRATA_QCASE
     default:
       STRATA_CHECK(false) << "no VNNI kernel for " << dtype_name(w.dtype());

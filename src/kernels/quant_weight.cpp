@@ -44,7 +44,22 @@ void k4_scale_min(int j, const uint8_t* s, int* sc, int* m) {
 }  // namespace
 
 bool is_block_quant(DType t) {
-  return t == DType::kQ8_0 || dtype_is_gguf_quant(t);
+  return t == DType::kQ8_0 || dtype_is_gguf_quant(t) || t == DType::kW4G || t == DType::kW8G;
+}
+
+bool grouped_int_layout(int bits, int64_t group, int64_t k, QuantLayout* out) {
+  if ((bits != 4 && bits != 8) || group <= 0 || k % group != 0) return false;
+  int super = 0;
+  for (int s : {128, 64, 32}) {
+    if (group % s == 0) {
+      super = s;
+      break;
+    }
+  }
+  if (super == 0) return false;
+  *out = {super, super, bits, bits == 8 ? 128 : 0, true, true};
+  out->group = 1;
+  return true;
 }
 
 QuantLayout quant_layout(DType t, int64_t k) {
@@ -260,7 +275,7 @@ QuantizedActivations quantize_activations(const float* x, int64_t m, int64_t ldx
 
 void quant_matmul_reference(const float* x, int64_t m, int64_t ldx, const PackedWeight& w, float* y,
                             int64_t ldy, ThreadPool& pool) {
-  const QuantLayout L = quant_layout(w.dtype(), w.k());
+  const QuantLayout& L = w.quant_layout();
   const int64_t K = w.k(), N = w.n(), nsb = K / L.super, nsub = L.num_sub();
   const QuantizedActivations a = quantize_activations(x, m, ldx, K, L.super, L.sub);
   pool.parallel_for(w.num_panels(), 1, [&](int64_t p0, int64_t p1) {

@@ -11,6 +11,15 @@
 // lookup values: 128, ...). Loading decodes each GGUF block into that form once; the values are
 // exactly the file's (see QuantLayout for each format).
 //
+// AWQ and GPTQ weights (W4G, W8G: w = s * (q - zp) with an f16 scale s and an integer zero point
+// zp per row and group of G input columns) are the same form with one sub-block per super-block
+// of S = min(G, 128) columns (grouped_int_layout): d = s, sc = 1, and the zero point moved into
+// the min term. 4-bit: z = 0, dmin = s, m = zp (w = s*q - s*zp). 8-bit: z = 128 (so the kernels
+// take their signed 8-bit path), dmin = +-s and m = |zp - 128| (w = s*(q - 128) - s*(zp - 128)).
+// Every product is exact in f32, so the values are exactly the checkpoint's s * (q - zp). A
+// group longer than 128 columns is split into super-blocks sharing its scale and zero, which
+// keeps the activation blocks short and every integer sum far below 2^31.
+//
 // Layout, per panel of 16 rows (kPanelRows) and per super-block, all 64-byte aligned:
 //   d[16] f16, then dmin[16] f16 when the format has mins (padded to 64 bytes);
 //   sc[S/B][16] int8 when the format has sub-block scales, then m[S/B][16] u8 when it has mins
@@ -95,10 +104,15 @@ inline void quant_put(uint8_t* qs, const QuantLayout& L, int r, int cc, int q) {
   }
 }
 
-// Whether `t` is stored in this layout (Q8_0 and every GGUF quant), and its layout.
+// Whether `t` is stored in this layout (Q8_0, every GGUF quant, W4G and W8G), and its layout.
 bool is_block_quant(DType t);
-// The layout of `t` for rows of k values (k a multiple of the super-block).
+// The layout of `t` for rows of k values (k a multiple of the super-block). Not for W4G/W8G,
+// whose layout depends on the group size: PackedWeight::quant_layout() is every weight's.
 QuantLayout quant_layout(DType t, int64_t k);
+// W4G (bits 4) / W8G (bits 8) rows of k values in groups of `group` columns (group divides k):
+// super-blocks of the largest of 128, 64, 32 that divides the group. Errors (returns false)
+// when none does.
+bool grouped_int_layout(int bits, int64_t group, int64_t k, QuantLayout* out);
 
 // One GGUF block of `t` decoded into the generic form: d, dmin, sc[num_sub], m[num_sub] and
 // q[super] (unsigned, < 2^bits). Exact: d * sc * (q - z) - dmin * m equals the file's value up

@@ -1,7 +1,9 @@
 #include "model/layers.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "core/logging.h"
 #include "kernels/fp8.h"
 #include "model/model.h"
 
@@ -93,11 +95,82 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   return w;
 }
 
+// AWQ/GPTQ layers (int_quant.h): `bases` names each part's quantized tensors ("" for a float
+// part). All parts integer with contiguous groups that the panel layout can hold: W4G/W8G with
+// the checkpoint's exact values. Otherwise every part is dequantized exactly into F32 storage.
+Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPart>& parts,
+                                     const std::vector<std::string>& bases, int64_t k,
+                                     int64_t layer, const IntQuantization& quant) {
+  const std::string first = tensor_name(parts[0].name, src.naming(), layer);
+  const int64_t group = quant.group_size < 0 ? k : quant.group_size;
+  std::vector<UnpackedIntWeight> ints(parts.size());
+  bool packable = true;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (bases[i].empty()) {
+      packable = false;
+      continue;
+    }
+    auto u = read_int_weight(src, bases[i], parts[i].rows, k, quant);
+    if (!u.ok()) return u.status().with_context("loading " + quant.method + " layer");
+    ints[i] = std::move(u).value();
+    packable = packable && ints[i].g_idx.empty();
+  }
+  QuantLayout layout;
+  const bool fits = grouped_int_layout(quant.bits, group, k, &layout);
+  if (packable && fits) {
+    std::vector<PackedWeight::IntPart> ip;
+    for (const auto& u : ints) ip.push_back({u.q.data(), u.zeros.data(), u.scales.data(), u.n});
+    auto w =
+        PackedWeight::pack_int_rows(ip.data(), static_cast<int>(ip.size()), k, quant.bits, group);
+    if (!w.ok()) return w.status().with_context("packing '" + first + "' from " + src.describe());
+    return w;
+  }
+  STRATA_LOG(INFO) << "'" << first << "' (" << quant.method << " " << quant.bits << "-bit): "
+                   << (!fits ? "groups of " + std::to_string(group) +
+                                   " columns do not fit the integer kernels"
+                       : !packable && std::all_of(bases.begin(), bases.end(),
+                                                  [](const std::string& b) { return !b.empty(); })
+                           ? std::string("act-order (desc_act) groups are not contiguous")
+                           : std::string("fused with unquantized parts"))
+                   << "; dequantized exactly to f32 storage";
+  std::vector<std::vector<float>> dense(parts.size());
+  std::vector<PackedWeight::Part> fp;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t n = parts[i].rows;
+    dense[i].resize(n * k);
+    if (bases[i].empty()) {
+      STRATA_ASSIGN_OR_RETURN(io::TensorRef t,
+                              src.get(tensor_name(parts[i].name, src.naming(), layer), {n, k}));
+      if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 || t.dtype == DType::kF8E4M3)
+        return unimplemented("tensor '" + t.name + "' has dtype " + dtype_name(t.dtype));
+      for (int64_t r = 0; r < n; ++r)
+        dequantize_row(t.dtype, t.data + dtype_bytes(t.dtype, k) * r, dense[i].data() + r * k, k);
+      src.release(t);
+    } else {
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c) dense[i][r * k + c] = ints[i].value(r, c);
+    }
+    fp.push_back({dense[i].data(), DType::kF32, n});
+  }
+  auto w = PackedWeight::pack_rows(fp.data(), static_cast<int>(fp.size()), k, DType::kF32);
+  if (!w.ok()) return w.status().with_context("packing '" + first + "' from " + src.describe());
+  return w;
+}
+
 }  // namespace
 
 Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
                                  int64_t layer, std::optional<DType> storage,
                                  const Fp8Quantization& fp8) {
+  if (const IntQuantization* iq = src.int_quant()) {
+    std::vector<std::string> bases;
+    bool any = false;
+    for (const RowPart& p : parts) {
+      bases.push_back(int_quantized_base(src, tensor_name(p.name, src.naming(), layer)));
+      any = any || !bases.back().empty();
+    }
+    if (any) return load_int_packed(src, parts, bases, k, layer, *iq);
+  }
   std::vector<PackedWeight::Part> packed_parts;
   std::vector<io::TensorRef> tensors;
   std::optional<DType> first_dtype;

@@ -81,12 +81,18 @@ Result<std::optional<DType>> resolve_dtype(const std::string& dtype, const Model
 }
 
 // --quantization against the checkpoint, as vLLM checks it: the checkpoint's own method is
-// inferred (gguf, fp8) and a different one is refused; on an unquantized checkpoint, fp8 and q8_0
+// inferred (gguf, fp8, awq, gptq; vLLM's awq_marlin / gptq_marlin name the same checkpoints) and
+// a different one is refused; on an unquantized checkpoint, fp8 and q8_0
 // quantize the decoder layers at load. Returns the layers' storage for online quantization.
 Result<std::optional<DType>> resolve_quantization(const std::string& q, const ModelConfig& c,
                                                   const std::string& format) {
-  const std::string own = format == "gguf" ? "gguf" : c.fp8 ? "fp8" : "";
+  const std::string own = format == "gguf"                   ? "gguf"
+                          : c.fp8                            ? "fp8"
+                          : c.int_quant && format != "dummy" ? c.int_quant->method
+                                                             : "";
   if (q.empty() || q == own) return std::optional<DType>();
+  if ((q == "awq_marlin" && own == "awq") || (q == "gptq_marlin" && own == "gptq"))
+    return std::optional<DType>();
   static const char* kKnown[] = {"awq",        "gptq",        "compressed-tensors",
                                  "awq_marlin", "gptq_marlin", "bitsandbytes",
                                  "gguf",       "fp8",         "q8_0"};
@@ -94,7 +100,8 @@ Result<std::optional<DType>> resolve_quantization(const std::string& q, const Mo
   for (const char* k : kKnown) known = known || q == k;
   if (!known)
     return invalid_argument("--quantization " + q +
-                            " is not a method Strata knows (checkpoint methods: gguf, fp8; online "
+                            " is not a method Strata knows (checkpoint methods: gguf, fp8, awq, "
+                            "gptq; online "
                             "on an unquantized checkpoint: fp8, q8_0)");
   if (!own.empty())
     return invalid_argument("--quantization " + q + " does not match the checkpoint, which is " +
@@ -160,6 +167,16 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
     weights = make_gguf_source(gguf);
   } else {
     STRATA_ASSIGN_OR_RETURN(weights, open_safetensors_source(o.model));
+    if (config.int_quant) {
+      weights->set_int_quant(config.int_quant);
+      STRATA_LOG(INFO) << config.int_quant->method << " checkpoint: " << config.int_quant->bits
+                       << "-bit weights in groups of "
+                       << (config.int_quant->group_size < 0
+                               ? std::string("a whole row")
+                               : std::to_string(config.int_quant->group_size))
+                       << (config.int_quant->desc_act ? " (act-order)" : "")
+                       << ", run on the integer kernels";
+    }
   }
   ModelBuildOptions build;
   build.storage = storage;

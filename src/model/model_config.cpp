@@ -4,6 +4,7 @@
 
 #include "core/file_util.h"
 #include "core/json.h"
+#include "core/strings.h"
 #include "io/gguf.h"
 
 namespace strata {
@@ -55,17 +56,60 @@ Result<RopeScaling> parse_rope_scaling(const Json& c) {
   return rs;
 }
 
-// quantization_config: only block-scaled FP8 is supported; anything else is a clear error.
-Result<std::optional<Fp8Quantization>> parse_quantization(const Json& c) {
-  if (!c.contains("quantization_config") || c["quantization_config"].is_null())
-    return std::optional<Fp8Quantization>();
+// AWQ / GPTQ quantization_config (int_quant.h). vLLM's names: bits ("w_bit" in some AWQ
+// exports), group_size ("q_group_size"), zero_point (AWQ), sym / desc_act / checkpoint_format
+// (GPTQ).
+Result<IntQuantization> parse_int_quantization(const Json& q, const std::string& method) {
+  IntQuantization iq;
+  iq.method = method;
+  const auto int_field = [&](const char* a, const char* b, int64_t def) -> int64_t {
+    if (q.contains(a) && q[a].is_number_integer()) return q[a].get<int64_t>();
+    if (q.contains(b) && q[b].is_number_integer()) return q[b].get<int64_t>();
+    return def;
+  };
+  iq.bits = static_cast<int>(int_field("bits", "w_bit", 4));
+  iq.group_size = int_field("group_size", "q_group_size", 128);
+  if (iq.group_size == 0 || iq.group_size < -1)
+    return invalid_argument("config.json: quantization_config.group_size must be positive or -1");
+  if (method == "awq") {
+    if (iq.bits != 4)
+      return unimplemented("AWQ with " + std::to_string(iq.bits) +
+                           " bits is not supported (AWQ checkpoints are 4-bit)");
+    if (!get_or<bool>(q, "zero_point", true))
+      return unimplemented("AWQ without zero points (zero_point: false) is not supported");
+    const std::string version = to_lower(get_or<std::string>(q, "version", "gemm"));
+    if (version != "gemm")
+      return unimplemented("AWQ version '" + version +
+                           "' is not supported (only the GEMM packing, as vLLM)");
+    return iq;
+  }
+  if (iq.bits != 4 && iq.bits != 8)
+    return unimplemented("GPTQ with " + std::to_string(iq.bits) +
+                         " bits is not supported (4 and 8 are)");
+  iq.sym = get_or<bool>(q, "sym", true);
+  iq.desc_act = get_or<bool>(q, "desc_act", false);
+  const std::string fmt = get_or<std::string>(q, "checkpoint_format", "gptq");
+  if (fmt != "gptq" && fmt != "gptq_v2")
+    return unimplemented("GPTQ checkpoint_format '" + fmt + "' is not supported (gptq, gptq_v2)");
+  iq.zeros_plus_one = fmt == "gptq";
+  return iq;
+}
+
+// quantization_config: AWQ, GPTQ and block-scaled FP8; anything else is a clear error.
+Status parse_quantization(const Json& c, ModelConfig* m) {
+  if (!c.contains("quantization_config") || c["quantization_config"].is_null()) return ok_status();
   const Json& q = c["quantization_config"];
   if (!q.is_object()) return invalid_argument("config.json: quantization_config must be an object");
   const std::string method = get_or<std::string>(q, "quant_method", "");
+  if (method == "awq" || method == "gptq") {
+    STRATA_ASSIGN_OR_RETURN(IntQuantization iq, parse_int_quantization(q, method));
+    m->int_quant = iq;
+    return ok_status();
+  }
   if (method != "fp8")
     return unimplemented("quantization method '" + method +
-                         "' is not supported (supported: fp8 with block scales, as DeepSeek-V3 "
-                         "ships); use an unquantised checkpoint");
+                         "' is not supported (supported: awq, gptq, and fp8 with block scales as "
+                         "DeepSeek-V3 ships); use an unquantised checkpoint");
   const std::string fmt = get_or<std::string>(q, "fmt", "e4m3");
   if (fmt != "e4m3") return unimplemented("FP8 format '" + fmt + "' is not supported (only e4m3)");
   if (!q.contains("weight_block_size") || !q["weight_block_size"].is_array() ||
@@ -73,14 +117,14 @@ Result<std::optional<Fp8Quantization>> parse_quantization(const Json& c) {
     return unimplemented(
         "FP8 checkpoints without quantization_config.weight_block_size (per-tensor scales) are "
         "not supported; block-scaled FP8 (e.g. [128, 128]) is");
-  Fp8Quantization f;
+  Fp8Quantization& f = m->fp8.emplace();
   f.block_n = q["weight_block_size"][0].get<int64_t>();
   f.block_k = q["weight_block_size"][1].get<int64_t>();
   if (f.block_n <= 0 || f.block_k <= 0 || f.block_k % 16 != 0)
     return unimplemented("FP8 weight_block_size [" + std::to_string(f.block_n) + ", " +
                          std::to_string(f.block_k) +
                          "] is not supported (block columns must be a multiple of 16)");
-  return std::optional<Fp8Quantization>(f);
+  return ok_status();
 }
 
 void merge_patch(Json& target, const Json& patch) {
@@ -182,7 +226,7 @@ Result<ModelConfig> parse_hf_config(const Json& config_in, const Json* overrides
     std::string dt =
         get_or<std::string>(*c, "torch_dtype", get_or<std::string>(*c, "dtype", "bfloat16"));
     if (!parse_dtype(dt, &m.torch_dtype)) m.torch_dtype = DType::kBF16;
-    STRATA_ASSIGN_OR_RETURN(m.fp8, parse_quantization(*c));
+    STRATA_RETURN_IF_ERROR(parse_quantization(*c, &m));
   } catch (const Json::exception& e) {
     return invalid_argument(std::string("config.json has a field of the wrong type: ") + e.what());
   }

@@ -15,6 +15,8 @@ namespace strata::io {
 class GgufFile;
 }
 
+#include "model/int_quant.h"
+
 namespace strata {
 
 enum class RopeScalingType { kNone, kLinear, kLlama3, kYarn, kDynamic };
@@ -65,8 +67,9 @@ struct ModelConfig {
   std::optional<int64_t> sliding_window;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
-  DType torch_dtype = DType::kBF16;    // the checkpoint's declared dtype
-  std::optional<Fp8Quantization> fp8;  // block-scaled FP8 weights (quantization_config)
+  DType torch_dtype = DType::kBF16;          // the checkpoint's declared dtype
+  std::optional<Fp8Quantization> fp8;        // block-scaled FP8 weights (quantization_config)
+  std::optional<IntQuantization> int_quant;  // AWQ / GPTQ checkpoints (model/int_quant.h)
   double initializer_range = 0.02;
   // The whole config.json (after overrides), for architecture-specific fields.
   std::shared_ptr<const nlohmann::json> raw;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "io/tensor_ref.h"
+#include "model/int_quant.h"
 
 namespace strata {
 
@@ -35,6 +37,14 @@ class WeightSource {
                                     DummyInit init = DummyInit::kNormal) = 0;
   // Drops buffers of generated tensors once the model has packed them.
   virtual void release_generated() {}
+
+  // AWQ/GPTQ checkpoints (model/int_quant.h): how their quantized layers are stored. Set by the
+  // loader from config.json; null for every other checkpoint.
+  const IntQuantization* int_quant() const { return int_quant_ ? &*int_quant_ : nullptr; }
+  void set_int_quant(std::optional<IntQuantization> q) { int_quant_ = std::move(q); }
+
+ private:
+  std::optional<IntQuantization> int_quant_;
 };
 
 Result<std::unique_ptr<WeightSource>> open_safetensors_source(const std::string& dir);

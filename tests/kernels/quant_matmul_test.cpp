@@ -205,5 +205,110 @@ TEST(QuantMatmul, RowResultIndependentOfBatchAndThreads) {
   }
 }
 
+// AWQ/GPTQ integer weights (W4G, W8G): random codes, zero points (8-bit ones on both sides of
+// 128, GPTQ v1's 2^bits included) and f16 scales for several group sizes.
+struct IntWeight {
+  int bits;
+  int64_t n, k, group;
+  std::vector<uint8_t> q;
+  std::vector<uint16_t> zeros, scales;
+  float value(int64_t r, int64_t c) const {
+    const int64_t g = r * (k / group) + c / group;
+    return f16_to_f32(scales[g]) * static_cast<float>(int{q[r * k + c]} - zeros[g]);
+  }
+};
+IntWeight random_int_weight(int bits, int64_t n, int64_t k, int64_t group, uint64_t seed) {
+  Rng rng(seed);
+  IntWeight w{bits, n, k, group, std::vector<uint8_t>(n * k), {}, {}};
+  const int levels = 1 << bits;
+  for (auto& v : w.q) v = static_cast<uint8_t>(rng.next_u64() % levels);
+  for (int64_t i = 0; i < n * (k / group); ++i) {
+    w.zeros.push_back(static_cast<uint16_t>(rng.next_u64() % (levels + 1)));
+    w.scales.push_back(f32_to_f16(static_cast<float>(std::fabs(rng.normal()) * 0.01 + 1e-4)));
+  }
+  return w;
+}
+Result<PackedWeight> pack_int(const IntWeight& w) {
+  PackedWeight::IntPart part{w.q.data(), w.zeros.data(), w.scales.data(), w.n};
+  return PackedWeight::pack_int_rows(&part, 1, w.k, w.bits, w.group);
+}
+
+struct IntCase {
+  int bits;
+  int64_t k, group;
+};
+const IntCase kIntCases[] = {{4, 256, 32},  {4, 256, 64}, {4, 384, 128}, {4, 512, 256},
+                             {4, 160, 160}, {8, 256, 32}, {8, 384, 128}, {8, 512, 512}};
+
+TEST(IntWeight, PackingKeepsScaleTimesCodeMinusZeroExactly) {
+  for (const IntCase& ic : kIntCases) {
+    const IntWeight src = random_int_weight(ic.bits, 37, ic.k, ic.group, ic.k + ic.bits);
+    auto w = pack_int(src);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    EXPECT_EQ(w->dtype(), ic.bits == 4 ? DType::kW4G : DType::kW8G);
+    EXPECT_EQ(w->quant_layout().super, std::min<int64_t>(128, ic.group == 160 ? 32 : ic.group));
+    for (int64_t r = 0; r < src.n; ++r)
+      for (int64_t c = 0; c < src.k; ++c)
+        ASSERT_EQ(f32_to_bits(w->at(r, c)), f32_to_bits(src.value(r, c)))
+            << ic.bits << "-bit g" << ic.group << " row " << r << " col " << c;
+  }
+}
+
+TEST(IntWeight, GroupsThatDoNotFitAreRefused) {
+  const IntWeight src = random_int_weight(4, 4, 96, 48, 1);
+  auto w = pack_int(src);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("groups of 48"), std::string::npos) << w.status().message();
+  IntWeight bad = random_int_weight(4, 4, 64, 32, 2);
+  bad.q[5] = 16;
+  EXPECT_FALSE(pack_int(bad).ok());
+  auto f = random_vector(256, 1);
+  EXPECT_FALSE(PackedWeight::pack(f.data(), DType::kF32, 1, 256, DType::kW4G).ok());
+}
+
+TEST(IntWeight, EveryVariantEqualsTheReferenceAndStaysWithinTheRoundingBound) {
+  for (const IntCase& ic : kIntCases) {
+    const int64_t n = 37;
+    const IntWeight src = random_int_weight(ic.bits, n, ic.k, ic.group, 70 + ic.k);
+    auto w = pack_int(src);
+    ASSERT_TRUE(w.ok());
+    const int64_t S = w->quant_layout().super;
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      for (int64_t m : {1, 3, 4, 6}) {
+        const int64_t ldx = ic.k + 3, ldy = n + 2;
+        auto x = random_vector(m * ldx, 11 + m);
+        std::vector<float> ref(m * ldy, -7.0f);
+        kernels::quant_matmul_reference(x.data(), m, ldx, *w, ref.data(), ldy, pool);
+        for (const Kernel& kern : kernels_here()) {
+          if (!kern.supported) continue;
+          std::vector<float> y(m * ldy, -7.0f);
+          kern.fn(x.data(), m, ldx, *w, y.data(), ldy, pool);
+          ASSERT_EQ(std::memcmp(ref.data(), y.data(), y.size() * 4), 0)
+              << kern.name << " " << ic.bits << "-bit g" << ic.group << " m=" << m;
+        }
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t r = 0; r < n; ++r) {
+            double exact = 0, bound = 0, mag = 0;
+            for (int64_t s = 0; s < ic.k / S; ++s) {
+              float amax = 0;
+              for (int64_t c = s * S; c < (s + 1) * S; ++c)
+                amax = std::max(amax, std::fabs(x[i * ldx + c]));
+              for (int64_t c = s * S; c < (s + 1) * S; ++c) {
+                const double wv = src.value(r, c);
+                exact += wv * x[i * ldx + c];
+                bound += std::fabs(wv) * amax / 127.0 / 2.0;
+                mag += std::fabs(wv * x[i * ldx + c]);
+              }
+            }
+            ASSERT_LE(std::fabs(ref[i * ldy + r] - exact), bound * 1.001 + 1e-5 * mag)
+                << ic.bits << "-bit g" << ic.group << " row " << i << " out " << r;
+            EXPECT_LT(bound, 0.1 * mag);
+          }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -220,9 +220,12 @@ TEST(MoeConfig, ErrorsNameTheField) {
     return parse_hf_config(c, &o);
   };
   const std::string v3 = arch("deepseek_v3_fp8").config_json;
-  auto bad_quant = parse(v3, R"({"quantization_config":{"quant_method":"awq"}})");
+  auto bad_quant = parse(v3, R"({"quantization_config":{"quant_method":"bitsandbytes"}})");
   ASSERT_FALSE(bad_quant.ok());
-  EXPECT_NE(bad_quant.status().message().find("awq"), std::string::npos);
+  EXPECT_NE(bad_quant.status().message().find("bitsandbytes"), std::string::npos);
+  auto bad_awq = parse(v3, R"({"quantization_config":{"quant_method":"awq","bits":3}})");
+  ASSERT_FALSE(bad_awq.ok());
+  EXPECT_NE(bad_awq.status().message().find("AWQ with 3 bits"), std::string::npos);
   auto per_tensor =
       parse(v3, R"({"quantization_config":{"quant_method":"fp8","weight_block_size":null}})");
   ASSERT_FALSE(per_tensor.ok());

@@ -1,0 +1,68 @@
+// AWQ and GPTQ checkpoints: Hugging Face safetensors directories whose config.json has a
+// quantization_config with quant_method "awq" or "gptq". Each quantized linear layer `<name>`
+// ships `<name>.qweight`, `<name>.qzeros`, `<name>.scales` (and for GPTQ `<name>.g_idx`) instead of
+// `<name>.weight`; the value of output row o, input column c is
+//     w[o][c] = scales[g][o] * (q[c][o] - zero[g][o]),  g = the group of c
+// with f16 scales. Packings, int32 words filled from the low bits up:
+//   AWQ (AutoAWQ "gemm", what vLLM's awq reads): qweight [in, out/8], eight 4-bit codes of
+//     outputs 8j..8j+7 per word, output 8j + kAwqOrder[i] in nibble i; qzeros [in/G, out/8] the
+//     same; scales [in/G, out]. Groups are contiguous (g = c / G).
+//   GPTQ (AutoGPTQ, vLLM's gptq): qweight [in*bits/32, out], 32/bits codes of consecutive
+//     inputs per word (input c in word c/(32/bits), slot c%(32/bits)); qzeros [in/G,
+//     out*bits/32] packed the same way along outputs; scales [in/G, out]; g_idx [in] the group
+//     of each input. The "v1" format (checkpoint_format "gptq", the default) stores zero - 1,
+//     read back as stored + 1 (so a stored 2^bits - 1 means 2^bits, as vLLM's kernels read it);
+//     "gptq_v2" stores the zero itself. bits 4 or 8.
+// G = group_size, or the whole row for -1.
+//
+// Loading maps them onto the integer kernels exactly (PackedWeight W4G/W8G): every value is the
+// checkpoint's. GPTQ with act-order (desc_act, a g_idx that is not c / G) has non-contiguous
+// groups, which the panel layout cannot hold: such weights (and any whose group size is not a
+// multiple of 32) are dequantized exactly to F32 storage instead, with a log line saying so.
+// Embeddings, norms and (unless quantized in the file) lm_head stay float, as in the checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/packed_weight.h"
+
+namespace strata {
+
+class WeightSource;
+
+// quantization_config of an AWQ or GPTQ checkpoint.
+struct IntQuantization {
+  std::string method;           // "awq" or "gptq"
+  int bits = 4;                 // AWQ: 4; GPTQ: 4 or 8
+  int64_t group_size = 128;     // -1: one group per row
+  bool sym = false;             // GPTQ: symmetric (informational: zeros are read from qzeros)
+  bool desc_act = false;        // GPTQ act-order: groups follow g_idx
+  bool zeros_plus_one = false;  // GPTQ v1 checkpoint format: stored zero = zero - 1
+};
+
+// The nibble order of AutoAWQ's packing: nibble i of a word holds output 8j + kAwqOrder[i].
+inline constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+// One quantized layer unpacked into output-major arrays (PackedWeight::IntPart's form).
+struct UnpackedIntWeight {
+  int64_t n = 0, k = 0, group = 0;  // group: columns per group (k for -1)
+  std::vector<uint8_t> q;           // [n, k]
+  int64_t ngroups = 0;              // k / group
+  std::vector<uint16_t> zeros;      // [n, ngroups] zero points (GPTQ v1 offset applied)
+  std::vector<uint16_t> scales;     // [n, ngroups] f16 bits
+  std::vector<int32_t> g_idx;       // [k] group of each column; empty when contiguous (c / group)
+  // The exact value of element (r, c).
+  float value(int64_t r, int64_t c) const;
+};
+
+// Reads and unpacks `<base>.qweight/.qzeros/.scales(/.g_idx)` of a [n, k] layer.
+Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& base, int64_t n,
+                                          int64_t k, const IntQuantization& quant);
+
+// Whether `name` ("...weight") is stored quantized in `src`: the base name, else empty.
+std::string int_quantized_base(const WeightSource& src, const std::string& name);
+
+}  // namespace strata
