@@ -105,6 +105,7 @@ const KernelOps& avx512_ops() {
     o.name = "avx512";
     o.matmul = avx512_matmul_any;
     o.attention = avx512::attention;
+    avx512::fill_elementwise_ops(&o);
     return o;
   }();
   return ops;

@@ -29,7 +29,9 @@ void kv_rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row
                  const int64_t* rows, int64_t n, float scale, float* buf, const float** out);
 }  // namespace avx2
 namespace avx512 {
-// attention_avx512.cpp: every tile with its query slots in the lanes.
+// ops_avx512.cpp: RMSNorm, SiLU-and-multiply and RoPE, bit-identical to the AVX2 ones.
+void fill_elementwise_ops(KernelOps* ops);
+// attention_avx512.cpp: prefill tiles with their query slots in the lanes (AVX2's arithmetic).
 void attention(const AttentionArgs& a, ThreadPool& pool);
 // matmul_avx512.cpp (compiled with AVX-512 F/BW/VL/DQ): the weight types it handles.
 bool matmul_supports(DType d);

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernel_test_util.h"
+#include "kernels/backend.h"
 #include "kernels/bandwidth.h"
 #include "kernels/op_profile.h"
-#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 namespace strata {
@@ -22,8 +23,7 @@ TEST(OpsParity, RmsNorm) {
     auto x = random_vector(m * ld, n, 3.0f);
     auto w = random_vector(n, n + 1);
     std::vector<float> ref(m * ld), y(m * ld);
-    reference_kernel_ops()
-        .rms_norm(x.data(), ld, w.data(), 1e-6f, m, n, ref.data(), ld, pool);
+    reference_kernel_ops().rms_norm(x.data(), ld, w.data(), 1e-6f, m, n, ref.data(), ld, pool);
     for (const std::string& v : fast_variants()) {
       kernel_ops(v).rms_norm(x.data(), ld, w.data(), 1e-6f, m, n, y.data(), ld, pool);
       for (int64_t i = 0; i < m; ++i)
@@ -50,8 +50,7 @@ TEST(OpsParity, SiluMul) {
     for (const std::string& v : fast_variants()) {
       kernel_ops(v).silu_mul(gu.data(), 2 * f, m, f, y.data(), f, pool);
       for (int64_t i = 0; i < m * f; ++i)
-        ASSERT_NEAR(y[i], ref[i], 2e-6f * std::fabs(ref[i]) + 1e-6f)
-            << v << " " << i;
+        ASSERT_NEAR(y[i], ref[i], 2e-6f * std::fabs(ref[i]) + 1e-6f) << v << " " << i;
     }
   }
 }
@@ -72,8 +71,8 @@ TEST(OpsParity, RopeBothLayouts) {
             sin[i * rot_dim / 2 + j] = static_cast<float>(std::sin(ang));
           }
         std::vector<float> ref = x;
-        reference_kernel_ops()
-            .rope(ref.data(), m, ld, heads, head_dim, rot_dim, cos.data(), sin.data(), neox);
+        reference_kernel_ops().rope(ref.data(), m, ld, heads, head_dim, rot_dim, cos.data(),
+                                    sin.data(), neox);
         for (const std::string& v : fast_variants()) {
           std::vector<float> y = x;
           kernel_ops(v).rope(y.data(), m, ld, heads, head_dim, rot_dim, cos.data(), sin.data(),
@@ -89,6 +88,47 @@ TEST(OpsParity, RopeBothLayouts) {
       }
     }
   }
+}
+
+// The avx512 variant's RMSNorm, SiLU-and-multiply and RoPE repeat the AVX2 arithmetic: the two
+// agree bit for bit, at every length (vector bodies and tails) and in both RoPE layouts.
+TEST(OpsParity, Avx512EqualsAvx2BitForBit) {
+  const KernelVariantInfo* a = find_kernel_variant("avx2");
+  const KernelVariantInfo* b = find_kernel_variant("avx512");
+  ASSERT_TRUE(a && b);
+  if (!a->is_supported() || !b->is_supported())
+    GTEST_SKIP() << "this CPU lacks AVX-512 (or AVX2); the avx512 variant is not run here";
+  ThreadPool pool(2);
+  for (int64_t n : {1, 7, 8, 15, 16, 24, 33, 40, 64, 100, 768, 1000, 2048}) {
+    const int64_t m = 3, ld = 2 * n + 3;
+    auto x = random_vector(m * ld, n, 4.0f);
+    auto w = random_vector(n, n + 7);
+    std::vector<float> ya(m * ld, 0), yb(m * ld, 0);
+    a->ops().rms_norm(x.data(), ld, w.data(), 1e-6f, m, n, ya.data(), ld, pool);
+    b->ops().rms_norm(x.data(), ld, w.data(), 1e-6f, m, n, yb.data(), ld, pool);
+    ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0) << "rms_norm n=" << n;
+    x[0] = -100.0f;
+    x[1 % n] = 90.0f;
+    a->ops().silu_mul(x.data(), ld, m, n, ya.data(), ld, pool);
+    b->ops().silu_mul(x.data(), ld, m, n, yb.data(), ld, pool);
+    ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0) << "silu_mul n=" << n;
+  }
+  for (bool neox : {true, false})
+    for (int head_dim : {8, 24, 40, 64, 80, 128})
+      for (int rot_dim : {head_dim, head_dim / 2}) {
+        const int64_t m = 5;
+        const int heads = 3;
+        const int64_t ld = heads * head_dim + 5;
+        auto x = random_vector(m * ld, head_dim + rot_dim);
+        auto cs = random_vector(m * rot_dim, rot_dim);  // any cos/sin values test the arithmetic
+        std::vector<float> ya = x, yb = x;
+        a->ops().rope(ya.data(), m, ld, heads, head_dim, rot_dim, cs.data(),
+                      cs.data() + m * rot_dim / 2, neox);
+        b->ops().rope(yb.data(), m, ld, heads, head_dim, rot_dim, cs.data(),
+                      cs.data() + m * rot_dim / 2, neox);
+        ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0)
+            << "rope neox=" << neox << " head_dim=" << head_dim << " rot_dim=" << rot_dim;
+      }
 }
 
 TEST(OpProfile, ForwardsEveryCallAndCountsIt) {
