@@ -1,5 +1,9 @@
 #include "kernels/packed_weight.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -226,7 +230,20 @@ Status PackedWeight::place_in_order(std::span<PackedWeight* const> weights,
     if (w->empty()) continue;
     const size_t n = static_cast<size_t>(w->bytes()), padded = (n + kAlign - 1) / kAlign * kAlign;
     std::byte* dst = arena->data() + offset;
-    std::memcpy(dst, w->data(), n);
+    // In pieces, dropping each copied piece of the old buffer at once (whole pages only; the
+    // buffer is freed just after): the peak is the total plus one piece, not plus the largest
+    // weight (an output head is often the largest by far).
+    constexpr size_t kPiece = size_t{1} << 20;
+    const std::byte* src = w->data();
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    for (size_t done = 0; done < n; done += kPiece) {
+      const size_t len = std::min(kPiece, n - done);
+      std::memcpy(dst + done, src + done, len);
+      const uintptr_t b = (reinterpret_cast<uintptr_t>(src + done) + page - 1) / page * page;
+      const uintptr_t e = reinterpret_cast<uintptr_t>(src + done + len) / page * page;
+      if (w->arena_ == nullptr && e > b)
+        ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    }
     std::memset(dst + n, 0, padded - n);
     w->data_ = AlignedBuffer();
     w->arena_ = arena;
