@@ -30,7 +30,8 @@ uint32_t word(const io::TensorRef& t, int64_t i) {
   return v;
 }
 
-// `name` (int32 [k], the group of each input) into w->g_idx when it is not the contiguous c / group.
+// `name` (int32 [k], the group of each input) into w->g_idx when it is not the contiguous c /
+// group.
 Status read_g_idx(WeightSource& src, const std::string& name, UnpackedIntWeight* w) {
   const int64_t k = w->k, G = w->ngroups;
   STRATA_ASSIGN_OR_RETURN(auto gi, get_typed(src, name, {k}, DType::kI32));

@@ -74,7 +74,7 @@ struct UnpackedIntWeight {
   // compressed-tensors scales that f16 cannot hold exactly: [n, ngroups] in f32 (then `scales`
   // is empty and the layer cannot use the integer kernels).
   std::vector<float> scales_f32;
-  std::vector<int32_t> g_idx;       // [k] group of each column; empty when contiguous (c / group)
+  std::vector<int32_t> g_idx;  // [k] group of each column; empty when contiguous (c / group)
   // The exact value of element (r, c).
   float value(int64_t r, int64_t c) const;
 };

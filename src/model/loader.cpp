@@ -113,12 +113,12 @@ Result<std::optional<DType>> resolve_quantization(const std::string& q, const Mo
                                                  own + " or leave it out)"));
   if (q == "fp8") return std::optional<DType>(DType::kF8E4M3);
   if (q == "q8_0") return std::optional<DType>(DType::kQ8_0);
-  return unimplemented(
-      "--quantization " + q + " needs a checkpoint quantized with " + q +
-      " (quantization_config.quant_method in config.json); this one is not "
-      "quantized. Online quantization at load: --quantization fp8 or q8_0" +
-      (q == "bitsandbytes" ? std::string(" (bitsandbytes checkpoints are not supported yet)")
-                           : std::string()));
+  return unimplemented("--quantization " + q + " needs a checkpoint quantized with " + q +
+                       " (quantization_config.quant_method in config.json); this one is not "
+                       "quantized. Online quantization at load: --quantization fp8 or q8_0" +
+                       (q == "bitsandbytes"
+                            ? std::string(" (bitsandbytes checkpoints are not supported yet)")
+                            : std::string()));
 }
 
 }  // namespace

@@ -106,8 +106,7 @@ Result<IntQuantization> parse_int_quantization(const Json& q, const std::string&
 // weight-only: activations stay float (the loader says so). Everything else is refused clearly.
 Result<IntQuantization> parse_compressed_tensors(const Json& q) {
   const std::string top_format = get_or<std::string>(q, "format", "");
-  if (!q.contains("config_groups") || !q["config_groups"].is_object() ||
-      q["config_groups"].empty())
+  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty())
     return invalid_argument(
         "config.json: compressed-tensors quantization_config has no config_groups");
   if (q.contains("kv_cache_scheme") && !q["kv_cache_scheme"].is_null())
@@ -133,8 +132,9 @@ Result<IntQuantization> parse_compressed_tensors(const Json& q) {
     const std::string type = get_or<std::string>(w, "type", "int");
     const int64_t bits = get_or<int64_t>(w, "num_bits", 8);
     if (format == "float-quantized" || type == "float")
-      return unimplemented(where + ": FP8 weights (format float-quantized, type float) are not "
-                                   "supported yet; integer pack-quantized (W4A16, W8A16) is");
+      return unimplemented(where +
+                           ": FP8 weights (format float-quantized, type float) are not "
+                           "supported yet; integer pack-quantized (W4A16, W8A16) is");
     if (format != "pack-quantized")
       return unimplemented(where + ": format '" + format +
                            "' is not supported (supported: pack-quantized integer weights, as "
@@ -168,8 +168,7 @@ Result<IntQuantization> parse_compressed_tensors(const Json& q) {
     }
     if (w.contains("actorder") && w["actorder"].is_string())
       iq.desc_act = w["actorder"].get<std::string>() == "group";
-    iq.activations_quantized =
-        g.contains("input_activations") && !g["input_activations"].is_null();
+    iq.activations_quantized = g.contains("input_activations") && !g["input_activations"].is_null();
     if (out && (out->bits != iq.bits || out->group_size != iq.group_size || out->sym != iq.sym))
       return unimplemented(
           "compressed-tensors checkpoints whose config_groups use different weight schemes are "
@@ -179,7 +178,8 @@ Result<IntQuantization> parse_compressed_tensors(const Json& q) {
   return *out;
 }
 
-// quantization_config: AWQ, GPTQ, compressed-tensors and block-scaled FP8; anything else is a clear error.
+// quantization_config: AWQ, GPTQ, compressed-tensors and block-scaled FP8; anything else is a clear
+// error.
 Status parse_quantization(const Json& c, ModelConfig* m) {
   if (!c.contains("quantization_config") || c["quantization_config"].is_null()) return ok_status();
   const Json& q = c["quantization_config"];
@@ -196,10 +196,11 @@ Status parse_quantization(const Json& c, ModelConfig* m) {
     return ok_status();
   }
   if (method != "fp8")
-    return unimplemented("quantization method '" + method +
-                         "' is not supported (supported: awq, gptq, compressed-tensors pack-quantized, and fp8 "
-                         "with block scales as "
-                         "DeepSeek-V3 ships); use an unquantised checkpoint");
+    return unimplemented(
+        "quantization method '" + method +
+        "' is not supported (supported: awq, gptq, compressed-tensors pack-quantized, and fp8 "
+        "with block scales as "
+        "DeepSeek-V3 ships); use an unquantised checkpoint");
   const std::string fmt = get_or<std::string>(q, "fmt", "e4m3");
   if (fmt != "e4m3") return unimplemented("FP8 format '" + fmt + "' is not supported (only e4m3)");
   if (!q.contains("weight_block_size") || !q["weight_block_size"].is_array() ||

@@ -228,12 +228,12 @@ TEST_F(IntQuantCheckpoint, QuantizationFlagIsInferredAndChecked) {
   EXPECT_NE(load(path("awq_g32"), pool, "awq_marlin").model, nullptr);
   EXPECT_NE(load(path("gptq_4bit_sym_g128"), pool, "gptq_marlin").model, nullptr);
   EXPECT_NE(load(path("ct_w4_sym_g32"), pool, "compressed-tensors").model, nullptr);
-  for (const auto& [model, wrong] : std::vector<std::pair<std::string, std::string>>{
-           {"awq_g32", "gptq"},
-           {"awq_g32", "fp8"},
-           {"gptq_4bit_sym_g128", "awq"},
-           {"ct_w4_sym_g32", "gptq"},
-           {"awq_g32", "compressed-tensors"}}) {
+  for (const auto& [model, wrong] :
+       std::vector<std::pair<std::string, std::string>>{{"awq_g32", "gptq"},
+                                                        {"awq_g32", "fp8"},
+                                                        {"gptq_4bit_sym_g128", "awq"},
+                                                        {"ct_w4_sym_g32", "gptq"},
+                                                        {"awq_g32", "compressed-tensors"}}) {
     LoadOptions o;
     o.model = path(model);
     o.quantization = wrong;
@@ -279,7 +279,10 @@ TEST_F(IntQuantCheckpoint, UnsupportedCompressedTensorsSchemesAreClearErrors) {
        "different weight schemes"},
       {"tensor_strategy", [&](Json& c) { group0(c)["weights"]["strategy"] = "tensor"; },
        "strategy 'tensor'"},
-      {"kv_cache", [](Json& c) { c["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}}; },
+      {"kv_cache",
+       [](Json& c) {
+         c["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}};
+       },
        "kv_cache_scheme"},
   };
   for (const Variant& v : variants) {
