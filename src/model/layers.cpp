@@ -95,16 +95,17 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   return w;
 }
 
-// AWQ/GPTQ layers (int_quant.h): `bases` names each part's quantized tensors ("" for a float
-// part). All parts integer with contiguous groups that the panel layout can hold: W4G/W8G with
-// the checkpoint's exact values. Otherwise every part is dequantized exactly into F32 storage.
+// AWQ/GPTQ/compressed-tensors layers (int_quant.h): `bases` names each part's quantized tensors
+// ("" for a float part). All parts integer with contiguous groups that the panel layout can hold
+// and f16-exact scales: W4G/W8G with the checkpoint's exact values. Otherwise every part is
+// dequantized exactly into F32 storage.
 Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPart>& parts,
                                      const std::vector<std::string>& bases, int64_t k,
                                      int64_t layer, const IntQuantization& quant) {
   const std::string first = tensor_name(parts[0].name, src.naming(), layer);
   const int64_t group = quant.group_size < 0 ? k : quant.group_size;
   std::vector<UnpackedIntWeight> ints(parts.size());
-  bool packable = true;
+  bool packable = true, f16_scales = true;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (bases[i].empty()) {
       packable = false;
@@ -113,7 +114,8 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
     auto u = read_int_weight(src, bases[i], parts[i].rows, k, quant);
     if (!u.ok()) return u.status().with_context("loading " + quant.method + " layer");
     ints[i] = std::move(u).value();
-    packable = packable && ints[i].g_idx.empty();
+    f16_scales = f16_scales && ints[i].scales_f32.empty();
+    packable = packable && ints[i].g_idx.empty() && ints[i].scales_f32.empty();
   }
   QuantLayout layout;
   const bool fits = grouped_int_layout(quant.bits, group, k, &layout);
@@ -128,6 +130,7 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
   STRATA_LOG(INFO) << "'" << first << "' (" << quant.method << " " << quant.bits << "-bit): "
                    << (!fits ? "groups of " + std::to_string(group) +
                                    " columns do not fit the integer kernels"
+                       : !f16_scales ? std::string("scales that f16 cannot hold exactly")
                        : !packable && std::all_of(bases.begin(), bases.end(),
                                                   [](const std::string& b) { return !b.empty(); })
                            ? std::string("act-order (desc_act) groups are not contiguous")

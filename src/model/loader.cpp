@@ -81,7 +81,8 @@ Result<std::optional<DType>> resolve_dtype(const std::string& dtype, const Model
 }
 
 // --quantization against the checkpoint, as vLLM checks it: the checkpoint's own method is
-// inferred (gguf, fp8, awq, gptq; vLLM's awq_marlin / gptq_marlin name the same checkpoints) and
+// inferred (gguf, fp8, awq, gptq, compressed-tensors; vLLM's awq_marlin / gptq_marlin name the
+// same checkpoints) and
 // a different one is refused; on an unquantized checkpoint, fp8 and q8_0
 // quantize the decoder layers at load. Returns the layers' storage for online quantization.
 Result<std::optional<DType>> resolve_quantization(const std::string& q, const ModelConfig& c,
@@ -101,7 +102,7 @@ Result<std::optional<DType>> resolve_quantization(const std::string& q, const Mo
   if (!known)
     return invalid_argument("--quantization " + q +
                             " is not a method Strata knows (checkpoint methods: gguf, fp8, awq, "
-                            "gptq; online "
+                            "gptq, compressed-tensors; online "
                             "on an unquantized checkpoint: fp8, q8_0)");
   if (!own.empty())
     return invalid_argument("--quantization " + q + " does not match the checkpoint, which is " +
@@ -112,13 +113,12 @@ Result<std::optional<DType>> resolve_quantization(const std::string& q, const Mo
                                                  own + " or leave it out)"));
   if (q == "fp8") return std::optional<DType>(DType::kF8E4M3);
   if (q == "q8_0") return std::optional<DType>(DType::kQ8_0);
-  return unimplemented(
-      "--quantization " + q + " needs a checkpoint quantized with " + q +
-      " (quantization_config.quant_method in config.json); this one is not "
-      "quantized. Online quantization at load: --quantization fp8 or q8_0" +
-      (q == "awq" || q == "gptq" || q == "compressed-tensors"
-           ? std::string(" (") + q + " checkpoints themselves are not supported yet)"
-           : std::string()));
+  return unimplemented("--quantization " + q + " needs a checkpoint quantized with " + q +
+                       " (quantization_config.quant_method in config.json); this one is not "
+                       "quantized. Online quantization at load: --quantization fp8 or q8_0" +
+                       (q == "bitsandbytes"
+                            ? std::string(" (bitsandbytes checkpoints are not supported yet)")
+                            : std::string()));
 }
 
 }  // namespace
@@ -176,6 +176,9 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
                                : std::to_string(config.int_quant->group_size))
                        << (config.int_quant->desc_act ? " (act-order)" : "")
                        << ", run on the integer kernels";
+      if (config.int_quant->activations_quantized)
+        STRATA_LOG(INFO) << "compressed-tensors scheme also quantizes input activations: Strata "
+                            "runs it weight-only, activations stay float";
     }
   }
   ModelBuildOptions build;

@@ -95,7 +95,91 @@ Result<IntQuantization> parse_int_quantization(const Json& q, const std::string&
   return iq;
 }
 
-// quantization_config: AWQ, GPTQ and block-scaled FP8; anything else is a clear error.
+// compressed-tensors quantization_config (int_quant.h), as llm-compressor writes it:
+//   {"format": "pack-quantized", "config_groups": {"group_0": {"targets": ["Linear"],
+//    "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "group",
+//    "group_size": 128, "actorder": null, "dynamic": false}, "input_activations": null}},
+//    "ignore": ["lm_head"], "kv_cache_scheme": null}
+// Integer weights packed into int32 ("pack-quantized"), 4 or 8 bits, group or channel strategy,
+// one scheme for all groups. Which layers are quantized follows the tensors in the file (a layer
+// in `ignore` has a plain `.weight`). A scheme that also quantizes input activations (W4A8) runs
+// weight-only: activations stay float (the loader says so). Everything else is refused clearly.
+Result<IntQuantization> parse_compressed_tensors(const Json& q) {
+  const std::string top_format = get_or<std::string>(q, "format", "");
+  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty())
+    return invalid_argument(
+        "config.json: compressed-tensors quantization_config has no config_groups");
+  if (q.contains("kv_cache_scheme") && !q["kv_cache_scheme"].is_null())
+    return unimplemented(
+        "compressed-tensors kv_cache_scheme (a quantized KV cache with checkpoint scales) is "
+        "not supported; Strata's KV cache dtype is chosen with --kv-cache-dtype");
+  if (q.contains("sparsity_config") && q["sparsity_config"].is_object() &&
+      !q["sparsity_config"].empty() &&
+      get_or<std::string>(q["sparsity_config"], "format", "dense") != "dense")
+    return unimplemented("compressed-tensors sparsity (sparsity_config format '" +
+                         get_or<std::string>(q["sparsity_config"], "format", "") +
+                         "') is not supported");
+  std::optional<IntQuantization> out;
+  for (auto it = q["config_groups"].begin(); it != q["config_groups"].end(); ++it) {
+    const std::string where = "compressed-tensors config_groups." + it.key();
+    const Json& g = *it;
+    if (!g.is_object()) return invalid_argument("config.json: " + where + " must be an object");
+    const std::string format = get_or<std::string>(g, "format", top_format);
+    if (!g.contains("weights") || !g["weights"].is_object())
+      return unimplemented(where + " does not quantize weights (activation-only schemes are " +
+                           "not supported)");
+    const Json& w = g["weights"];
+    const std::string type = get_or<std::string>(w, "type", "int");
+    const int64_t bits = get_or<int64_t>(w, "num_bits", 8);
+    if (format == "float-quantized" || type == "float")
+      return unimplemented(where +
+                           ": FP8 weights (format float-quantized, type float) are not "
+                           "supported yet; integer pack-quantized (W4A16, W8A16) is");
+    if (format != "pack-quantized")
+      return unimplemented(where + ": format '" + format +
+                           "' is not supported (supported: pack-quantized integer weights, as "
+                           "llm-compressor's W4A16 and W8A16 write them)");
+    if (type != "int")
+      return unimplemented(where + ": weights of type '" + type + "' are not supported (int)");
+    if (bits != 4 && bits != 8)
+      return unimplemented(where + ": " + std::to_string(bits) +
+                           "-bit weights are not supported (4 and 8 are)");
+    if (get_or<bool>(w, "dynamic", false))
+      return unimplemented(where + ": dynamic weight quantization is not supported");
+    if (g.contains("output_activations") && !g["output_activations"].is_null())
+      return unimplemented(where + ": output activation quantization is not supported");
+    IntQuantization iq;
+    iq.method = "compressed-tensors";
+    iq.bits = static_cast<int>(bits);
+    iq.sym = get_or<bool>(w, "symmetric", true);
+    const std::string strategy = get_or<std::string>(w, "strategy", "");
+    if (strategy == "channel") {
+      iq.group_size = -1;
+    } else if (strategy == "group") {
+      if (!w.contains("group_size") || !w["group_size"].is_number_integer() ||
+          w["group_size"].get<int64_t>() <= 0)
+        return invalid_argument("config.json: " + where +
+                                ".weights.group_size must be a positive integer for strategy "
+                                "group");
+      iq.group_size = w["group_size"].get<int64_t>();
+    } else {
+      return unimplemented(where + ": weight strategy '" + strategy +
+                           "' is not supported (group and channel are)");
+    }
+    if (w.contains("actorder") && w["actorder"].is_string())
+      iq.desc_act = w["actorder"].get<std::string>() == "group";
+    iq.activations_quantized = g.contains("input_activations") && !g["input_activations"].is_null();
+    if (out && (out->bits != iq.bits || out->group_size != iq.group_size || out->sym != iq.sym))
+      return unimplemented(
+          "compressed-tensors checkpoints whose config_groups use different weight schemes are "
+          "not supported (one bits / group size / symmetry for all layers)");
+    out = iq;
+  }
+  return *out;
+}
+
+// quantization_config: AWQ, GPTQ, compressed-tensors and block-scaled FP8; anything else is a clear
+// error.
 Status parse_quantization(const Json& c, ModelConfig* m) {
   if (!c.contains("quantization_config") || c["quantization_config"].is_null()) return ok_status();
   const Json& q = c["quantization_config"];
@@ -106,10 +190,17 @@ Status parse_quantization(const Json& c, ModelConfig* m) {
     m->int_quant = iq;
     return ok_status();
   }
+  if (method == "compressed-tensors") {
+    STRATA_ASSIGN_OR_RETURN(IntQuantization iq, parse_compressed_tensors(q));
+    m->int_quant = iq;
+    return ok_status();
+  }
   if (method != "fp8")
-    return unimplemented("quantization method '" + method +
-                         "' is not supported (supported: awq, gptq, and fp8 with block scales as "
-                         "DeepSeek-V3 ships); use an unquantised checkpoint");
+    return unimplemented(
+        "quantization method '" + method +
+        "' is not supported (supported: awq, gptq, compressed-tensors pack-quantized, and fp8 "
+        "with block scales as "
+        "DeepSeek-V3 ships); use an unquantised checkpoint");
   const std::string fmt = get_or<std::string>(q, "fmt", "e4m3");
   if (fmt != "e4m3") return unimplemented("FP8 format '" + fmt + "' is not supported (only e4m3)");
   if (!q.contains("weight_block_size") || !q["weight_block_size"].is_array() ||

@@ -1,8 +1,8 @@
-// `strata generate` on AWQ and GPTQ checkpoints written by tests/model/int_quant_checkpoints.py
-// (numpy; the test skips, saying so, without $STRATA_PYTHON or /usr/bin/python3 with numpy):
-// the run succeeds on the integer kernels (W4G/W8G in the weights log line), and greedy ids are
-// the same with the fast kernels and with the portable variant, whose matmul is the plain integer
-// reference the fast ones equal bit for bit.
+// `strata generate` on AWQ, GPTQ and compressed-tensors checkpoints written by
+// tests/model/int_quant_checkpoints.py (numpy; the test skips, saying so, without $STRATA_PYTHON or
+// /usr/bin/python3 with numpy): the run succeeds on the integer kernels (W4G/W8G in the weights log
+// line), and greedy ids are the same with the fast kernels and with the portable variant, whose
+// matmul is the plain integer reference the fast ones equal bit for bit.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -33,8 +33,12 @@ TEST(IntQuantCli, GenerateRunsAwqAndGptqCheckpointsOnTheIntegerKernels) {
                          "' >/dev/null")
                             .c_str()),
             0);
-  for (const auto& [name, storage] : std::vector<std::pair<std::string, std::string>>{
-           {"awq_g32", "w4g"}, {"gptq_4bit_sym_g128", "w4g"}, {"gptq_8bit_sym_g64", "w8g"}}) {
+  for (const auto& [name, storage] :
+       std::vector<std::pair<std::string, std::string>>{{"awq_g32", "w4g"},
+                                                        {"gptq_4bit_sym_g128", "w4g"},
+                                                        {"gptq_8bit_sym_g64", "w8g"},
+                                                        {"ct_w4_asym_g64", "w4g"},
+                                                        {"ct_w8_sym_channel", "w8g"}}) {
     const std::string args = "generate " + dir + "/" + name +
                              " --prompt-ids 1,17,99,3,42 --max-tokens 8 --temperature 0 "
                              "--ignore-eos --json";

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes small Llama checkpoints quantized the AWQ way and the GPTQ way, for int_quant_test.cpp.
+"""Writes small Llama checkpoints quantized the AWQ, GPTQ and compressed-tensors ways, for
+int_quant_test.cpp.
 
 An independent quantizer (numpy only, written for Strata's tests): random float weights for a
 tiny Llama are quantized per output row and group of input columns to codes q, f16 scales s and
@@ -13,6 +14,12 @@ integer zero points z (value = s * (q - z)), then packed as the published format
       along outputs, holding z - 1 in the default "gptq" (v1) format and z in "gptq_v2"; scales
       f16 [in/G, out]; g_idx int32 [in] the group of each input (a permutation's groups with
       desc_act).
+  compressed-tensors "pack-quantized": codes and zero points are signed (q in [-2^(bits-1),
+      2^(bits-1))), stored with 2^(bits-1) added; weight_packed int32 [out, in*bits/32]: word j
+      of output o holds inputs j*(32/bits) + i in bits bits*i..; weight_zero_point (asymmetric
+      only) int32 [out*bits/32, in/G] packed the same way along outputs; weight_scale [out, in/G]
+      in bf16, f16 or f32; weight_shape int64 [2]; weight_g_idx int32 [in] with actorder "group".
+      lm_head is in `ignore` (stays a plain tensor).
 
 Embeddings, norms and lm_head stay f16. For each case it writes <out>/<case>/ (config.json with
 quantization_config, model.safetensors) and <out>/<case>.dequant/ (the same model unquantized:
@@ -30,7 +37,8 @@ HIDDEN, FFN, LAYERS, HEADS, KV_HEADS, VOCAB = 128, 256, 2, 4, 2, 160
 HEAD_DIM = HIDDEN // HEADS
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
 
-# name, method, bits, group (-1: whole row), sym, desc_act, checkpoint_format
+# name, method, bits, group (-1: whole row), sym, desc_act, checkpoint_format (compressed-tensors:
+# the scales' dtype, "+a8" when the scheme also quantizes input activations)
 CASES = [
     ("awq_g32", "awq", 4, 32, False, False, None),
     ("awq_g64", "awq", 4, 64, False, False, None),
@@ -40,15 +48,26 @@ CASES = [
     ("gptq_8bit_sym_g64", "gptq", 8, 64, True, False, "gptq"),
     ("gptq_8bit_asym_g32_v2", "gptq", 8, 32, False, False, "gptq_v2"),
     ("gptq_4bit_desc_act_g32", "gptq", 4, 32, False, True, "gptq"),
+    ("ct_w4_sym_g32", "compressed-tensors", 4, 32, True, False, "bf16"),
+    ("ct_w4_asym_g64", "compressed-tensors", 4, 64, False, False, "bf16"),
+    ("ct_w8_sym_channel", "compressed-tensors", 8, -1, True, False, "bf16"),
+    ("ct_w8_asym_g64", "compressed-tensors", 8, 64, False, False, "f16"),
+    ("ct_w4_sym_g128_a8", "compressed-tensors", 4, 128, True, False, "bf16+a8"),
+    ("ct_w4_sym_g32_f32_scales", "compressed-tensors", 4, 32, True, False, "f32"),
+    ("ct_w4_asym_actorder_g32", "compressed-tensors", 4, 32, False, True, "bf16"),
 ]
 
 
 def write_safetensors(path, tensors):
     header, blobs, offset = {}, [], 0
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
-        dt = {np.dtype("float32"): "F32", np.dtype("float16"): "F16",
-              np.dtype("int32"): "I32"}[arr.dtype]
+        if isinstance(arr, tuple):  # ("BF16", uint16 bits)
+            dt, arr = arr
+            arr = np.ascontiguousarray(arr)
+        else:
+            arr = np.ascontiguousarray(arr)
+            dt = {np.dtype("float32"): "F32", np.dtype("float16"): "F16",
+                  np.dtype("int32"): "I32", np.dtype("int64"): "I64"}[arr.dtype]
         raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": dt, "shape": list(arr.shape),
                         "data_offsets": [offset, offset + len(raw)]}
@@ -126,6 +145,77 @@ def pack_gptq(q, scales, zeros, bits, g_idx, v1):
             "g_idx": g_idx.astype(np.int32)}
 
 
+def to_bf16_bits(x):
+    """float32 -> bf16 bits (round to nearest even)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype(np.uint16)
+
+
+def bf16_bits_to_f32(b):
+    return (b.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def quantize_ct(w, bits, sym, groups_of_col, scale_dtype):
+    """compressed-tensors: w [out, in] -> stored codes [out, in], stored zeros [out, ngroups],
+    the scales as written (dtype tag, array [out, ngroups]) and as float32."""
+    out_f, in_f = w.shape
+    qmin, qmax = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    ngroups = groups_of_col.max() + 1
+    s32 = np.zeros((out_f, ngroups), np.float32)
+    zp = np.zeros((out_f, ngroups), np.int64)
+    q = np.zeros((out_f, in_f), np.int64)
+    for g in range(ngroups):
+        cols = np.nonzero(groups_of_col == g)[0]
+        wg = w[:, cols].astype(np.float64)
+        if sym:
+            s = np.maximum(np.abs(wg).max(axis=1), 1e-8) / ((qmax - qmin) / 2)
+        else:
+            lo, hi = np.minimum(wg.min(axis=1), 0), np.maximum(wg.max(axis=1), 0)
+            s = np.maximum((hi - lo) / (qmax - qmin), 1e-8)
+        s = s.astype(np.float32)
+        if scale_dtype == "bf16":
+            s = bf16_bits_to_f32(to_bf16_bits(s))
+        elif scale_dtype == "f16":
+            s = s.astype(np.float16).astype(np.float32)
+        else:  # f32: full mantissas, which f16 cannot hold
+            s = s * np.float32(1.0 + 2.0 ** -20)
+        z = np.zeros(out_f, np.int64) if sym else np.clip(
+            np.round(qmin - lo / s.astype(np.float64)), qmin, qmax).astype(np.int64)
+        s32[:, g] = s
+        zp[:, g] = z
+        qg = np.round(wg / s.astype(np.float64)[:, None]) + z[:, None]
+        q[:, cols] = np.clip(qg, qmin, qmax).astype(np.int64)
+    off = 1 << (bits - 1)
+    if scale_dtype == "bf16":
+        written = ("BF16", to_bf16_bits(s32))
+    elif scale_dtype == "f16":
+        written = s32.astype(np.float16)
+    else:
+        written = s32
+    return q + off, zp + off, written, s32
+
+
+def pack_ct(q_stored, zp_stored, scales, bits, sym, g_idx, actorder):
+    out_f, in_f = q_stored.shape
+    per = 32 // bits
+    qp = np.zeros((out_f, -(-in_f // per)), np.uint32)
+    for i in range(per):
+        part = q_stored[:, i::per].astype(np.uint32)
+        qp[:, :part.shape[1]] |= part << np.uint32(bits * i)
+    t = {"weight_packed": qp.view(np.int32), "weight_scale": scales,
+         "weight_shape": np.array([out_f, in_f], np.int64)}
+    if not sym:
+        zp = np.zeros((-(-out_f // per), zp_stored.shape[1]), np.uint32)
+        for i in range(per):
+            part = zp_stored[i::per, :].astype(np.uint32)
+            zp[:part.shape[0], :] |= part << np.uint32(bits * i)
+        t["weight_zero_point"] = zp.view(np.int32)
+    if actorder:
+        t["weight_g_idx"] = g_idx.astype(np.int32)
+    return t
+
+
 def base_config():
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
             "hidden_size": HIDDEN, "intermediate_size": FFN, "num_hidden_layers": LAYERS,
@@ -158,6 +248,15 @@ def write_case(out, case, rng):
                 g_idx[perm] = np.arange(in_f) // g
             else:
                 g_idx = np.arange(in_f) // g
+            if method == "compressed-tensors":
+                q, z, written, s32 = quantize_ct(w, bits, sym, g_idx, fmt.split("+")[0])
+                packed = pack_ct(q, z, written, bits, sym, g_idx, desc_act)
+                # The dequantized value scale * (q - zp), in float32 as the loader computes it.
+                dense[p + lin + ".weight"] = (s32[:, g_idx] *
+                                              (q - z[:, g_idx]).astype(np.float32))
+                for k, v in packed.items():
+                    quant[p + lin + "." + k] = v
+                continue
             q, s, z = quantize(w, bits, g, sym, g_idx, v1)
             packed = pack_awq(q, s, z) if method == "awq" else pack_gptq(q, s, z, bits, g_idx, v1)
             for k, v in packed.items():
@@ -168,6 +267,20 @@ def write_case(out, case, rng):
     qc = {"quant_method": method, "bits": bits, "group_size": group}
     if method == "awq":
         qc.update({"zero_point": True, "version": "gemm"})
+    elif method == "compressed-tensors":
+        weights = {"num_bits": bits, "type": "int", "symmetric": sym,
+                   "strategy": "channel" if group == -1 else "group",
+                   "group_size": None if group == -1 else group,
+                   "actorder": "group" if desc_act else None, "dynamic": False,
+                   "observer": "minmax"}
+        acts = ({"num_bits": 8, "type": "int", "symmetric": True, "strategy": "token",
+                 "dynamic": True} if fmt.endswith("+a8") else None)
+        qc = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+              "quantization_status": "compressed", "ignore": ["lm_head"],
+              "kv_cache_scheme": None, "sparsity_config": {},
+              "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
+                                            "input_activations": acts,
+                                            "output_activations": None}}}
     else:
         qc.update({"sym": sym, "desc_act": desc_act, "checkpoint_format": fmt})
     d = os.path.join(out, name)

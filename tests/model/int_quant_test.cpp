@@ -1,8 +1,11 @@
-// AWQ and GPTQ checkpoints (model/int_quant.h). int_quant_checkpoints.py (beside this file; an
-// independent numpy quantizer and packer written for these tests) writes tiny Llama checkpoints
-// quantized the AWQ way and the GPTQ way (4-bit asymmetric, symmetric, whole-row groups, 8-bit,
-// gptq_v2 zeros, act-order with a permuted g_idx) plus, for each, the same model unquantized
-// holding the script's own dequantized float32 values. The tests require:
+// AWQ, GPTQ and compressed-tensors checkpoints (model/int_quant.h). int_quant_checkpoints.py
+// (beside this file; an independent numpy quantizer and packer written for these tests) writes
+// tiny Llama checkpoints quantized the AWQ way, the GPTQ way (4-bit asymmetric, symmetric,
+// whole-row groups, 8-bit, gptq_v2 zeros, act-order with a permuted g_idx) and the
+// compressed-tensors pack-quantized way (4/8-bit, symmetric and asymmetric with packed zero
+// points, group and channel strategies, bf16/f16/f32 scales, actorder, a W4A8 scheme run
+// weight-only) plus, for each, the same model unquantized holding the script's own dequantized
+// float32 values. The tests require:
 //   - every loaded matmul weight to equal the script's dequantized values bit for bit (integer
 //     W4G/W8G storage; F32 for act-order);
 //   - the model to run: greedy tokens of the fast kernels equal the reference variant's, and the
@@ -18,9 +21,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "core/file_util.h"
+#include "core/json.h"
 #include "io/safetensors.h"
 #include "io/writers.h"
 #include "kernels/backend.h"
@@ -44,6 +49,13 @@ const Case kCases[] = {
     {"gptq_8bit_sym_g64", DType::kW8G},
     {"gptq_8bit_asym_g32_v2", DType::kW8G},
     {"gptq_4bit_desc_act_g32", DType::kF32},  // act-order groups: dequantized exactly
+    {"ct_w4_sym_g32", DType::kW4G},
+    {"ct_w4_asym_g64", DType::kW4G},
+    {"ct_w8_sym_channel", DType::kW8G},
+    {"ct_w8_asym_g64", DType::kW8G},
+    {"ct_w4_sym_g128_a8", DType::kW4G},         // activations stay float
+    {"ct_w4_sym_g32_f32_scales", DType::kF32},  // scales f16 cannot hold: dequantized exactly
+    {"ct_w4_asym_actorder_g32", DType::kF32},   // actorder groups: dequantized exactly
 };
 constexpr int64_t kHidden = 128, kFfn = 256, kLayers = 2, kKvDim = 64, kVocab = 160;
 
@@ -215,8 +227,13 @@ TEST_F(IntQuantCheckpoint, QuantizationFlagIsInferredAndChecked) {
   EXPECT_NE(load(path("awq_g32"), pool, "awq").model, nullptr);
   EXPECT_NE(load(path("awq_g32"), pool, "awq_marlin").model, nullptr);
   EXPECT_NE(load(path("gptq_4bit_sym_g128"), pool, "gptq_marlin").model, nullptr);
-  for (const auto& [model, wrong] : std::vector<std::pair<std::string, std::string>>{
-           {"awq_g32", "gptq"}, {"awq_g32", "fp8"}, {"gptq_4bit_sym_g128", "awq"}}) {
+  EXPECT_NE(load(path("ct_w4_sym_g32"), pool, "compressed-tensors").model, nullptr);
+  for (const auto& [model, wrong] :
+       std::vector<std::pair<std::string, std::string>>{{"awq_g32", "gptq"},
+                                                        {"awq_g32", "fp8"},
+                                                        {"gptq_4bit_sym_g128", "awq"},
+                                                        {"ct_w4_sym_g32", "gptq"},
+                                                        {"awq_g32", "compressed-tensors"}}) {
     LoadOptions o;
     o.model = path(model);
     o.quantization = wrong;
@@ -225,6 +242,65 @@ TEST_F(IntQuantCheckpoint, QuantizationFlagIsInferredAndChecked) {
     ASSERT_FALSE(m.ok()) << model << " " << wrong;
     EXPECT_NE(m.status().message().find("does not match the checkpoint"), std::string::npos)
         << m.status().message();
+  }
+}
+
+// compressed-tensors schemes Strata cannot run are refused at load with a message naming what is
+// unsupported: FP8 weights, other formats, mixed schemes, strategy tensor, a quantized KV cache.
+TEST_F(IntQuantCheckpoint, UnsupportedCompressedTensorsSchemesAreClearErrors) {
+  ThreadPool pool(2);
+  auto config = read_file(path("ct_w4_sym_g32") + "/config.json");
+  ASSERT_TRUE(config.ok());
+  const Json base = Json::parse(*config);
+  const auto group0 = [](Json& c) -> Json& {
+    return c["quantization_config"]["config_groups"]["group_0"];
+  };
+  struct Variant {
+    const char* name;
+    std::function<void(Json&)> edit;
+    const char* message;
+  };
+  const std::vector<Variant> variants = {
+      {"fp8",
+       [&](Json& c) {
+         c["quantization_config"]["format"] = "float-quantized";
+         group0(c)["weights"]["type"] = "float";
+         group0(c)["weights"]["num_bits"] = 8;
+       },
+       "FP8 weights"},
+      {"int_quantized", [](Json& c) { c["quantization_config"]["format"] = "int-quantized"; },
+       "format 'int-quantized' is not supported"},
+      {"mixed",
+       [&](Json& c) {
+         Json other = group0(c);
+         other["weights"]["num_bits"] = 8;
+         c["quantization_config"]["config_groups"]["group_1"] = other;
+       },
+       "different weight schemes"},
+      {"tensor_strategy", [&](Json& c) { group0(c)["weights"]["strategy"] = "tensor"; },
+       "strategy 'tensor'"},
+      {"kv_cache",
+       [](Json& c) {
+         c["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}};
+       },
+       "kv_cache_scheme"},
+  };
+  for (const Variant& v : variants) {
+    Json c = base;
+    v.edit(c);
+    const std::string dir = *dir_ + "/ct_refused_" + v.name;
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+    ASSERT_TRUE(write_file(dir + "/config.json", c.dump()).ok());
+    ASSERT_EQ(::symlink((path("ct_w4_sym_g32") + "/model.safetensors").c_str(),
+                        (dir + "/model.safetensors").c_str()),
+              0);
+    LoadOptions o;
+    o.model = dir;
+    o.pool = &pool;
+    auto m = load_model(o);
+    ASSERT_FALSE(m.ok()) << v.name;
+    EXPECT_NE(m.status().message().find(v.message), std::string::npos)
+        << v.name << ": " << m.status().message();
   }
 }
 
