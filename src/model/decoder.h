@@ -29,10 +29,10 @@ struct ModelBuildOptions {
   // embedding and the output head keep `storage`, as vLLM leaves them unquantized.
   std::optional<DType> layer_storage;
   std::optional<DType> layers() const { return layer_storage ? layer_storage : storage; }
-  bool keep_in_place = true;     // use checkpoint tensors from the mapping when possible
+  bool keep_in_place = true;  // use checkpoint tensors from the mapping when possible
   WorkspaceLimits limits;
-  ThreadPool* pool = nullptr;               // compute threads (required)
-  DeviceAllocator* allocator = nullptr;     // weight memory; null: host memory
+  ThreadPool* pool = nullptr;            // compute threads (required)
+  DeviceAllocator* allocator = nullptr;  // weight memory; null: host memory
 };
 
 // Checkpoint names of the tensors every architecture has.
@@ -51,7 +51,8 @@ class DecoderModel : public Model {
   int64_t workspace_bytes() const final {
     return static_cast<int64_t>(ws_.size()) + ffn_ws_.bytes() + attention_workspace_bytes();
   }
-  DType weight_dtype() const override { return lm_head_.dtype(); }
+  // FP8 checkpoints report FP8 (their output head stays float); else the head's storage.
+  DType weight_dtype() const override { return config().fp8 ? DType::kF8E4M3 : lm_head_.dtype(); }
   std::vector<LinearInfo> linear_layers() const final { return linears_; }
 
  protected:

@@ -38,9 +38,7 @@ class DeepseekModel : public DecoderModel {
            config_.num_hidden_layers * attention +
            2.0 * num_logit_rows * config_.vocab_size * config_.hidden_size;
   }
-  DType weight_dtype() const override {
-    return config_.fp8 ? DType::kF8E4M3 : DecoderModel::weight_dtype();
-  }
+
 
  protected:
   Status load_attention(int64_t l, const ModelBuildOptions& opt) override {

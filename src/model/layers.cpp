@@ -34,6 +34,32 @@ namespace {
 // The block scales of an FP8 checkpoint tensor ([ceil(rows / block_n), ceil(k / block_k)]).
 Result<std::vector<float>> load_fp8_scales(WeightSource& src, const std::string& name, int64_t rows,
                                            int64_t k, const Fp8Quantization& fp8) {
+  if (fp8.per_tensor) {
+    // `<name>_scale`: one scale for the tensor ([] or [1]) or one per output row ([rows, 1] or
+    // [rows]); as block scales of one row by the whole row.
+    const std::string scale_name = name + "_scale";
+    if (!src.has(scale_name))
+      return invalid_argument("FP8 tensor '" + name + "' in '" + src.describe() + "' has no '" +
+                              scale_name + "' (its per-tensor or per-channel scale)");
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{}, std::vector<int64_t>{1}, std::vector<int64_t>{rows, 1},
+          std::vector<int64_t>{rows}}) {
+      auto s = src.get(scale_name, shape);
+      if (!s.ok()) continue;
+      if (!dtype_is_float(s->dtype) || s->dtype == DType::kF8E4M3 ||
+          dtype_block_elems(s->dtype) != 1)
+        return unimplemented("scale '" + scale_name + "' has dtype " + dtype_name(s->dtype));
+      const int64_t count = s->numel();
+      std::vector<float> got(count);
+      dequantize_row(s->dtype, s->data, got.data(), count);
+      std::vector<float> v(rows);
+      for (int64_t r = 0; r < rows; ++r) v[r] = count == 1 ? got[0] : got[r];
+      return v;
+    }
+    return invalid_argument("FP8 scale '" + scale_name + "' in '" + src.describe() +
+                            "' must hold one value or one per output row (" + std::to_string(rows) +
+                            ")");
+  }
   const std::string scale_name = name + "_scale_inv";
   const int64_t sn = fp8_block_count(rows, fp8.block_n), sk = fp8_block_count(k, fp8.block_k);
   if (!src.has(scale_name))

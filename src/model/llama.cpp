@@ -99,8 +99,10 @@ Status LlamaModel::load_attention(int64_t l, const ModelBuildOptions& opt) {
   const int64_t H = c.hidden_size, hd = c.head_dim;
   Attention& A = attn_[l];
   STRATA_ASSIGN_OR_RETURN(
-      A.qkv, load_packed(w, {{kQ, q_dim_}, {kK, kv_dim_}, {kV, kv_dim_}}, H, l, opt.layers()));
-  STRATA_ASSIGN_OR_RETURN(A.o, load_packed(w, {{kO, H}}, q_dim_, l, opt.layers()));
+      A.qkv, load_packed(w, {{kQ, q_dim_}, {kK, kv_dim_}, {kV, kv_dim_}}, H, l, opt.layers(),
+                         config().fp8.value_or(Fp8Quantization{})));
+  STRATA_ASSIGN_OR_RETURN(A.o, load_packed(w, {{kO, H}}, q_dim_, l, opt.layers(),
+                                           config().fp8.value_or(Fp8Quantization{})));
   if (c.attention_bias) {
     std::vector<float> qb, kb, vb;
     STRATA_ASSIGN_OR_RETURN(qb, load_vector(w, kQBias, q_dim_, l, DummyInit::kNormal));
@@ -118,8 +120,8 @@ Status LlamaModel::load_attention(int64_t l, const ModelBuildOptions& opt) {
   total_bytes_ += A.qkv.bytes() + A.o.bytes();
   const int64_t matmul_params = (qkv_dim_ + q_dim_) * H;
   active_params_ += matmul_params;
-  params_ += matmul_params + static_cast<int64_t>(A.qkv_bias.size() + A.q_norm.size() +
-                                                  A.k_norm.size());
+  params_ +=
+      matmul_params + static_cast<int64_t>(A.qkv_bias.size() + A.q_norm.size() + A.k_norm.size());
   const std::string prefix = "layers." + std::to_string(l) + ".attn.";
   declare(prefix + "qkv", A.qkv, Sharding::kColumn);
   declare(prefix + "o", A.o, Sharding::kRow);
@@ -131,11 +133,14 @@ Result<DecoderModel::FeedForward> LlamaModel::load_feed_forward(int64_t l,
   const ModelConfig& c = config_;
   FeedForward f;
   if (moe_spec() && moe_spec()->is_moe(l)) {
-    STRATA_ASSIGN_OR_RETURN(MoeBlock moe, MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers()));
+    STRATA_ASSIGN_OR_RETURN(MoeBlock moe,
+                            MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers()));
     f.moe = std::move(moe);
   } else {
-    STRATA_ASSIGN_OR_RETURN(DenseMlp mlp, DenseMlp::load(weights(), kGate, kUp, kDown, c.hidden_size,
-                                                         c.intermediate_size, l, opt.layers()));
+    STRATA_ASSIGN_OR_RETURN(
+        DenseMlp mlp,
+        DenseMlp::load(weights(), kGate, kUp, kDown, c.hidden_size, c.intermediate_size, l,
+                       opt.layers(), c.fp8.value_or(Fp8Quantization{})));
     f.mlp = std::move(mlp);
   }
   return f;
@@ -194,8 +199,8 @@ void LlamaModel::attention(int64_t l, const float* x, const ForwardBatch& b, con
   ops.rope(qkv_, T, qkv_dim_, nh, hd, static_cast<int>(c.rotary_dim), cos, sin, c.rope_neox);
   ops.rope(qkv_ + q_dim_, T, qkv_dim_, nkv, hd, static_cast<int>(c.rotary_dim), cos, sin,
            c.rope_neox);
-  ops.kv_write(qkv_ + q_dim_, qkv_dim_, qkv_ + q_dim_ + kv_dim_, qkv_dim_, T,
-               b.slot_mapping.data(), kv);
+  ops.kv_write(qkv_ + q_dim_, qkv_dim_, qkv_ + q_dim_ + kv_dim_, qkv_dim_, T, b.slot_mapping.data(),
+               kv);
   AttentionArgs args;
   args.q = qkv_;
   args.ldq = qkv_dim_;

@@ -88,7 +88,7 @@ Result<std::optional<DType>> resolve_dtype(const std::string& dtype, const Model
 Result<std::optional<DType>> resolve_quantization(const std::string& q, const ModelConfig& c,
                                                   const std::string& format) {
   const std::string own = format == "gguf"                   ? "gguf"
-                          : c.fp8                            ? "fp8"
+                          : c.fp8                            ? c.fp8->method
                           : c.int_quant && format != "dummy" ? c.int_quant->method
                                                              : "";
   if (q.empty() || q == own) return std::optional<DType>();

@@ -178,6 +178,44 @@ Result<IntQuantization> parse_compressed_tensors(const Json& q) {
   return *out;
 }
 
+// compressed-tensors "float-quantized": every config group quantizes weights to 8-bit floats.
+bool is_float_quantized(const Json& q) {
+  if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty())
+    return false;
+  const std::string top = get_or<std::string>(q, "format", "");
+  for (auto it = q["config_groups"].begin(); it != q["config_groups"].end(); ++it) {
+    if (!it->is_object() || !it->contains("weights") || !(*it)["weights"].is_object()) return false;
+    const Json& w = (*it)["weights"];
+    if (get_or<std::string>(*it, "format", top) != "float-quantized" &&
+        get_or<std::string>(w, "type", "int") != "float")
+      return false;
+  }
+  return true;
+}
+
+// The float-quantized schemes Strata runs: FP8 (8-bit float) weights, channel or tensor
+// strategy, static; input activations, if quantized, stay float here (weight-only).
+Status check_float_quantized(const Json& q) {
+  if (q.contains("kv_cache_scheme") && !q["kv_cache_scheme"].is_null())
+    return unimplemented(
+        "compressed-tensors kv_cache_scheme (a quantized KV cache with checkpoint scales) is "
+        "not supported; Strata's KV cache dtype is chosen with --kv-cache-dtype");
+  for (auto it = q["config_groups"].begin(); it != q["config_groups"].end(); ++it) {
+    const std::string where = "compressed-tensors config_groups." + it.key();
+    const Json& w = (*it)["weights"];
+    if (get_or<int64_t>(w, "num_bits", 8) != 8 ||
+        get_or<std::string>(w, "type", "float") != "float")
+      return unimplemented(where + ": float weights other than 8-bit (FP8) are not supported");
+    const std::string strategy = get_or<std::string>(w, "strategy", "tensor");
+    if (strategy != "channel" && strategy != "tensor")
+      return unimplemented(where + ": FP8 weight strategy '" + strategy +
+                           "' is not supported (channel and tensor are)");
+    if (get_or<bool>(w, "dynamic", false))
+      return unimplemented(where + ": dynamic weight quantization is not supported");
+  }
+  return ok_status();
+}
+
 // quantization_config: AWQ, GPTQ, compressed-tensors and block-scaled FP8; anything else is a clear
 // error.
 Status parse_quantization(const Json& c, ModelConfig* m) {
@@ -188,6 +226,17 @@ Status parse_quantization(const Json& c, ModelConfig* m) {
   if (method == "awq" || method == "gptq") {
     STRATA_ASSIGN_OR_RETURN(IntQuantization iq, parse_int_quantization(q, method));
     m->int_quant = iq;
+    return ok_status();
+  }
+  if (method == "compressed-tensors" && is_float_quantized(q)) {
+    // FP8 weights with a per-channel ([n, 1]) or per-tensor `weight_scale`: the per-tensor FP8
+    // path (activations stay float).
+    STRATA_RETURN_IF_ERROR(check_float_quantized(q));
+    Fp8Quantization& f = m->fp8.emplace();
+    f.per_tensor = true;
+    f.block_n = 1;
+    f.block_k = Fp8Quantization::kWholeRow;
+    f.method = "compressed-tensors";
     return ok_status();
   }
   if (method == "compressed-tensors") {
@@ -203,11 +252,18 @@ Status parse_quantization(const Json& c, ModelConfig* m) {
         "DeepSeek-V3 ships); use an unquantised checkpoint");
   const std::string fmt = get_or<std::string>(q, "fmt", "e4m3");
   if (fmt != "e4m3") return unimplemented("FP8 format '" + fmt + "' is not supported (only e4m3)");
-  if (!q.contains("weight_block_size") || !q["weight_block_size"].is_array() ||
-      q["weight_block_size"].size() != 2)
-    return unimplemented(
-        "FP8 checkpoints without quantization_config.weight_block_size (per-tensor scales) are "
-        "not supported; block-scaled FP8 (e.g. [128, 128]) is");
+  if (!q.contains("weight_block_size") || q["weight_block_size"].is_null()) {
+    // Per-tensor (or per-channel) weight scales; activations stay float here (vLLM quantizes
+    // them to FP8 on a GPU; a CPU has no FP8 arithmetic to gain from).
+    Fp8Quantization& f = m->fp8.emplace();
+    f.per_tensor = true;
+    f.block_n = 1;
+    f.block_k = Fp8Quantization::kWholeRow;
+    return ok_status();
+  }
+  if (!q["weight_block_size"].is_array() || q["weight_block_size"].size() != 2)
+    return invalid_argument(
+        "config.json: quantization_config.weight_block_size must be [block_n, block_k]");
   Fp8Quantization& f = m->fp8.emplace();
   f.block_n = q["weight_block_size"][0].get<int64_t>();
   f.block_k = q["weight_block_size"][1].get<int64_t>();

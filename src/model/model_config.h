@@ -42,6 +42,13 @@ struct RopeScaling {
 struct Fp8Quantization {
   int64_t block_n = 128;
   int64_t block_k = 128;
+  // FP8 checkpoints without weight_block_size (AutoFP8 / llm-compressor "fp8", vLLM's default
+  // FP8 format): one f32 `weight_scale` per tensor (or per output channel, [n, 1]), value =
+  // e4m3 * scale. Loaded as blocks of one row by the whole row (block_n 1, block_k kWholeRow).
+  bool per_tensor = false;
+  // The checkpoint's quant_method: "fp8", or "compressed-tensors" (float-quantized FP8).
+  std::string method = "fp8";
+  static constexpr int64_t kWholeRow = int64_t{1} << 30;
 };
 
 struct ModelConfig {

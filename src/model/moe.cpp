@@ -161,10 +161,10 @@ void MoeWorkspace::allocate(const std::optional<MoeSpec>& spec, int64_t hidden, 
   auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
   // A dense model needs only gu and act.
   const int64_t moe = spec ? 1 : 0;
-  const int64_t sizes[] = {round(moe * T * E), round(moe * T * K), round(moe * T * K),
+  const int64_t sizes[] = {round(moe * T * E),   round(moe * T * K), round(moe * T * K),
                            round(moe * (E + 1)), round(moe * T * K), round(moe * T * H),
-                           round(T * 2 * ffn), round(T * ffn), round(moe * T * H),
-                           round(moe * T * H), round(moe * T)};
+                           round(T * 2 * ffn),   round(T * ffn),     round(moe * T * H),
+                           round(moe * T * H),   round(moe * T)};
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
   buf_.resize(static_cast<size_t>(total) * 4);
@@ -198,13 +198,13 @@ Result<DenseMlp> DenseMlp::load(WeightSource& src, const std::string& prefix, in
 }
 
 Result<DenseMlp> DenseMlp::load(WeightSource& src, const TensorName& gate, const TensorName& up,
-                                const TensorName& down, int64_t hidden, int64_t ffn,
-                                int64_t layer, std::optional<DType> storage) {
+                                const TensorName& down, int64_t hidden, int64_t ffn, int64_t layer,
+                                std::optional<DType> storage, const Fp8Quantization& fp8) {
   DenseMlp m;
   m.ffn = ffn;
   STRATA_ASSIGN_OR_RETURN(m.gate_up,
-                          load_packed(src, {{gate, ffn}, {up, ffn}}, hidden, layer, storage));
-  STRATA_ASSIGN_OR_RETURN(m.down, load_packed(src, {{down, hidden}}, ffn, layer, storage));
+                          load_packed(src, {{gate, ffn}, {up, ffn}}, hidden, layer, storage, fp8));
+  STRATA_ASSIGN_OR_RETURN(m.down, load_packed(src, {{down, hidden}}, ffn, layer, storage, fp8));
   return m;
 }
 

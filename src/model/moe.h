@@ -95,7 +95,7 @@ struct DenseMlp {
   // Loads gate, up and down from a name table (HF and GGUF names).
   static Result<DenseMlp> load(WeightSource& src, const TensorName& gate, const TensorName& up,
                                const TensorName& down, int64_t hidden, int64_t ffn, int64_t layer,
-                               std::optional<DType> storage);
+                               std::optional<DType> storage, const Fp8Quantization& fp8 = {});
   // y[T, H] = MLP(x[T, H]); uses ws.gu and ws.act.
   void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
                ThreadPool& pool, MoeWorkspace& ws) const;

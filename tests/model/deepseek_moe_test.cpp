@@ -226,10 +226,16 @@ TEST(MoeConfig, ErrorsNameTheField) {
   auto bad_awq = parse(v3, R"({"quantization_config":{"quant_method":"awq","bits":3}})");
   ASSERT_FALSE(bad_awq.ok());
   EXPECT_NE(bad_awq.status().message().find("AWQ with 3 bits"), std::string::npos);
+  // FP8 without block sizes: per-tensor (or per-channel) weight scales.
   auto per_tensor =
       parse(v3, R"({"quantization_config":{"quant_method":"fp8","weight_block_size":null}})");
-  ASSERT_FALSE(per_tensor.ok());
-  EXPECT_NE(per_tensor.status().message().find("weight_block_size"), std::string::npos);
+  ASSERT_TRUE(per_tensor.ok()) << per_tensor.status().to_string();
+  ASSERT_TRUE(per_tensor->fp8.has_value());
+  EXPECT_TRUE(per_tensor->fp8->per_tensor);
+  auto bad_blocks =
+      parse(v3, R"({"quantization_config":{"quant_method":"fp8","weight_block_size":[128]}})");
+  ASSERT_FALSE(bad_blocks.ok());
+  EXPECT_NE(bad_blocks.status().message().find("weight_block_size"), std::string::npos);
 
   ThreadPool pool(1);
   auto load_with = [&](const std::string& overrides) {

@@ -14,6 +14,7 @@
 #include "core/file_util.h"
 #include "core/rng.h"
 #include "io/writers.h"
+#include "kernels/fp8.h"
 #include "model_test_util.h"
 #include "test_util.h"
 
@@ -224,6 +225,138 @@ TEST_F(QuantizedGguf, QuantizationFlagIsCheckedAgainstTheCheckpoint) {
   auto bad = load_dummy("int3");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("not a method Strata knows"), std::string::npos);
+}
+
+// FP8 checkpoints without block scales (AutoFP8 / llm-compressor "fp8": one `weight_scale` per
+// tensor, or per output channel) load as FP8 and compute with exactly e4m3 * scale: their logits
+// equal those of an F32 twin holding the dequantized values.
+TEST(Fp8PerTensor, CheckpointMatchesItsDequantizedTwin) {
+  ThreadPool pool(2);
+  const int64_t H = 64, F = 128, V = 96, NH = 4, NKV = 2, hd = H / NH;
+  Rng rng(5);
+  std::vector<io::TensorToWrite> fp8, f32;
+  auto bytes = [](const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); };
+  auto plain = [&](const std::string& name, std::vector<int64_t> shape, float scale, bool ones) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(n);
+    for (auto& x : v) x = ones ? 1.0f : static_cast<float>(rng.normal()) * scale;
+    fp8.push_back({name, DType::kF32, shape, bytes(v.data(), v.size() * 4)});
+    f32.push_back(fp8.back());
+  };
+  int count = 0;
+  auto quantized = [&](const std::string& name, int64_t n, int64_t k) {
+    const bool per_channel = (count++ % 2) == 1;
+    std::vector<float> w(n * k), scales(per_channel ? n : 1), deq(n * k);
+    for (auto& x : w) x = static_cast<float>(rng.normal()) * 0.08f;
+    for (int64_t r = 0; r < n; ++r) {
+      float amax = 0;
+      for (int64_t c = 0; c < k; ++c)
+        amax =
+            std::max(amax, std::fabs(w[(per_channel ? r : 0) * k + c + (per_channel ? 0 : r * k)]));
+      if (per_channel) scales[r] = amax / 448.0f;
+    }
+    if (!per_channel) {
+      float amax = 0;
+      for (float x : w) amax = std::max(amax, std::fabs(x));
+      scales[0] = amax / 448.0f;
+    }
+    std::vector<uint8_t> q(n * k);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) {
+        const float sc = scales[per_channel ? r : 0];
+        q[r * k + c] = f32_to_fp8_e4m3(w[r * k + c] / sc);
+        deq[r * k + c] = fp8_e4m3_to_f32(q[r * k + c]) * sc;
+      }
+    fp8.push_back({name, DType::kF8E4M3, {n, k}, bytes(q.data(), q.size())});
+    if (per_channel)
+      fp8.push_back({name + "_scale", DType::kF32, {n, 1}, bytes(scales.data(), n * 4)});
+    else
+      fp8.push_back({name + "_scale", DType::kF32, {}, bytes(scales.data(), 4)});
+    f32.push_back({name, DType::kF32, {n, k}, bytes(deq.data(), deq.size() * 4)});
+  };
+  plain("model.embed_tokens.weight", {V, H}, 0.5f, false);
+  const std::string p = "model.layers.0.";
+  plain(p + "input_layernorm.weight", {H}, 0, true);
+  plain(p + "post_attention_layernorm.weight", {H}, 0, true);
+  quantized(p + "self_attn.q_proj.weight", NH * hd, H);
+  quantized(p + "self_attn.k_proj.weight", NKV * hd, H);
+  quantized(p + "self_attn.v_proj.weight", NKV * hd, H);
+  quantized(p + "self_attn.o_proj.weight", H, NH * hd);
+  quantized(p + "mlp.gate_proj.weight", F, H);
+  quantized(p + "mlp.up_proj.weight", F, H);
+  quantized(p + "mlp.down_proj.weight", H, F);
+  plain("model.norm.weight", {H}, 0, true);
+  plain("lm_head.weight", {V, H}, 0.2f, false);
+  const std::string cfg = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+      "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 96,
+      "max_position_embeddings": 128, "torch_dtype": "float32")";
+  char t1[] = "/tmp/strata_fp8pt_XXXXXX", t2[] = "/tmp/strata_fp8pt_XXXXXX";
+  const std::string d8 = ::mkdtemp(t1), d32 = ::mkdtemp(t2);
+  ASSERT_TRUE(write_file(d8 + "/config.json", cfg + R"(, "quantization_config":
+      {"quant_method": "fp8", "activation_scheme": "dynamic"}})")
+                  .ok());
+  ASSERT_TRUE(write_file(d32 + "/config.json", cfg + "}").ok());
+  ASSERT_TRUE(io::write_safetensors(d8 + "/model.safetensors", fp8).ok());
+  ASSERT_TRUE(io::write_safetensors(d32 + "/model.safetensors", f32).ok());
+  auto load = [&](const std::string& dir) {
+    LoadOptions o;
+    o.model = dir;
+    o.dtype = "float32";
+    o.pool = &pool;
+    o.limits = {64, 64, 4};
+    return load_model(o);
+  };
+  auto a = load(d8), b = load(d32);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(a->model->weight_dtype(), DType::kF8E4M3);
+  for (const std::string& v : {std::string("reference"), default_kernel_variant()}) {
+    testing::ModelHarness ha(*a->model, 1, 64, 16, DType::kF32),
+        hb(*b->model, 1, 64, 16, DType::kF32);
+    auto la = ha.step1(0, {3, 17, 40, 5, 88}, kernel_ops(v));
+    auto lb = hb.step1(0, {3, 17, 40, 5, 88}, kernel_ops(v));
+    double scale = 0;
+    for (float x : lb) scale = std::max(scale, std::fabs(static_cast<double>(x)));
+    ASSERT_GT(scale, 1e-3);
+    for (int64_t i = 0; i < V; ++i) ASSERT_NEAR(la[i], lb[i], 1e-5 * scale) << v << " logit " << i;
+  }
+  // The same tensors as a compressed-tensors "float-quantized" checkpoint (llm-compressor's FP8
+  // schemes store `weight` and `weight_scale` alike): the same logits.
+  ASSERT_TRUE(write_file(d8 + "/config.json", cfg + R"(, "quantization_config":
+      {"quant_method": "compressed-tensors", "format": "float-quantized",
+       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8,
+       "type": "float", "strategy": "channel", "symmetric": true, "dynamic": false},
+       "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+       "dynamic": true}}}, "ignore": ["lm_head"]}})")
+                  .ok());
+  {
+    auto ct = load(d8);
+    ASSERT_TRUE(ct.ok()) << ct.status().to_string();
+    testing::ModelHarness hc(*ct->model, 1, 64, 16, DType::kF32),
+        hb(*b->model, 1, 64, 16, DType::kF32);
+    const std::string v = default_kernel_variant();
+    auto lc = hc.step1(0, {3, 17, 40, 5, 88}, kernel_ops(v));
+    auto lb = hb.step1(0, {3, 17, 40, 5, 88}, kernel_ops(v));
+    for (int64_t i = 0; i < V; ++i) ASSERT_NEAR(lc[i], lb[i], 1e-4 * (1 + std::fabs(lb[i])));
+    LoadOptions o;
+    o.model = d8;
+    o.pool = &pool;
+    o.quantization = "compressed-tensors";
+    EXPECT_TRUE(load_model(o).ok());
+    o.quantization = "fp8";
+    EXPECT_FALSE(load_model(o).ok());
+  }
+  // A tensor without its scale is a clear error.
+  std::vector<io::TensorToWrite> missing;
+  for (const auto& t : fp8)
+    if (t.name != p + "mlp.up_proj.weight_scale") missing.push_back(t);
+  ASSERT_TRUE(io::write_safetensors(d8 + "/model.safetensors", missing).ok());
+  auto c = load(d8);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("up_proj.weight_scale"), std::string::npos)
+      << c.status().message();
 }
 
 }  // namespace
