@@ -66,5 +66,53 @@ TEST(ServerGolden, Stories260KGreedyMatchesGolden) {
   }
 }
 
+// TinyLLama-v0 (real weights in Q4_0) served over the API: the golden greedy ids, streamed and
+// not, run by the integer kernels.
+TEST(ServerGolden, TinyLlamaQ4_0GreedyMatchesGolden) {
+  STRATA_REQUIRE_SHARED("models/tinyllama-v0/TinyLLama-v0.Q4_0.gguf");
+  STRATA_REQUIRE_SHARED("golden/tinyllama-v0.json");
+  auto golden = read_json_file(strata::testing::shared_data_path("golden/tinyllama-v0.json"));
+  ASSERT_TRUE(golden.ok());
+  engine::EngineConfig e;
+  e.model.model = strata::testing::shared_data_path("models/tinyllama-v0/TinyLLama-v0.Q4_0.gguf");
+  e.cache.kv_cache_memory_bytes = 8 << 20;
+  e.threads = 2;
+  ServerConfig c = testing::local_server_config();
+  c.served_model_names = {"tinyllama"};
+  ServerHarness h(e, c);
+  ASSERT_TRUE(h.ok());
+  for (const auto& cs : (*golden)["cases"]) {
+    const std::vector<int32_t> want = cs["generated_ids"].get<std::vector<int32_t>>();
+    Json req;
+    req["model"] = "tinyllama";
+    req["prompt"] = cs["prompt_ids"];  // with its BOS, as the golden file gives it
+    req["max_tokens"] = want.size();
+    req["temperature"] = 0;
+    req["ignore_eos"] = true;
+    req["logprobs"] = 0;
+    req["return_tokens_as_token_ids"] = true;
+    for (bool stream : {false, true}) {
+      req["stream"] = stream;
+      auto r = h.post("/v1/completions", req.dump());
+      ASSERT_EQ(r.status, 200) << r.body;
+      std::vector<int32_t> got;
+      std::vector<Json> bodies;
+      if (stream) {
+        for (const auto& d : testing::sse_data(r.body))
+          if (d != "[DONE]") bodies.push_back(testing::parse(d));
+      } else {
+        bodies.push_back(testing::parse(r.body));
+      }
+      for (const Json& b : bodies)
+        for (const auto& t : b["choices"][0]["logprobs"]["tokens"]) {
+          std::string s = t;
+          ASSERT_EQ(s.rfind("token_id:", 0), 0u) << s;
+          got.push_back(std::stoi(s.substr(9)));
+        }
+      EXPECT_EQ(got, want) << "prompt '" << cs["prompt"] << "' stream " << stream;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata::server
