@@ -2,6 +2,10 @@
 // return_tokens_as_token_ids, and the text), for completions and streams.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <cstdlib>
+
 #include "core/file_util.h"
 #include "server_test_util.h"
 
@@ -110,6 +114,74 @@ TEST(ServerGolden, TinyLlamaQ4_0GreedyMatchesGolden) {
           got.push_back(std::stoi(s.substr(9)));
         }
       EXPECT_EQ(got, want) << "prompt '" << cs["prompt"] << "' stream " << stream;
+    }
+  }
+}
+
+// AWQ, GPTQ and compressed-tensors checkpoints (written by tests/model/int_quant_checkpoints.py)
+// serve over the API: the served greedy ids, streamed and not, equal the engine's own for the
+// same request. Skips, saying so, without /usr/bin/python3 (or $STRATA_PYTHON) with numpy.
+TEST(ServerQuantized, AwqGptqAndCompressedTensorsCheckpointsServe) {
+  const char* env = std::getenv("STRATA_PYTHON");
+  const std::string py = env != nullptr && *env ? env : "/usr/bin/python3";
+  if (std::system(("'" + py + "' -c 'import numpy' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "'" << py << "' with numpy is needed to write the checkpoints";
+  char tmpl[] = "/tmp/strata_server_quant_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  ASSERT_EQ(std::system(("'" + py + "' '" +
+                         strata::testing::repo_path("tests/model/int_quant_checkpoints.py") +
+                         "' '" + dir + "' >/dev/null")
+                            .c_str()),
+            0);
+  const std::vector<int32_t> prompt = {1, 17, 99, 3, 42};
+  for (const char* name : {"awq_g32", "gptq_4bit_sym_g128", "ct_w8_sym_channel"}) {
+    engine::EngineConfig e;
+    e.model.model = dir + "/" + name;
+    e.cache.kv_cache_memory_bytes = 8 << 20;
+    e.threads = 2;
+    std::vector<int32_t> want;
+    {
+      auto client = engine::EngineClient::create(e);
+      ASSERT_TRUE(client.ok()) << name << ": " << client.status().to_string();
+      engine::EngineRequest r;
+      r.request_id = "direct";
+      r.prompt_token_ids = prompt;
+      r.params.temperature = 0;
+      r.params.max_tokens = 8;
+      r.params.ignore_eos = true;
+      auto st = (*client)->submit(r);
+      ASSERT_TRUE(st.ok()) << st.status().to_string();
+      while (auto c = (*st)->next()) want.insert(want.end(), c->token_ids.begin(), c->token_ids.end());
+    }
+    ASSERT_EQ(want.size(), 8u) << name;
+    ServerConfig c = testing::local_server_config();
+    c.served_model_names = {"q"};
+    ServerHarness h(e, c);
+    ASSERT_TRUE(h.ok()) << name;
+    Json req;
+    req["model"] = "q";
+    req["prompt"] = prompt;
+    req["max_tokens"] = 8;
+    req["temperature"] = 0;
+    req["ignore_eos"] = true;
+    req["logprobs"] = 0;
+    req["return_tokens_as_token_ids"] = true;
+    for (bool stream : {false, true}) {
+      req["stream"] = stream;
+      auto r = h.post("/v1/completions", req.dump());
+      ASSERT_EQ(r.status, 200) << name << ": " << r.body;
+      std::vector<Json> bodies;
+      if (stream) {
+        for (const auto& d : testing::sse_data(r.body))
+          if (d != "[DONE]") bodies.push_back(testing::parse(d));
+      } else {
+        bodies.push_back(testing::parse(r.body));
+      }
+      std::vector<int32_t> got;
+      for (const Json& b : bodies)
+        for (const auto& t : b["choices"][0]["logprobs"]["tokens"])
+          got.push_back(std::stoi(t.get<std::string>().substr(9)));
+      EXPECT_EQ(got, want) << name << " stream " << stream;
     }
   }
 }
