@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/kernel_impl.h"
+#include "kernels/simd_avx512.h"
 
 // GCC 12 warns that its intrinsic headers read an uninitialized pass-through operand.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -26,27 +27,6 @@ namespace strata::kernels::avx512 {
 namespace {
 
 constexpr int64_t kChunk = 32;  // key/value rows converted at a time
-
-// exp(x) for x <= 0 (scores minus their max): Cephes-style range reduction and polynomial.
-inline __m512 exp16(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.3365478515625f);
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.0f));
-  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
-  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127));
-  const __m512 r = _mm512_mul_ps(y, _mm512_castsi512_ps(_mm512_slli_epi32(e, 23)));
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), r);
-}
 
 // Scores of key rows[0..n) for slot vectors [v0, v0 + NV), NK keys at a time. Each score is
 // the AVX2 kernel's (dot8 then reduce8x8): eight partial FMA chains P_l over the head dims
@@ -94,7 +74,7 @@ void score_keys_all(const float* qt, int64_t ns16, int nv, const float* const* r
 // twice, chunk by chunk (once for the maxima, once for the weights): the same operations either
 // way, so the results are identical.
 void tile_head(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float* scratch,
-               int64_t acc_floats, int64_t score_floats, int64_t kc) {
+               int64_t acc_floats, int64_t score_floats) {
   const PagedKvLayer& kv = *a.kv;
   const int64_t hd = kv.head_dim;
   const int group = a.num_heads / static_cast<int>(kv.num_kv_heads);
@@ -109,8 +89,7 @@ void tile_head(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float* 
   float* qt = scratch;                 // [hd][ns16]: the queries
   float* out = qt + hd * ns16;         // [hd][ns16]: the weighted values
   float* rows = scratch + acc_floats;  // converted key / value rows
-  float* sc = rows + kc * hd;          // scores: [ctx_max][ns16] stored, else [kc][ns16]
-  (void)acc_floats;
+  float* sc = rows + kChunk * hd;      // scores: [ctx_max][ns16] stored, else [kChunk][ns16]
   // Queries transposed: qt[e][slot], slot = i * group + h; padding slots are zero.
   for (int64_t e = 0; e < hd; ++e)
     for (int64_t sl = 0; sl < ns16; ++sl)
@@ -133,8 +112,8 @@ void tile_head(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float* 
   // Pass 1: scores and each lane's maximum over its keys.
   __m512 mx[kAttentionTileRows * 4];
   for (int v = 0; v < nv; ++v) mx[v] = _mm512_set1_ps(-INFINITY);
-  for (int64_t j0 = 0; j0 < ctx_max; j0 += kc) {
-    const int64_t n = std::min(kc, ctx_max - j0);
+  for (int64_t j0 = 0; j0 < ctx_max; j0 += kChunk) {
+    const int64_t n = std::min(kChunk, ctx_max - j0);
     const float* c = chunk_scores(j0, n);
     for (int v = 0; v < nv; ++v) {
       const __m512i cv = _mm512_load_si512(lane_ctx + v * 16);
@@ -153,8 +132,8 @@ void tile_head(const AttentionArgs& a, int s, int64_t t0, int nq, int g, float* 
   for (int v = 0; v < nv; ++v)
     for (int m = 0; m < 8; ++m) sum[v][m] = _mm512_setzero_ps();
   std::memset(out, 0, static_cast<size_t>(hd * ns16) * sizeof(float));
-  for (int64_t j0 = 0; j0 < ctx_max; j0 += kc) {
-    const int64_t n = std::min(kc, ctx_max - j0);
+  for (int64_t j0 = 0; j0 < ctx_max; j0 += kChunk) {
+    const int64_t n = std::min(kChunk, ctx_max - j0);
     float* c = stored ? sc + j0 * ns16 : chunk_scores(j0, n);
     for (int v = 0; v < nv; ++v) {
       const __m512i cv = _mm512_load_si512(lane_ctx + v * 16);
@@ -211,7 +190,7 @@ bool wide_tile(const AttentionArgs& a, int s, int64_t t0, int nq, int g0, int ng
   const int64_t q_space = std::max(acc_floats, 2 * hd * ns16);
   const int64_t left = acc_floats + rows_floats + score_floats - q_space - kChunk * hd;
   if (left < kChunk * ns16) return false;
-  for (int g = g0; g < g0 + ng; ++g) tile_head(a, s, t0, nq, g, scratch, q_space, left, kChunk);
+  for (int g = g0; g < g0 + ng; ++g) tile_head(a, s, t0, nq, g, scratch, q_space, left);
   return true;
 }
 }  // namespace

@@ -14,6 +14,46 @@ namespace {
 
 using testing::ServerHarness;
 
+// A greedy completion of `prompt` (text or token ids), streamed or not: its token ids (through
+// return_tokens_as_token_ids) and its text.
+struct Served {
+  std::vector<int32_t> ids;
+  std::string text;
+};
+Served greedy_completion(ServerHarness& h, const std::string& model, const Json& prompt,
+                         size_t max_tokens, bool stream) {
+  Json req;
+  req["model"] = model;
+  req["prompt"] = prompt;
+  req["max_tokens"] = max_tokens;
+  req["temperature"] = 0;
+  req["ignore_eos"] = true;
+  req["logprobs"] = 0;
+  req["return_tokens_as_token_ids"] = true;
+  req["stream"] = stream;
+  Served out;
+  auto r = h.post("/v1/completions", req.dump());
+  EXPECT_EQ(r.status, 200) << r.body;
+  if (r.status != 200) return out;
+  std::vector<Json> bodies;
+  if (stream) {
+    for (const auto& d : testing::sse_data(r.body))
+      if (d != "[DONE]") bodies.push_back(testing::parse(d));
+  } else {
+    bodies.push_back(testing::parse(r.body));
+  }
+  for (const Json& b : bodies) {
+    const Json& ch = b["choices"][0];
+    out.text += ch["text"].get<std::string>();
+    for (const auto& t : ch["logprobs"]["tokens"]) {
+      const std::string s = t;
+      EXPECT_EQ(s.rfind("token_id:", 0), 0u) << s;
+      out.ids.push_back(std::stoi(s.substr(9)));
+    }
+  }
+  return out;
+}
+
 TEST(ServerGolden, Stories260KGreedyMatchesGolden) {
   STRATA_REQUIRE_SHARED("models/stories260K-hf/config.json");
   STRATA_REQUIRE_SHARED("golden/stories260K.json");
@@ -29,43 +69,15 @@ TEST(ServerGolden, Stories260KGreedyMatchesGolden) {
   ASSERT_TRUE(h.ok());
   for (const auto& cs : (*golden)["cases"]) {
     const std::vector<int32_t> want = cs["generated_ids"].get<std::vector<int32_t>>();
-    Json req;
-    req["model"] = "stories";
-    req["prompt"] = cs["prompt"];
-    req["max_tokens"] = want.size();
-    req["temperature"] = 0;
-    req["ignore_eos"] = true;
-    req["logprobs"] = 0;
-    req["return_tokens_as_token_ids"] = true;
     for (bool stream : {false, true}) {
-      req["stream"] = stream;
-      auto r = h.post("/v1/completions", req.dump());
-      ASSERT_EQ(r.status, 200) << r.body;
-      std::vector<int32_t> got;
-      std::string text;
-      std::vector<Json> bodies;
-      if (stream) {
-        for (const auto& d : testing::sse_data(r.body))
-          if (d != "[DONE]") bodies.push_back(testing::parse(d));
-      } else {
-        bodies.push_back(testing::parse(r.body));
-      }
-      for (const Json& b : bodies) {
-        const Json& ch = b["choices"][0];
-        text += ch["text"].get<std::string>();
-        for (const auto& t : ch["logprobs"]["tokens"]) {
-          std::string s = t;
-          ASSERT_EQ(s.rfind("token_id:", 0), 0u) << s;
-          got.push_back(std::stoi(s.substr(9)));
-        }
-      }
-      EXPECT_EQ(got, want) << "prompt '" << cs["prompt"] << "' stream " << stream;
+      const Served got = greedy_completion(h, "stories", cs["prompt"], want.size(), stream);
+      EXPECT_EQ(got.ids, want) << "prompt '" << cs["prompt"] << "' stream " << stream;
       // The text as a detokenizer (HF, vLLM) gives it: for an empty prompt the continuation is
       // the whole text, whose first SentencePiece space is dropped ("text"); otherwise the
       // continuation keeps its leading space ("completion_text").
       const std::string want_text = cs["prompt"] == "" ? cs["text"].get<std::string>()
                                                        : cs["completion_text"].get<std::string>();
-      EXPECT_EQ(text, want_text) << "prompt '" << cs["prompt"] << "'";
+      EXPECT_EQ(got.text, want_text) << "prompt '" << cs["prompt"] << "'";
     }
   }
 }
@@ -87,34 +99,10 @@ TEST(ServerGolden, TinyLlamaQ4_0GreedyMatchesGolden) {
   ASSERT_TRUE(h.ok());
   for (const auto& cs : (*golden)["cases"]) {
     const std::vector<int32_t> want = cs["generated_ids"].get<std::vector<int32_t>>();
-    Json req;
-    req["model"] = "tinyllama";
-    req["prompt"] = cs["prompt_ids"];  // with its BOS, as the golden file gives it
-    req["max_tokens"] = want.size();
-    req["temperature"] = 0;
-    req["ignore_eos"] = true;
-    req["logprobs"] = 0;
-    req["return_tokens_as_token_ids"] = true;
-    for (bool stream : {false, true}) {
-      req["stream"] = stream;
-      auto r = h.post("/v1/completions", req.dump());
-      ASSERT_EQ(r.status, 200) << r.body;
-      std::vector<int32_t> got;
-      std::vector<Json> bodies;
-      if (stream) {
-        for (const auto& d : testing::sse_data(r.body))
-          if (d != "[DONE]") bodies.push_back(testing::parse(d));
-      } else {
-        bodies.push_back(testing::parse(r.body));
-      }
-      for (const Json& b : bodies)
-        for (const auto& t : b["choices"][0]["logprobs"]["tokens"]) {
-          std::string s = t;
-          ASSERT_EQ(s.rfind("token_id:", 0), 0u) << s;
-          got.push_back(std::stoi(s.substr(9)));
-        }
-      EXPECT_EQ(got, want) << "prompt '" << cs["prompt"] << "' stream " << stream;
-    }
+    // With its BOS, as the golden file gives it.
+    for (bool stream : {false, true})
+      EXPECT_EQ(greedy_completion(h, "tinyllama", cs["prompt_ids"], want.size(), stream).ids, want)
+          << "prompt '" << cs["prompt"] << "' stream " << stream;
   }
 }
 
@@ -151,38 +139,17 @@ TEST(ServerQuantized, AwqGptqAndCompressedTensorsCheckpointsServe) {
       r.params.ignore_eos = true;
       auto st = (*client)->submit(r);
       ASSERT_TRUE(st.ok()) << st.status().to_string();
-      while (auto c = (*st)->next()) want.insert(want.end(), c->token_ids.begin(), c->token_ids.end());
+      while (auto c = (*st)->next())
+        want.insert(want.end(), c->token_ids.begin(), c->token_ids.end());
     }
     ASSERT_EQ(want.size(), 8u) << name;
     ServerConfig c = testing::local_server_config();
     c.served_model_names = {"q"};
     ServerHarness h(e, c);
     ASSERT_TRUE(h.ok()) << name;
-    Json req;
-    req["model"] = "q";
-    req["prompt"] = prompt;
-    req["max_tokens"] = 8;
-    req["temperature"] = 0;
-    req["ignore_eos"] = true;
-    req["logprobs"] = 0;
-    req["return_tokens_as_token_ids"] = true;
-    for (bool stream : {false, true}) {
-      req["stream"] = stream;
-      auto r = h.post("/v1/completions", req.dump());
-      ASSERT_EQ(r.status, 200) << name << ": " << r.body;
-      std::vector<Json> bodies;
-      if (stream) {
-        for (const auto& d : testing::sse_data(r.body))
-          if (d != "[DONE]") bodies.push_back(testing::parse(d));
-      } else {
-        bodies.push_back(testing::parse(r.body));
-      }
-      std::vector<int32_t> got;
-      for (const Json& b : bodies)
-        for (const auto& t : b["choices"][0]["logprobs"]["tokens"])
-          got.push_back(std::stoi(t.get<std::string>().substr(9)));
-      EXPECT_EQ(got, want) << name << " stream " << stream;
-    }
+    for (bool stream : {false, true})
+      EXPECT_EQ(greedy_completion(h, "q", prompt, 8, stream).ids, want)
+          << name << " stream " << stream;
   }
 }
 
