@@ -98,8 +98,8 @@ class StepLimitFile {
     applied_ = true;
     last_ = limit;
     engine_->set_step_limit(limit);
-    STRATA_LOG(INFO) << "debug step limit set to " << limit << " (steps run so far: "
-                     << engine_->steps_run() << ")";
+    STRATA_LOG(INFO) << "debug step limit set to " << limit
+                     << " (steps run so far: " << engine_->steps_run() << ")";
   }
 
   std::string path_;

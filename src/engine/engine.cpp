@@ -338,7 +338,8 @@ void Engine::emit(Choice& c, const sched::RequestOutput& out, const SampledEntry
     if (!(stopped_by_token && !c.params.include_stop_str_in_output)) delta = c.detok->add(tok);
     if (out.finished()) delta += c.detok->flush();
     if (c.matcher) {
-      auto upd = c.matcher->feed(delta, sampling::stop_strings_active(c.params, c.num_output_tokens));
+      auto upd =
+          c.matcher->feed(delta, sampling::stop_strings_active(c.params, c.num_output_tokens));
       chunk.text = std::string(upd.text);
       if (upd.stopped) {
         if (!out.finished()) (void)scheduler_->finish_request(c.seq_id, sched::FinishReason::kStop);

@@ -26,8 +26,8 @@ struct EngineConfig;
 
 // Fixed at creation.
 struct EngineInfo {
-  std::string model_path;      // the MODEL argument
-  std::string tokenizer_path;  // where the tokenizer (and chat template) come from
+  std::string model_path;                      // the MODEL argument
+  std::string tokenizer_path;                  // where the tokenizer (and chat template) come from
   std::shared_ptr<const Tokenizer> tokenizer;  // null for models run on token ids only
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;

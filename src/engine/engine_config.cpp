@@ -70,9 +70,10 @@ Result<EngineConfig> engine_config_from_args(const Args& args) {
   if (c.generation_config != "auto" && c.generation_config != "none" &&
       c.generation_config != "vllm" &&
       !file_exists(path_join(c.generation_config, "generation_config.json")))
-    return invalid_argument("--generation-config must be auto, vllm (or none), or a folder "
-                            "holding generation_config.json; '" +
-                            c.generation_config + "' is none of these");
+    return invalid_argument(
+        "--generation-config must be auto, vllm (or none), or a folder "
+        "holding generation_config.json; '" +
+        c.generation_config + "' is none of these");
   c.threads = static_cast<int>(args.get_int("threads"));
   if (c.threads < 0) return invalid_argument("--threads must be >= 0");
   c.kernels = args.get("kernels");

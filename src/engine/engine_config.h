@@ -18,10 +18,10 @@ struct EngineConfig {
   std::string tokenizer;  // tokenizer path; empty: the model's own (none is fine for dummy runs)
   kv::CacheConfig cache;
   sched::SchedulerConfig scheduler;
-  int threads = 0;        // compute threads; 0: all available
+  int threads = 0;               // compute threads; 0: all available
   std::string kernels = "auto";  // kernel variant (kernels/backend.h); auto: the fastest supported
-  uint64_t seed = 0;      // engine generator (unseeded requests) and dummy weights
-  int max_logprobs = 20;  // largest logprobs / prompt_logprobs a request may ask for
+  uint64_t seed = 0;             // engine generator (unseeded requests) and dummy weights
+  int max_logprobs = 20;         // largest logprobs / prompt_logprobs a request may ask for
   // auto: sampling defaults from the model's generation_config.json; a folder: from the
   // generation_config.json in it; vllm or none: vLLM's defaults.
   std::string generation_config = "auto";

@@ -487,10 +487,11 @@ Result<TensorRef> GgufFile::tensor(std::string_view name) const {
       dt = DType::kBF16;
       break;
     default:
-      return unimplemented("GGUF file '" + path() + "': tensor '" + info.name + "' has type " +
-                           ggml_type_name(info.ggml_type) +
-                           ", which Strata does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                           "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
+      return unimplemented(
+          "GGUF file '" + path() + "': tensor '" + info.name + "' has type " +
+          ggml_type_name(info.ggml_type) +
+          ", which Strata does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+          "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
   }
   TensorRef ref;
   ref.name = info.name;

@@ -23,7 +23,7 @@ namespace strata {
 
 // What this CPU can run (cpuid, checked once).
 struct CpuFeatures {
-  bool avx2 = false;  // with FMA and F16C
+  bool avx2 = false;    // with FMA and F16C
   bool avx512 = false;  // F, BW, VL, DQ
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
@@ -35,11 +35,11 @@ std::string cpu_features_string();
 
 // One registered kernel table.
 struct KernelVariantInfo {
-  std::string name;      // "avx2"; what --kernels and STRATA_KERNELS take
-  std::string cpu_features;  // what it needs, for messages ("AVX2, FMA, F16C")
-  int priority = 0;      // the supported variant with the highest priority is the default
-  bool (*supported)() = nullptr;              // run-time check (cpuid); null: always
-  const KernelOps& (*ops)() = nullptr;        // the table (only called when supported)
+  std::string name;               // "avx2"; what --kernels and STRATA_KERNELS take
+  std::string cpu_features;       // what it needs, for messages ("AVX2, FMA, F16C")
+  int priority = 0;               // the supported variant with the highest priority is the default
+  bool (*supported)() = nullptr;  // run-time check (cpuid); null: always
+  const KernelOps& (*ops)() = nullptr;  // the table (only called when supported)
   bool reference = false;  // the plain reference: a test baseline, never chosen by default
   bool is_supported() const { return supported == nullptr || supported(); }
 };
@@ -56,7 +56,8 @@ const KernelVariantInfo* find_kernel_variant(std::string_view name);
 // checked). Users' choices go through choose_kernel_variant().
 const KernelOps& kernel_ops(std::string_view name);
 const KernelOps& reference_kernel_ops();
-// The fastest supported variant's name (ignores STRATA_KERNELS): what tests compare with the reference.
+// The fastest supported variant's name (ignores STRATA_KERNELS): what tests compare with the
+// reference.
 std::string default_kernel_variant();
 // `name` "" or "auto": STRATA_KERNELS when set, else the fastest supported variant. Errors name the
 // variants there are and which this CPU supports.

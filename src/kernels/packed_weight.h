@@ -129,7 +129,7 @@ class PackedWeight {
   bool quant_ = false;       // block-quantized (quant_weight.h layout)
   int64_t quant_unit_cols_ = 1, quant_unit_bytes_ = 0;
   QuantLayout layout_;  // block-quantized only
-  AlignedBuffer data_;       // own data (empty once placed)
+  AlignedBuffer data_;  // own data (empty once placed)
   std::shared_ptr<const DeviceBuffer> arena_;
   const std::byte* arena_data_ = nullptr;  // this weight's bytes inside *arena_
 };

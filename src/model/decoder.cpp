@@ -20,16 +20,16 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
   WeightSource& w = *weights_;
   const int64_t H = c.hidden_size;
   STRATA_ASSIGN_OR_RETURN(moe_spec_, parse_moe_spec(c));
-  STRATA_ASSIGN_OR_RETURN(
-      embed_, EmbeddingTable::load(w, names.embed, c.vocab_size, H, opt.storage, opt.keep_in_place));
+  STRATA_ASSIGN_OR_RETURN(embed_, EmbeddingTable::load(w, names.embed, c.vocab_size, H, opt.storage,
+                                                       opt.keep_in_place));
   STRATA_ASSIGN_OR_RETURN(final_norm_, load_vector(w, names.final_norm, H, -1, DummyInit::kOnes));
   if (c.tie_word_embeddings || !w.has(tensor_name(names.lm_head, w.naming()))) {
     STRATA_ASSIGN_OR_RETURN(lm_head_,
                             embed_.as_packed(matmul_storage(opt.storage, embed_.dtype())));
   } else {
     // DeepSeek's FP8 checkpoints keep the output head in the float dtype.
-    STRATA_ASSIGN_OR_RETURN(lm_head_, load_packed(w, {{names.lm_head, c.vocab_size}}, H, -1,
-                                                  opt.storage, lm_head_fp8));
+    STRATA_ASSIGN_OR_RETURN(
+        lm_head_, load_packed(w, {{names.lm_head, c.vocab_size}}, H, -1, opt.storage, lm_head_fp8));
   }
   params_ = c.vocab_size * H * (c.tie_word_embeddings ? 1 : 2) + H;
   const int64_t L = c.num_hidden_layers;

@@ -39,10 +39,10 @@ class DeepseekModel : public DecoderModel {
            2.0 * num_logit_rows * config_.vocab_size * config_.hidden_size;
   }
 
-
  protected:
   Status load_attention(int64_t l, const ModelBuildOptions& opt) override {
-    STRATA_ASSIGN_OR_RETURN(attn_[l], MlaAttention::load(weights(), config_, mla_, l, opt.layers()));
+    STRATA_ASSIGN_OR_RETURN(attn_[l],
+                            MlaAttention::load(weights(), config_, mla_, l, opt.layers()));
     const MlaAttention& a = *attn_[l];
     active_bytes_ += a.bytes();
     total_bytes_ += a.bytes();

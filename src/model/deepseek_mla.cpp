@@ -149,7 +149,8 @@ void MlaAttention::describe(const std::string& prefix, std::vector<LinearInfo>* 
   };
   add("qkv_a", qkv_a_, Sharding::kReplicated);
   add("q_b", q_b_, Sharding::kColumn);
-  for (size_t h = 0; h < uk_t_.size(); ++h) add("uk_t." + std::to_string(h), uk_t_[h], Sharding::kColumn);
+  for (size_t h = 0; h < uk_t_.size(); ++h)
+    add("uk_t." + std::to_string(h), uk_t_[h], Sharding::kColumn);
   for (size_t h = 0; h < uv_.size(); ++h) add("uv." + std::to_string(h), uv_[h], Sharding::kColumn);
   add("o", o_, Sharding::kRow);
 }

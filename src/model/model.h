@@ -37,10 +37,10 @@ struct KvSpec {
 };
 
 // How tensor parallelism would split a linear layer's [rows, cols] weight over ranks (vLLM's
-// linear classes): column-parallel splits the output rows (QKV, gate/up; no reduction), row-parallel
-// splits the input columns (O, down; an all-reduce of the partial outputs), vocab-parallel splits
-// the vocabulary rows (embedding, LM head), replicated keeps the whole weight on every rank (small
-// projections, the MoE router), expert-parallel places whole experts on ranks.
+// linear classes): column-parallel splits the output rows (QKV, gate/up; no reduction),
+// row-parallel splits the input columns (O, down; an all-reduce of the partial outputs),
+// vocab-parallel splits the vocabulary rows (embedding, LM head), replicated keeps the whole weight
+// on every rank (small projections, the MoE router), expert-parallel places whole experts on ranks.
 enum class Sharding { kReplicated, kColumn, kRow, kVocab, kExpert };
 const char* sharding_name(Sharding s);
 
@@ -117,8 +117,8 @@ struct LoadOptions {
   // checkpoint has is checked against it; fp8 or q8_0 on an unquantized checkpoint quantizes the
   // decoder layers' matmuls at load (block FP8, or Q8_0 run by the int8 kernels).
   std::string quantization;
-  std::string hf_overrides;          // JSON merged into config.json
-  uint64_t seed = 0;                 // dummy weights
+  std::string hf_overrides;  // JSON merged into config.json
+  uint64_t seed = 0;         // dummy weights
   WorkspaceLimits limits;
   ThreadPool* pool = nullptr;  // compute threads (required)
   // Where the weights live (the backend's allocator); null: host memory.

@@ -23,63 +23,73 @@ Status SamplingParams::validate(int64_t vocab_size, int max_logprobs,
   };
   if (n < 1) return bad("n", "n must be at least 1, got " + std::to_string(n) + ".");
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
-    return bad("presence_penalty", "presence_penalty must be in [-2, 2], got " + num(presence_penalty) + ".");
+    return bad("presence_penalty",
+               "presence_penalty must be in [-2, 2], got " + num(presence_penalty) + ".");
   }
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
-    return bad("frequency_penalty", "frequency_penalty must be in [-2, 2], got " + num(frequency_penalty) + ".");
+    return bad("frequency_penalty",
+               "frequency_penalty must be in [-2, 2], got " + num(frequency_penalty) + ".");
   }
   if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty))) {
-    return bad("repetition_penalty", "repetition_penalty must be a finite number greater than zero, got " +
-               num(repetition_penalty) + ".");
+    return bad("repetition_penalty",
+               "repetition_penalty must be a finite number greater than zero, got " +
+                   num(repetition_penalty) + ".");
   }
   if (!(temperature >= 0.0f && std::isfinite(temperature))) {
-    return bad("temperature", "temperature must be a finite non-negative number, got " + num(temperature) + ".");
+    return bad("temperature",
+               "temperature must be a finite non-negative number, got " + num(temperature) + ".");
   }
   if (!(top_p > 0.0f && top_p <= 1.0f)) {
     return bad("top_p", "top_p must be in (0, 1], got " + num(top_p) + ".");
   }
   if (top_k < -1) {
-    return bad("top_k", "top_k must be 0 (disable), or at least 1, got " + std::to_string(top_k) + ".");
+    return bad("top_k",
+               "top_k must be 0 (disable), or at least 1, got " + std::to_string(top_k) + ".");
   }
   if (!(min_p >= 0.0f && min_p <= 1.0f)) {
     return bad("min_p", "min_p must be in [0, 1], got " + num(min_p) + ".");
   }
   if (max_tokens && *max_tokens < 1) {
-    return bad("max_tokens", "max_tokens must be at least 1, got " + std::to_string(*max_tokens) + ".");
+    return bad("max_tokens",
+               "max_tokens must be at least 1, got " + std::to_string(*max_tokens) + ".");
   }
   if (min_tokens < 0) {
-    return bad("min_tokens", "min_tokens must be greater than or equal to 0, got " + std::to_string(min_tokens) +
-               ".");
+    return bad("min_tokens", "min_tokens must be greater than or equal to 0, got " +
+                                 std::to_string(min_tokens) + ".");
   }
   if (max_tokens && min_tokens > *max_tokens) {
     return bad("min_tokens", "min_tokens must be less than or equal to max_tokens=" +
-               std::to_string(*max_tokens) + ", got " + std::to_string(min_tokens) + ".");
+                                 std::to_string(*max_tokens) + ", got " +
+                                 std::to_string(min_tokens) + ".");
   }
   if (logprobs && (*logprobs < 0 || *logprobs > max_logprobs)) {
     return bad("logprobs", "logprobs must be in [0, " + std::to_string(max_logprobs) + "], got " +
-               std::to_string(*logprobs) + " (the number of top alternatives per token).");
+                               std::to_string(*logprobs) +
+                               " (the number of top alternatives per token).");
   }
   if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > max_logprobs)) {
-    return bad("prompt_logprobs", "prompt_logprobs must be in [0, " + std::to_string(max_logprobs) + "], got " +
-               std::to_string(*prompt_logprobs) + ".");
+    return bad("prompt_logprobs", "prompt_logprobs must be in [0, " + std::to_string(max_logprobs) +
+                                      "], got " + std::to_string(*prompt_logprobs) + ".");
   }
   for (const auto& s : stop) {
     if (s.empty()) return bad("stop", "stop cannot contain an empty string.");
   }
   for (int32_t id : stop_token_ids) {
     if (id < 0 || id >= vocab_size) {
-      return bad("stop_token_ids", "stop_token_ids must be token ids in [0, " + std::to_string(vocab_size) +
-                 "), got " + std::to_string(id) + ".");
+      return bad("stop_token_ids", "stop_token_ids must be token ids in [0, " +
+                                       std::to_string(vocab_size) + "), got " + std::to_string(id) +
+                                       ".");
     }
   }
   for (const auto& [id, bias] : logit_bias) {
     if (id < 0 || id >= vocab_size) {
-      return bad("logit_bias", "logit_bias contains the out-of-vocabulary token id " + std::to_string(id) +
-                 "; token ids must be in [0, " + std::to_string(vocab_size) + ").");
+      return bad("logit_bias", "logit_bias contains the out-of-vocabulary token id " +
+                                   std::to_string(id) + "; token ids must be in [0, " +
+                                   std::to_string(vocab_size) + ").");
     }
     if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias)) {
-      return bad("logit_bias", "logit_bias values must be in [-100, 100], got " + num(bias) + " for token " +
-                 std::to_string(id) + ".");
+      return bad("logit_bias", "logit_bias values must be in [-100, 100], got " + num(bias) +
+                                   " for token " + std::to_string(id) + ".");
     }
   }
   return ok_status();

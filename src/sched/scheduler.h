@@ -115,9 +115,7 @@ class Scheduler {
 
   bool has_unfinished_requests() const { return !running_.empty() || !waiting_.empty(); }
   // Unfinished requests that are not paused: schedule() plans work exactly when there are some.
-  bool has_runnable_requests() const {
-    return num_running() + num_waiting() > num_paused_;
-  }
+  bool has_runnable_requests() const { return num_running() + num_waiting() > num_paused_; }
   int64_t num_paused() const { return num_paused_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }

@@ -141,8 +141,8 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
       break;  // r was the youngest: nothing after it
     }
     if (took_paused)  // paused requests older than r may have left: find r's place again
-      i = static_cast<size_t>(
-          std::lower_bound(running_.begin(), running_.end(), r, KeyLess()) - running_.begin());
+      i = static_cast<size_t>(std::lower_bound(running_.begin(), running_.end(), r, KeyLess()) -
+                              running_.begin());
     auto new_blocks = kv_.allocate_slots(seq(*r), r->num_computed_tokens_, n);
     STRATA_CHECK(new_blocks.has_value()) << "allocation failed after the fit check";
     add_entry(plan, r, n, *new_blocks, /*new_table=*/false);

@@ -200,8 +200,8 @@ void Generation::resume() {
 void Generation::on_stall() {
   if (!paused_ || finished_) return;
   STRATA_LOG(WARNING) << "Request " << id_ << ": the client read nothing for "
-                      << state_->config.stream_stall_timeout
-                      << " s (--stream-stall-timeout) with " << writer_.buffered_bytes()
+                      << state_->config.stream_stall_timeout << " s (--stream-stall-timeout) with "
+                      << writer_.buffered_bytes()
                       << " bytes waiting; aborting it and closing the connection";
   state_->metrics.count_stream_stalled();
   set_paused(false);
@@ -241,7 +241,8 @@ void Generation::pump() {
   for (size_t i = 0; i < streams_.size(); ++i) {
     if (stream_done_[i]) continue;
     bool done = false;
-    for (auto& c : streams_[i]->drain(&done)) backlog_.emplace_back(static_cast<int>(i), std::move(c));
+    for (auto& c : streams_[i]->drain(&done))
+      backlog_.emplace_back(static_cast<int>(i), std::move(c));
     if (done) stream_done_[i] = true;
   }
   // Stream output goes out while the connection has room; the rest waits in backlog_ and the

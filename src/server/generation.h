@@ -15,9 +15,9 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <utility>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine_types.h"

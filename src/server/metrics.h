@@ -56,9 +56,9 @@ struct FinishedSequence {
 // Values the server adds to a scrape beyond the engine's stats.
 struct ServerGauges {
   int64_t http_connections = 0;
-  int64_t requests_in_flight = 0;  // HTTP requests being answered
-  int64_t streams_paused = 0;      // streams paused until their client reads (back-pressure)
-  int64_t write_buffer_bytes = 0;  // response bytes queued in the server, all connections
+  int64_t requests_in_flight = 0;    // HTTP requests being answered
+  int64_t streams_paused = 0;        // streams paused until their client reads (back-pressure)
+  int64_t write_buffer_bytes = 0;    // response bytes queued in the server, all connections
   int64_t connections_rejected = 0;  // turned away by --max-connections (cumulative)
 };
 
@@ -69,7 +69,7 @@ class ServerMetrics {
   void observe_ttft(double seconds);
   void observe_inter_token_latency(double seconds);
   void observe_finished(const FinishedSequence& s);
-  void count_rejected(const std::string& reason);  // queue_full, shutting_down, ...
+  void count_rejected(const std::string& reason);      // queue_full, shutting_down, ...
   void count_stream_stalled() { ++streams_stalled_; }  // aborted by --stream-stall-timeout
 
   // The text exposition (Content-Type: text/plain; version=0.0.4).

@@ -91,7 +91,8 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
   st.alive = s->alive_;
   // Parsing and tokenizing big bodies: a couple of threads (more on big machines), beside the
   // engine's compute threads.
-  const int work_threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 8, 2, 4);
+  const int work_threads =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 8, 2, 4);
   s->work_ = std::make_unique<WorkQueue>(work_threads);
   st.work = s->work_.get();
   OpenAiServer* self = s.get();

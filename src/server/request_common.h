@@ -1,8 +1,8 @@
 // Pieces shared by the completion and chat request parsers (server-internal).
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
 #include <cstddef>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "server/json_fields.h"

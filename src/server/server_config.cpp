@@ -213,7 +213,8 @@ Result<ServerConfig> server_config_from_args(const Args& args, std::vector<std::
   if (c.max_queued_requests < 0)
     return invalid_argument("--max-queued-requests must be >= 0 (0: no limit)");
   c.max_connections = args.get_int("max-connections");
-  if (c.max_connections < 0) return invalid_argument("--max-connections must be >= 0 (0: no limit)");
+  if (c.max_connections < 0)
+    return invalid_argument("--max-connections must be >= 0 (0: no limit)");
   c.request_timeout = args.get_float("request-timeout");
   if (c.request_timeout < 0) return invalid_argument("--request-timeout must be >= 0 (0: none)");
   c.shutdown_timeout = args.get_float("shutdown-timeout");

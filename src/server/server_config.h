@@ -31,8 +31,8 @@ struct ServerConfig {
   // Open connections beyond which new ones get 503 + Retry-After; 0: no limit. Lowered at start
   // to fit the open-file limit.
   int64_t max_connections = 4096;
-  double request_timeout = 0;       // seconds a request may run before it is aborted; 0: none
-  double shutdown_timeout = 30;     // grace period for in-flight requests on SIGINT/SIGTERM
+  double request_timeout = 0;    // seconds a request may run before it is aborted; 0: none
+  double shutdown_timeout = 30;  // grace period for in-flight requests on SIGINT/SIGTERM
   int64_t max_request_body_bytes = 32 << 20;
   // Back-pressure: a stream whose connection queues this many unread bytes pauses in the engine
   // (resuming when the client has read three quarters of them); paused for stream_stall_timeout

@@ -41,7 +41,7 @@ struct ServerState {
   ServerMetrics metrics;
   // Generation requests being answered, owned here until their engine streams are done.
   std::unordered_map<const Generation*, std::shared_ptr<Generation>> live;
-  bool draining = false;  // shutting down: new requests get 503
+  bool draining = false;       // shutting down: new requests get 503
   int64_t streams_paused = 0;  // streams waiting for their client to read (back-pressure)
   Rng id_rng;
 

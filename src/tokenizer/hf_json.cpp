@@ -26,10 +26,9 @@ struct Ctx {
 // An integer that fits in int32. JSON floats and larger numbers are errors: nlohmann's
 // get<int32_t>() would convert them unchecked (undefined behaviour for floats out of range).
 Result<int32_t> int32_of(const Ctx& ctx, const Json& v, const std::string& where) {
-  bool fits = v.is_number_unsigned()
-                  ? v.get<uint64_t>() <= INT32_MAX
-                  : v.is_number_integer() && v.get<int64_t>() >= INT32_MIN &&
-                        v.get<int64_t>() <= INT32_MAX;
+  bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= INT32_MAX
+                                     : v.is_number_integer() && v.get<int64_t>() >= INT32_MIN &&
+                                           v.get<int64_t>() <= INT32_MAX;
   if (!fits) return ctx.error(where, "expected a 32-bit integer, got " + v.dump());
   return static_cast<int32_t>(v.get<int64_t>());
 }
@@ -375,8 +374,7 @@ Result<TokenizerParts> parse_impl(const Ctx& ctx, const Json& j) {
     for (const auto& a : j["added_tokens"]) {
       AddedToken t;
       const Json& id = a.at("id");
-      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN ||
-          id.get<int64_t>() > INT32_MAX)
+      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX)
         return ctx.error("added_tokens", "token id " + id.dump() + " is not a valid id");
       t.id = id.get<int32_t>();
       t.content = a.at("content").get<std::string>();

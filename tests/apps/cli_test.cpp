@@ -113,7 +113,8 @@ TEST(GenerateCli, GreedyJsonMatchesGoldenOnHfAndGguf) {
       EXPECT_EQ(ints((*j)["generated_ids"]), want) << model << " prompt '" << g.prompt << "'";
       EXPECT_FALSE((*j)["text"].get<std::string>().empty());
       // The speeds in the JSON are those of the stderr line, over the right token counts.
-      const double prompt_tps = (*j)["prompt_tokens_per_s"], decode_tps = (*j)["decode_tokens_per_s"];
+      const double prompt_tps = (*j)["prompt_tokens_per_s"],
+                   decode_tps = (*j)["decode_tokens_per_s"];
       EXPECT_GT(prompt_tps, 0);
       EXPECT_GT(decode_tps, 0);
       EXPECT_NE(r.err.find("prompt: " + std::to_string(g.prompt_ids.size()) + " tokens, "),
@@ -289,7 +290,7 @@ TEST(BenchCli, LatencyPrintsSpeedsAndUtilisation) {
   const Printed prefill_work = printed_after(o.substr(pcu), "GFLOP/s of ");
   if (prefill_ms.value > 0)
     expect_consistent(prefill_gflops, prefill_work.value / (prefill_ms.value / 1e3),
-                    rel(prefill_work) + rel(prefill_ms), "prefill GFLOP/s against its time");
+                      rel(prefill_work) + rel(prefill_ms), "prefill GFLOP/s against its time");
 }
 
 TEST(BenchCli, LatencyProfileSaysWhereADecodeStepGoes) {
@@ -321,7 +322,8 @@ TEST(BenchCli, LatencyProfileSaysWhereADecodeStepGoes) {
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(gemm +[0-9.]+ ms in all)"))) << r.out;
   // Each profile accounts for its whole run: the ops and "rest" add up to the total time and to
   // 100%.
-  for (const char* section : {"prefill profile (one more run, ", "decode step profile (the same run, "}) {
+  for (const char* section :
+       {"prefill profile (one more run, ", "decode step profile (the same run, "}) {
     const size_t at = r.out.find(section);
     ASSERT_NE(at, std::string::npos) << r.out;
     const Printed total = printed_after(r.out.substr(at), section);

@@ -13,8 +13,8 @@
 #include "core/file_util.h"
 #include "core/json.h"
 #include "fake_server_fixture.h"
-#include "result_checks.h"
 #include "net/socket.h"
+#include "result_checks.h"
 #include "test_util.h"
 
 namespace strata::bench {

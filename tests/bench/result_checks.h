@@ -55,9 +55,10 @@ inline void expect_consistent_result(const Json& j, double min_ttft_s = 0) {
   EXPECT_EQ(j["total_input_tokens"], input_sum);
   // Summaries are the per-request values' means (ms), rates are counts over the duration.
   const double eps = 1e-6;
-  const std::pair<const char*, const std::vector<double>*> summaries[] = {
-      {"mean_ttft_ms", &ttfts}, {"mean_e2el_ms", &e2els}, {"mean_tpot_ms", &tpots},
-      {"mean_itl_ms", &itls}};
+  const std::pair<const char*, const std::vector<double>*> summaries[] = {{"mean_ttft_ms", &ttfts},
+                                                                          {"mean_e2el_ms", &e2els},
+                                                                          {"mean_tpot_ms", &tpots},
+                                                                          {"mean_itl_ms", &itls}};
   for (const auto& [key, values] : summaries) {
     if (std::string(key) != "mean_e2el_ms") EXPECT_TRUE(j.contains(key)) << key;
     if (j.contains(key)) EXPECT_NEAR(j[key].get<double>(), mean_of(*values) * 1e3, eps) << key;
@@ -66,8 +67,7 @@ inline void expect_consistent_result(const Json& j, double min_ttft_s = 0) {
   EXPECT_GE(j["median_ttft_ms"].get<double>(), *std::min_element(ttfts.begin(), ttfts.end()) * 1e3);
   EXPECT_NEAR(j["request_throughput"].get<double>(), completed / duration, 1e-6);
   EXPECT_NEAR(j["output_throughput"].get<double>(), output_sum / duration, 1e-6);
-  EXPECT_NEAR(j["total_token_throughput"].get<double>(), (output_sum + input_sum) / duration,
-              1e-6);
+  EXPECT_NEAR(j["total_token_throughput"].get<double>(), (output_sum + input_sum) / duration, 1e-6);
 }
 
 }  // namespace strata::bench::testing

@@ -27,8 +27,7 @@ TEST(EngineValidation, SubmitNamesTheFieldAtFault) {
       {"token id", [](engine::EngineRequest& r) { r.prompt_token_ids.push_back(9999); }, "prompt"},
       {"too long", [](engine::EngineRequest& r) { r.prompt_token_ids.assign(64, 5); }, "prompt"},
       {"top_p", [](engine::EngineRequest& r) { r.params.top_p = 0; }, "top_p"},
-      {"logit_bias", [](engine::EngineRequest& r) { r.params.logit_bias[5000] = 1; },
-       "logit_bias"},
+      {"logit_bias", [](engine::EngineRequest& r) { r.params.logit_bias[5000] = 1; }, "logit_bias"},
       {"stop", [](engine::EngineRequest& r) { r.params.stop = {""}; }, "stop"},
       {"min_tokens",
        [](engine::EngineRequest& r) {

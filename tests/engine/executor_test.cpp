@@ -241,8 +241,8 @@ TEST(ExecutorSeam, TwoWorkersMatchOneWorkerThroughPreemption) {
 TEST(ExecutorSeam, StepsThroughTheByteEncodingGiveIdenticalOutputs) {
   auto direct = run(tiny_config(), true, engine::default_executor_factory());
   SerializingExecutor::bytes_ = SerializingExecutor::steps_ = 0;
-  auto serialized =
-      run(tiny_config(), true, [](const WorkerConfig& c) { return SerializingExecutor::create(c); });
+  auto serialized = run(tiny_config(), true,
+                        [](const WorkerConfig& c) { return SerializingExecutor::create(c); });
   EXPECT_GT(SerializingExecutor::steps_, 10);
   EXPECT_GT(SerializingExecutor::bytes_, 0);
   expect_same(direct, serialized);

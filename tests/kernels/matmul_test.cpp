@@ -121,8 +121,8 @@ TEST_P(MatmulParity, FastMatchesReference) {
             double mag = 0;
             for (int64_t kk = 0; kk < k; ++kk) mag += std::fabs(x[i * ldx + kk] * w->at(n, kk));
             ASSERT_NEAR(y[i * ldy + n], ref[i * ldy + n], 1e-5 * mag + 1e-6)
-                << v << " m=" << c.m << " n=" << c.n << " k=" << k << " at "
-                << i << "," << n << " threads=" << threads;
+                << v << " m=" << c.m << " n=" << c.n << " k=" << k << " at " << i << "," << n
+                << " threads=" << threads;
           }
           // Padding columns past n are never written.
           ASSERT_EQ(y[i * ldy + c.n], -7.0f) << v;

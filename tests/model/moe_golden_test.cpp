@@ -77,8 +77,7 @@ TEST(DeepseekV3RealConfig, HeadCountOverrideIgnoresTheMeaninglessKvHeadCount) {
   auto m = load_model(o);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   std::vector<int32_t> prompt = {5, 77, 300, 9};
-  EXPECT_EQ(testing::greedy(*m->model, prompt, 4, kernel_ops(default_kernel_variant())).size(),
-            4u);
+  EXPECT_EQ(testing::greedy(*m->model, prompt, 4, kernel_ops(default_kernel_variant())).size(), 4u);
 }
 
 TEST(DeepseekV3RealConfig, ScaledDownByOverridesRunsFastAndReferenceAlike) {

@@ -51,11 +51,13 @@ TEST(HttpWriteBuffer, CountsQueuedBytesAcrossConnectionsUntilTheyDrainOrClose) {
       for (auto& w : writers) sum += w.buffered_bytes();
     });
   };
-  ASSERT_TRUE(wait_for([&] {
-    size_t n = 0;
-    thread->call([&] { n = writers.size(); });
-    return n == 2;
-  }, 30));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        size_t n = 0;
+        thread->call([&] { n = writers.size(); });
+        return n == 2;
+      },
+      30));
   snapshot();
   EXPECT_EQ(total, sum);
   // Each queue stopped at the watermark, overshooting by less than a chunk (and its framing).
@@ -63,20 +65,24 @@ TEST(HttpWriteBuffer, CountsQueuedBytesAcrossConnectionsUntilTheyDrainOrClose) {
   EXPECT_LT(total, 2 * (opts.write_high_watermark + kChunk + 16));
 
   ::close(a);  // its queue goes with it
-  ASSERT_TRUE(wait_for([&] {
-    snapshot();
-    return total == sum && total < opts.write_high_watermark + kChunk + 16;
-  }, 30));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        snapshot();
+        return total == sum && total < opts.write_high_watermark + kChunk + 16;
+      },
+      30));
   EXPECT_GE(total, opts.write_high_watermark);
 
   // Reading drains the other one to nothing.
   char buf[65536];
-  ASSERT_TRUE(wait_for([&] {
-    while (::recv(b, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
-    }
-    snapshot();
-    return total == 0;
-  }, 30));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        while (::recv(b, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+        }
+        snapshot();
+        return total == 0;
+      },
+      30));
   ::close(b);
   thread->call([&] {
     writers.clear();

@@ -202,15 +202,15 @@ TEST_F(RequestParse, CapsComeBeforeTokenizing) {
     EXPECT_NE(e.message.find(c.text), std::string::npos) << e.message;
   }
   // At the caps, the request goes on (and fails here only for want of a tokenizer).
-  ApiError e = bad_completion(R"({"prompt": "x", "stop": )" +
-                              json_list(kMaxStopStrings, "\"s\"") + R"(, "stop_token_ids": )" +
-                              json_list(kMaxStopTokenIds, "7") + R"(, "n": 8})");
+  ApiError e =
+      bad_completion(R"({"prompt": "x", "stop": )" + json_list(kMaxStopStrings, "\"s\"") +
+                     R"(, "stop_token_ids": )" + json_list(kMaxStopTokenIds, "7") + R"(, "n": 8})");
   EXPECT_NE(e.message.find("no tokenizer"), std::string::npos) << e.message;
   // Chat: n is checked before the template (none here) is looked for.
-  auto chat = parse_chat_request(
-      R"({"messages": [{"role": "user", "content": "hi"}], "n": 9, "stop": )" +
-          json_list(kMaxStopStrings + 1, "\"s\"") + "}",
-      ctx_);
+  auto chat =
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "n": 9, "stop": )" +
+                             json_list(kMaxStopStrings + 1, "\"s\"") + "}",
+                         ctx_);
   ASSERT_FALSE(chat.ok());
   EXPECT_EQ(chat.error().param, "stop");
   chat = parse_chat_request(R"({"messages": [{"role": "user", "content": "hi"}], "n": 9})", ctx_);

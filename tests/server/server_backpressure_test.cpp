@@ -51,8 +51,8 @@ int start_big_stream(int port) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   const std::string body = R"({"prompt": [256, 72, 105], "stream": true, "temperature": 0,
       "ignore_eos": true, "logprobs": 20, "n": )" +
-                           std::to_string(kChoices) +
-                           R"(, "max_tokens": )" + std::to_string(kMaxTokens) + "}";
+                           std::to_string(kChoices) + R"(, "max_tokens": )" +
+                           std::to_string(kMaxTokens) + "}";
   if (!testing::send_all(fd, testing::http_post_text("/v1/completions", body))) {
     ::close(fd);
     return -1;
@@ -77,10 +77,11 @@ TEST(ServerBackPressure, ANonReadingStreamPausesWithBoundedMemoryThenResumes) {
   ASSERT_TRUE(testing::wait_for([&] { return h.client().stats().num_paused == kChoices; }, 60));
   const double queued = h.metric("strata:http_write_buffer_bytes");
   const engine::EngineStats paused = h.client().stats();
-  std::printf("paused stream: %.0f bytes queued in the server (--stream-buffer-size %lld), "
-              "after %lld of %d tokens\n",
-              queued, static_cast<long long>(kBuffer),
-              static_cast<long long>(paused.generation_tokens), kChoices * kMaxTokens);
+  std::printf(
+      "paused stream: %.0f bytes queued in the server (--stream-buffer-size %lld), "
+      "after %lld of %d tokens\n",
+      queued, static_cast<long long>(kBuffer), static_cast<long long>(paused.generation_tokens),
+      kChoices * kMaxTokens);
   EXPECT_GE(queued, static_cast<double>(kBuffer));
   EXPECT_LE(queued, static_cast<double>(kBuffer) + kEventBytes);
   EXPECT_GT(paused.kv_blocks_referenced, 0) << "a paused request keeps its KV";

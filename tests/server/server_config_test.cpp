@@ -70,8 +70,8 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
   for (const char* flag :
        {"--trust-remote-code", "--enforce-eager", "--compilation-config",
         "--enable-flashinfer-autotune", "--device", "--distributed-executor-backend",
-        "--tensor-parallel-size 2", "--tool-call-parser",
-        "--enable-auto-tool-choice", "--reasoning-parser", "--swap-space"}) {
+        "--tensor-parallel-size 2", "--tool-call-parser", "--enable-auto-tool-choice",
+        "--reasoning-parser", "--swap-space"}) {
     int n = 0;
     for (const auto& w : warnings) n += w.rfind(flag, 0) == 0;
     EXPECT_EQ(n, 1) << flag;

@@ -156,7 +156,9 @@ class StepLimitFile {
   StepLimitFile& operator=(const StepLimitFile&) = delete;
 
   const std::string& path() const { return path_; }
-  std::pair<std::string, std::string> env() const { return {"STRATA_DEBUG_STEP_LIMIT_FILE", path_}; }
+  std::pair<std::string, std::string> env() const {
+    return {"STRATA_DEBUG_STEP_LIMIT_FILE", path_};
+  }
   void set(int64_t limit) {
     const std::string tmp = path_ + ".tmp";
     {

@@ -81,9 +81,10 @@ int start_stream(int port, int max_tokens) {
   EXPECT_GE(fd, 0);
   if (fd < 0) return fd;
   EXPECT_TRUE(testing::send_all(
-      fd, testing::http_post_text("/v1/completions", R"({"prompt": [256, 72], "max_tokens": )" +
-                                                         std::to_string(max_tokens) +
-                                                         R"(, "stream": true, "ignore_eos": true})")));
+      fd,
+      testing::http_post_text("/v1/completions", R"({"prompt": [256, 72], "max_tokens": )" +
+                                                     std::to_string(max_tokens) +
+                                                     R"(, "stream": true, "ignore_eos": true})")));
   std::string got = testing::read_until(
       fd, [](const std::string& b) { return b.find("data: {") != std::string::npos; });
   EXPECT_NE(got.find("data: {"), std::string::npos) << got;

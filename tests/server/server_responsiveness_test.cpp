@@ -48,7 +48,8 @@ TEST(ServerResponsiveness, HealthAnswersWhileA30MBRequestIsParsedAndTokenized) {
 
   int big = testing::connect_raw(h.port(), 120);
   ASSERT_GE(big, 0);
-  std::thread sender([&] { testing::send_all(big, testing::http_post_text("/v1/completions", body)); });
+  std::thread sender(
+      [&] { testing::send_all(big, testing::http_post_text("/v1/completions", body)); });
   {
     std::unique_lock<std::mutex> lock(g.mu);
     ASSERT_TRUE(g.cv.wait_for(lock, std::chrono::seconds(120), [&] { return g.started; }))

@@ -64,10 +64,12 @@ TEST(TokenizerCliTest, BenchPrintsThroughput) {
   ASSERT_EQ(r.code, 0) << r.out;
   // The file's size and token count, and rates that agree with them: MB/s over M tokens/s is
   // the bytes per token.
-  const std::string text = "The quick brown fox jumps over the lazy dog. Le café est prêt. 今日は。\n";
+  const std::string text =
+      "The quick brown fox jumps over the lazy dog. Le café est prêt. 今日は。\n";
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
-      r.out, m, std::regex(R"(file: ([0-9.]+) KB in 1 texts, ([0-9]+) tokens \(([0-9.]+) bytes/token\))")))
+      r.out, m,
+      std::regex(R"(file: ([0-9.]+) KB in 1 texts, ([0-9]+) tokens \(([0-9.]+) bytes/token\))")))
       << r.out;
   EXPECT_NEAR(std::stod(m[1]), text.size() / 1e3, 0.05 + 1e-9) << r.out;
   const double tokens = std::stod(m[2]), bytes_per_token = std::stod(m[3]);
@@ -75,7 +77,8 @@ TEST(TokenizerCliTest, BenchPrintsThroughput) {
   EXPECT_NEAR(bytes_per_token, text.size() / tokens, 0.005 + 1e-9) << r.out;
   ASSERT_TRUE(std::regex_search(
       r.out, m,
-      std::regex(R"(encode: +([0-9.]+) MB/s +\(first pass, cold cache: ([0-9.]+) MB/s\) +([0-9.]+) M tokens/s)")))
+      std::regex(
+          R"(encode: +([0-9.]+) MB/s +\(first pass, cold cache: ([0-9.]+) MB/s\) +([0-9.]+) M tokens/s)")))
       << r.out;
   const double mb_s = std::stod(m[1]), mtok_s = std::stod(m[3]);
   ASSERT_GT(mtok_s, 0) << r.out;

@@ -105,8 +105,7 @@ TEST(RobustnessTest, MalformedTokenizerJsonGivesClearErrors) {
       {replace(s, "\"decoder\": {\"type\": \"ByteLevel\"}",
                "\"decoder\": {\"type\": \"Strip\", \"content\": \" \", \"start\": 1e30}"),
        "decoder Strip start"},
-      {replace(s,
-               "\"post_processor\": {\"type\": \"TemplateProcessing\",",
+      {replace(s, "\"post_processor\": {\"type\": \"TemplateProcessing\",",
                "\"post_processor\": {\"type\": \"BertProcessing\", \"cls\": [\"<s>\", 5.5], "
                "\"sep\": [\"<s>\", 5],"),
        "post_processor cls"},
