@@ -10,7 +10,7 @@
 # declare (see docs/architecture.md). NO_INCLUDE names modules that are linked (through DEPS) but
 # whose headers the module may not include; ONLY_HEADERS restricts includes of a module to the
 # headers listed (the server sees the engine only through engine/engine_client.h).
-set(STRATA_ALL_MODULE_NAMES core io tokenizer kernels model kv sched sampling engine net server bench
+set(STRATA_ALL_MODULE_NAMES core io tokenizer grammar kernels model kv sched sampling engine net server bench
     plan dist apps)
 # With STRATA_FUZZ these modules get libFuzzer's coverage instrumentation: the code the targets in
 # tests/fuzz parse input with. The rest (kernels, model, engine ...) is linked uninstrumented for

@@ -52,6 +52,19 @@ struct PromptInput {
   std::string text;                // the prompt as text (decoded when given as ids)
 };
 
+// A constraint on the output (response_format, structured_outputs, guided_*, tool_choice
+// required/named), compiled by the server against the vocabulary before submit.
+struct StructuredOutput {
+  enum class Kind { kNone, kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
+  Kind kind = Kind::kNone;
+  std::string text;  // kJsonSchema: the schema as JSON text; kRegex: the regex; kGrammar: EBNF
+  std::vector<std::string> choices;  // kChoice
+  bool strict = false;               // response_format json_schema "strict"
+  bool disable_any_whitespace = false;
+  bool disable_additional_properties = false;
+  std::string param = "response_format";  // the request field it came from (for 400s)
+};
+
 struct GenerationRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::string model;                 // as sent; empty when absent
@@ -70,6 +83,7 @@ struct GenerationRequest {
   std::string user;
   std::string cache_salt;
   std::string echo_text;  // chat echo: the final message's content to prepend
+  StructuredOutput structured;
 };
 
 // How message content reaches the chat template (vLLM's --chat-template-content-format):
