@@ -79,8 +79,8 @@ Result<std::string> encode_v4(const Args& args, const OrderedJson& messages,
 int run(const Args& args) {
   const std::string mode = args.get("tokenizer-mode");
   if (mode != "auto" && mode != "deepseek_v4") {
-    std::cerr << "strata chat-template: --tokenizer-mode must be auto or deepseek_v4, got '"
-              << mode << "'\n";
+    std::cerr << "strata chat-template: --tokenizer-mode must be auto or deepseek_v4, got '" << mode
+              << "'\n";
     return 2;
   }
   const bool v4 = mode == "deepseek_v4";

@@ -98,13 +98,27 @@ void append_py_json(std::string* out, const OrderedJson& v) {
       *out += '"';
       for (unsigned char c : s) {
         switch (c) {
-          case '"': *out += "\\\""; break;
-          case '\\': *out += "\\\\"; break;
-          case '\n': *out += "\\n"; break;
-          case '\r': *out += "\\r"; break;
-          case '\t': *out += "\\t"; break;
-          case '\b': *out += "\\b"; break;
-          case '\f': *out += "\\f"; break;
+          case '"':
+            *out += "\\\"";
+            break;
+          case '\\':
+            *out += "\\\\";
+            break;
+          case '\n':
+            *out += "\\n";
+            break;
+          case '\r':
+            *out += "\\r";
+            break;
+          case '\t':
+            *out += "\\t";
+            break;
+          case '\b':
+            *out += "\\b";
+            break;
+          case '\f':
+            *out += "\\f";
+            break;
           default:
             if (c < 0x20) {
               static const char* kHex = "0123456789abcdef";
@@ -186,7 +200,7 @@ struct Block {
 struct Message {
   std::string role;
   std::string content;
-  std::vector<Block> blocks;  // user messages
+  std::vector<Block> blocks;              // user messages
   std::vector<const OrderedJson*> tools;  // system/developer: arrays of OpenAI tools
   const OrderedJson* response_format = nullptr;
   std::string reasoning;
@@ -278,8 +292,8 @@ Result<Message> read_message(const OrderedJson& m, size_t index) {
   if (role == m.end() || !role->is_string()) return bad(where + ".role", "must be a string");
   Message msg;
   msg.role = role->get<std::string>();
-  static const char* kRoles[] = {"system", "developer", "user", "assistant", "tool",
-                                 "latest_reminder"};
+  static const char* kRoles[] = {"system",    "developer", "user",
+                                 "assistant", "tool",      "latest_reminder"};
   if (std::none_of(std::begin(kRoles), std::end(kRoles),
                    [&](const char* r) { return msg.role == r; }))
     return bad(where + ".role",
@@ -321,7 +335,8 @@ Result<Message> read_message(const OrderedJson& m, size_t index) {
         tc.name = name->get<std::string>();
         for (const OrderedJson* holder : {&c, &*fn}) {
           auto id = holder->find("id");
-          if (id != holder->end() && id->is_string() && !id->get_ref<const std::string&>().empty()) {
+          if (id != holder->end() && id->is_string() &&
+              !id->get_ref<const std::string&>().empty()) {
             tc.id = id->get<std::string>();
             break;
           }
@@ -423,8 +438,7 @@ std::vector<Message> drop_earlier_thinking(std::vector<Message> in) {
   std::vector<Message> out;
   for (int i = 0; i < static_cast<int>(in.size()); ++i) {
     Message& m = in[i];
-    if (i >= last_user || m.role == "user" || m.role == "system" ||
-        m.role == "latest_reminder") {
+    if (i >= last_user || m.role == "user" || m.role == "system" || m.role == "latest_reminder") {
       out.push_back(std::move(m));
     } else if (m.role == "assistant") {
       m.reasoning.clear();
@@ -491,8 +505,7 @@ void render_message(size_t index, const std::vector<Message>& messages, const Re
     *out += m.content;
   } else {  // assistant
     const bool after_task = index > 0 && messages[index - 1].task.has_value();
-    if (o.thinking && !after_task &&
-        (!o.drop_thinking || static_cast<int>(index) > last_user)) {
+    if (o.thinking && !after_task && (!o.drop_thinking || static_cast<int>(index) > last_user)) {
       *out += m.reasoning;
       *out += kThinkEnd;
     }
@@ -615,8 +628,7 @@ Result<std::string> encode_deepseek_v4(const DeepseekV4Inputs& in) {
   }
   if (in.continue_final_message) {
     if (messages.empty() || messages.back().role != "assistant")
-      return invalid_argument(
-          "continue_final_message needs a final assistant message to continue");
+      return invalid_argument("continue_final_message needs a final assistant message to continue");
     messages.back().wo_eos = true;
   }
   messages = merge_tool_messages(std::move(messages));

@@ -420,8 +420,7 @@ TEST_F(RequestParse, DeepseekV4EncodingReplacesTheTemplate) {
   // Thinking is on by default; reasoning_effort max adds its paragraph, none turns thinking off.
   r = parse_chat_request(R"({"messages": [{"role": "user", "content": "Q"}]})", ctx_);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r.value().prompts[0].text,
-            "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><think>");
+  EXPECT_EQ(r.value().prompts[0].text, "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><think>");
   r = parse_chat_request(
       R"({"messages": [{"role": "user", "content": "Q"}], "reasoning_effort": "max"})", ctx_);
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -432,8 +431,7 @@ TEST_F(RequestParse, DeepseekV4EncodingReplacesTheTemplate) {
   r = parse_chat_request(
       R"({"messages": [{"role": "user", "content": "Q"}], "reasoning_effort": "none"})", ctx_);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r.value().prompts[0].text,
-            "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜></think>");
+  EXPECT_EQ(r.value().prompts[0].text, "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜></think>");
   // Request tools: a "## Tools" block on the system message.
   r = parse_chat_request(
       R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}],

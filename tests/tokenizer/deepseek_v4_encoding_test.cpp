@@ -139,8 +139,8 @@ TEST(DeepseekV4Encoding, RequestToolsWithoutSystemMessage) {
   const std::string tools =
       R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])";
   EXPECT_EQ(encode(R"([{"role": "user", "content": "Hi"}])", thinking_mode(false), tools),
-            kBos + "\n\n" + tools_block(R"({"name": "f", "parameters": {"type": "object"}})") +
-                kU + "Hi" + kA + "</think>");
+            kBos + "\n\n" + tools_block(R"({"name": "f", "parameters": {"type": "object"}})") + kU +
+                "Hi" + kA + "</think>");
 }
 
 // Fixture 3 (test_input_3.json, reduced): system, latest_reminder, a developer message carrying
@@ -243,8 +243,8 @@ TEST(DeepseekV4Encoding, ToolResultsSortedAndMergedWithFollowingUser) {
   EXPECT_EQ(encode(messages, thinking_mode(false)),
             kBos + kU + "Q" + kA + "</think>" +
                 dsml_block(dsml_call("f", "") + "\n" + dsml_call("g", "")) + kEos + kU +
-                "<tool_result>A1\nA2</tool_result>\n\n<tool_result>B</tool_result>\n\nthanks" +
-                kA + "</think>");
+                "<tool_result>A1\nA2</tool_result>\n\n<tool_result>B</tool_result>\n\nthanks" + kA +
+                "</think>");
 }
 
 // Non-string arguments are JSON as Python's json.dumps writes it (", " and ": ", no ASCII
@@ -259,8 +259,8 @@ TEST(DeepseekV4Encoding, NonStringArgumentsAsPythonJson) {
   const std::string params =
       dsml_param("n", false, "3") + "\n" + dsml_param("x", false, "1.5") + "\n" +
       dsml_param("y", false, "2.0") + "\n" + dsml_param("ok", false, "true") + "\n" +
-      dsml_param("none", false, "null") + "\n" + dsml_param("list", false, "[1, \"é\\n\"]") +
-      "\n" + dsml_param("obj", false, "{\"b\": 1, \"a\": \"q\\\"t\"}") + "\n" +
+      dsml_param("none", false, "null") + "\n" + dsml_param("list", false, "[1, \"é\\n\"]") + "\n" +
+      dsml_param("obj", false, "{\"b\": 1, \"a\": \"q\\\"t\"}") + "\n" +
       dsml_param("s", true, "raw \"text\"");
   EXPECT_EQ(encode(messages, thinking_mode(false)),
             kBos + kU + "Q" + kA + "</think>" + dsml_block(dsml_call("f", params)) + kEos);
@@ -306,8 +306,7 @@ TEST(DeepseekV4Encoding, ReasoningEffortMax) {
             kBos + max_para + "S" + kU + "Q" + kA + "<think>");
   // High effort adds nothing; in chat mode max adds nothing either.
   EXPECT_EQ(encode(messages, thinking_mode(true, "high")), kBos + "S" + kU + "Q" + kA + "<think>");
-  EXPECT_EQ(encode(messages, thinking_mode(false, "max")),
-            kBos + "S" + kU + "Q" + kA + "</think>");
+  EXPECT_EQ(encode(messages, thinking_mode(false, "max")), kBos + "S" + kU + "Q" + kA + "</think>");
 }
 
 TEST(DeepseekV4Encoding, GenerationPromptAndContinuation) {
