@@ -397,6 +397,7 @@ Status Engine::step() {
     n.prompt_token_ids = c->request->request.prompt_token_ids;
     n.params = c->params;
     n.wants_prompt_logprobs = c->wants_prompt_logprobs;
+    n.constraint = c->request->request.constraint;
   }
   STRATA_RETURN_IF_ERROR(executor_->execute(input_, &output_));
   if (output_.entries.size() != plan.scheduled.size())
