@@ -45,7 +45,7 @@ bool is_annotation_keyword(std::string_view k) {
       "$schema",       "$id",         "$comment",        "deprecated",      "readOnly",
       "writeOnly",     "$defs",       "definitions",     "contentMediaType", "contentEncoding",
       "contentSchema", "discriminator", "xml",           "externalDocs",    "$anchor",
-      "$vocabulary",   "$dynamicAnchor", "$recursiveAnchor", "strict"};
+      "$vocabulary",   "$dynamicAnchor", "$recursiveAnchor"};
   return kAnnotations.count(k) > 0 || k.substr(0, 2) == "x-";
 }
 

@@ -40,11 +40,11 @@ Result<Bounds> Converter::bounds(const Json& s, const std::string& path) {
     if (!s.contains(k)) continue;
     if (!s[k].is_number())
       return invalid_argument("'" + std::string(k) + "' at " + path + " must be a number");
-    (k[1] == 'i' ? b.lo : b.hi) = s[k].get<double>();
+    (std::string_view(k) == "minimum" ? b.lo : b.hi) = s[k].get<double>();
   }
   for (const char* k : {"exclusiveMinimum", "exclusiveMaximum"}) {
     if (!s.contains(k)) continue;
-    bool is_min = k[9] == 'i';
+    bool is_min = std::string_view(k) == "exclusiveMinimum";
     const Json& v = s[k];
     auto& bound = is_min ? b.lo : b.hi;
     bool& excl = is_min ? b.lo_excl : b.hi_excl;
@@ -354,9 +354,10 @@ Result<std::string> Converter::object_expr(const Json& s, const std::string& pat
                             " (supported when no more properties than that can appear)");
 
   const std::string sep = cat({ws(), "\",\"", ws()});
-  auto kv = [&](const std::string& key, const std::string& value) {
-    return cat({ebnf_literal(Json(key).dump()), ws(), "\":\"", ws(), value});
+  auto kv = [&](const std::string& key_expr, const std::string& value) {
+    return cat({key_expr, ws(), "\":\"", ws(), value});
   };
+  auto key_literal = [](const std::string& key) { return ebnf_literal(Json(key).dump()); };
   std::string addl_kv;
   if (!closed) {
     std::string key = names.empty() ? prim("string")
@@ -369,7 +370,7 @@ Result<std::string> Converter::object_expr(const Json& s, const std::string& pat
   std::vector<std::string> after(n + 1);
   after[n] = closed ? "" : "(" + cat({sep, addl_kv}) + ")*";
   for (size_t i = n; i-- > 0;) {
-    std::string item = cat({sep, kv(entries[i].key, entries[i].expr)});
+    std::string item = cat({sep, kv(key_literal(entries[i].key), entries[i].expr)});
     after[i] = entries[i].required ? cat({item, after[i + 1]})
                                    : cat({"(" + item + ")?", after[i + 1]});
     if (n > kObjectInlineLimit && i > 0 && !after[i].empty()) after[i] = add_rule("obj-tail", after[i]);
@@ -378,7 +379,7 @@ Result<std::string> Converter::object_expr(const Json& s, const std::string& pat
   std::optional<std::string> first;
   if (!closed) first = cat({addl_kv, after[n]});
   for (size_t i = n; i-- > 0;) {
-    std::string here = cat({kv(entries[i].key, entries[i].expr), after[i + 1]});
+    std::string here = cat({kv(key_literal(entries[i].key), entries[i].expr), after[i + 1]});
     if (entries[i].required || !first) first = here;
     else first = "(" + here + " | " + *first + ")";
   }
