@@ -275,8 +275,7 @@ Result<std::string> Converter::visit_enum(const Json& s, const std::string& path
     bool ok = types.empty();
     for (const auto& t : types) ok = ok || matches_type(v, t);
     if (!ok) continue;
-    std::string text = v.dump();  // compact JSON
-    std::string l = ebnf_literal(text);
+    std::string l = value_expr(v);
     if (std::find(alts.begin(), alts.end(), l) == alts.end()) alts.push_back(l);
   }
   if (nullable && std::find(alts.begin(), alts.end(), "\"null\"") == alts.end())
@@ -284,6 +283,21 @@ Result<std::string> Converter::visit_enum(const Json& s, const std::string& path
   if (alts.empty())
     return invalid_argument("'enum'/'const' at " + path + " has no value of the allowed type");
   return alts_expr(alts);
+}
+
+std::string Converter::value_expr(const Json& v) {
+  if (!v.is_array() && !v.is_object()) return ebnf_literal(v.dump());
+  if (!opt_.any_whitespace || v.empty()) return ebnf_literal(v.dump());
+  const std::string sep = cat({ws(), "\",\"", ws()});
+  std::string out = v.is_array() ? "\"[\"" : "\"{\"";
+  bool first = true;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    out += " " + (first ? ws() : sep) + " ";
+    if (v.is_object()) out += ebnf_literal(Json(it.key()).dump()) + " " + ws() + " \":\" " + ws() + " ";
+    out += value_expr(it.value());
+    first = false;
+  }
+  return out + " " + ws() + (v.is_array() ? " \"]\"" : " \"}\"");
 }
 
 Result<std::string> Converter::visit_type(const Json& s, const std::string& t,

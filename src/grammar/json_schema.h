@@ -34,7 +34,8 @@ struct JsonSchemaOptions {
 //     whitespace before or after the root value;
 //   - object properties appear in schema order, declared ones first; additional property names
 //     use no escapes and never repeat a declared name;
-//   - enum/const values in their compact serialisation; string formats in one canonical form
+//   - enum/const values as serialised (keys in their order, the same escapes and number
+//     spelling; whitespace as above); string formats in one canonical form
 //     (e.g. date-time with 'T' and 'Z' or a +hh:mm offset);
 //   - `pattern` is matched in full (JSON Schema searches; a full match is a subset);
 //   - oneOf is treated as anyOf: exclusivity between overlapping branches is not enforced.

@@ -88,6 +88,8 @@ class Converter {
   Result<std::string> visit_alternatives(const Json& s, const std::string& key,
                                          const std::string& path);
   Result<std::string> visit_enum(const Json& s, const std::string& path);
+  // Exactly the JSON value `v` (whitespace between its tokens when any_whitespace).
+  std::string value_expr(const Json& v);
   Result<std::string> visit_type(const Json& s, const std::string& type, const std::string& path);
   Result<std::string> string_expr(const Json& s, const std::string& path);
   Result<std::string> integer_expr(const Json& s, const std::string& path);
