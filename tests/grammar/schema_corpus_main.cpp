@@ -1,0 +1,39 @@
+// Prints, one JSON object a line, each random schema (random_schema.h) with JSON texts that the
+// converter's grammars produce or accept: random valid instances (compact and indented) and
+// random sentences of the grammars (compact and with whitespace). ajv_check.mjs validates every
+// text against its schema with ajv, the validator the end-to-end tests and most clients use.
+#include <iostream>
+
+#include "grammar/json_schema.h"
+#include "grammar/random_schema.h"
+
+int main() {
+  using namespace strata::grammar;
+  auto schemas = testing::random_schemas(200);
+  strata::Rng rng(20261204);
+  for (size_t i = 0; i < schemas.size(); ++i) {
+    const testing::Json& s = schemas[i];
+    testing::Json values = testing::Json::array();
+    for (int k = 0; k < 4; ++k) {
+      testing::Json v = testing::random_instance(s, rng);
+      values.push_back(v.dump());
+      values.push_back(v.dump(2));
+    }
+    for (bool ws : {false, true}) {
+      auto ebnf = json_schema_to_ebnf(s, {.any_whitespace = ws});
+      if (!ebnf.ok()) {
+        std::cerr << "schema " << i << ": " << ebnf.status().message() << "\n";
+        return 1;
+      }
+      auto g = Grammar::parse_ebnf(*ebnf);
+      if (!g.ok()) {
+        std::cerr << "schema " << i << ": " << g.status().message() << "\n";
+        return 1;
+      }
+      for (int k = 0; k < 4; ++k)
+        if (auto text = testing::random_sentence(*g, rng, 3000)) values.push_back(*text);
+    }
+    std::cout << testing::Json{{"index", i}, {"schema", s}, {"values", values}}.dump() << "\n";
+  }
+  return 0;
+}
