@@ -21,8 +21,8 @@ int64_t range_int(Rng& r, int64_t lo, int64_t hi) {  // [lo, hi]
 const char* const kPropertyNames[] = {"name",  "id",   "value", "tags",  "a b",     "q\"uote",
                                       "\xC3\xA9t\xC3\xA9", "x-y", "_private", "2nd", "back\\slash",
                                       "count", "items", "meta", "enabled", "type"};
-const char* const kFormats[] = {"date", "time", "date-time", "email", "uuid",
-                                "uri",  "ipv4", "ipv6",      "hostname"};
+const char* const kFormats[] = {"date", "time", "date-time", "email",    "uuid",
+                                "uri",  "ipv4", "ipv6",      "hostname", "byte"};
 const char* const kStringPool[] = {"a", "hello world", "q\"uote", "back\\slash", "new\nline",
                                    "tab\t", "\xC3\xA9t\xC3\xA9", "\xF0\x9F\x98\x80", "", "x"};
 
@@ -301,6 +301,7 @@ bool valid_format(const std::string& f, const std::string& s) {
                          std::regex::icase)},
       {"ipv4", std::regex("^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)$")},
       {"ipv6", std::regex("^[0-9a-f]{1,4}(:[0-9a-f]{1,4}){7}$", std::regex::icase)},
+      {"byte", std::regex("^([a-z0-9+/]{4})*([a-z0-9+/]{2}==|[a-z0-9+/]{3}=)?$", std::regex::icase)},
       {"hostname", std::regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\\.?$",
                               std::regex::icase)},
   };
@@ -490,6 +491,13 @@ std::string random_format(const std::string& f, Rng& r) {
     for (int i = 0; i < 8; ++i) s += (i ? ":" : "") + hex(1 + pick(r, 4));
     return s;
   }
+  if (f == "byte") {
+    std::string s;
+    int quads = pick(r, 4);
+    for (int i = 0; i < quads * 4 + (coin(r) ? 2 : 3); ++i)
+      s += "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[pick(r, 64)];
+    return s + (s.size() % 4 == 2 ? "==" : "=");
+  }
   return label() + (coin(r) ? "." + label() : "");  // hostname
 }
 
@@ -567,11 +575,13 @@ class InstanceGen {
     int64_t b = static_cast<int64_t>(std::floor(hi)) - (hi_x && std::floor(hi) == hi);
     bool big = std::fabs(lo) >= 2147483648.0 || std::fabs(hi) >= 2147483648.0;
     for (int attempt = 0; attempt < 20; ++attempt) {
-      int64_t n = coin(r_, 0.2) ? (coin(r_) ? a : b) : range_int(r_, a, std::max(a, b));
       if (integer || big || coin(r_, 0.3)) {
+        int64_t n = coin(r_, 0.2) ? (coin(r_) ? a : b) : range_int(r_, a, std::max(a, b));
         if (n >= a && n <= b) return n;
         continue;
       }
+      // Integer part from one below the least integer in range (0.5 in (0, 1)).
+      int64_t n = range_int(r_, a - 1, std::max(a - 1, b));
       // Through decimal text, so that the double prints back with at most 3 fraction digits.
       char text[48];
       std::snprintf(text, sizeof text, "%s%lld.%03d", n < 0 ? "-" : "",
@@ -579,7 +589,10 @@ class InstanceGen {
       double x = std::stod(text);
       if ((lo_x ? x > lo : x >= lo) && (hi_x ? x < hi : x <= hi) && x != 0) return x;
     }
-    return a;
+    if (a <= b) return a;
+    char text[48];
+    std::snprintf(text, sizeof text, "%.3f", (lo + hi) / 2);
+    return std::stod(text);
   }
 
   Json string(const Json& s) {
