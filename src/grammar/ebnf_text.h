@@ -59,6 +59,9 @@ std::string json_char_in_set(const CodePointSet& set);
 // A regular expression (syntax of regex_to_ebnf) as one EBNF expression (no rules) matching its
 // whole language. With `json_string_body` the expression matches the JSON-escaped form of each
 // matching string, as it appears between the quotes of a JSON string (schema `pattern`).
-Result<std::string> regex_to_ebnf_expression(std::string_view regex, bool json_string_body);
+// Only matches of min_len..max_len characters (max_len -1: no limit) are kept: an error when
+// that cannot be expressed (see regex_to_ebnf.cpp) or leaves no string.
+Result<std::string> regex_to_ebnf_expression(std::string_view regex, bool json_string_body,
+                                             int64_t min_len = 0, int64_t max_len = -1);
 
 }  // namespace strata::grammar

@@ -67,5 +67,8 @@ std::string number_expr();
 // The grammar of a JSON string (quotes included) holding a value of `format`; nullopt when the
 // format is not supported.
 std::optional<std::string> string_format_expr(std::string_view format);
+// The least and greatest number of characters of the strings string_format_expr(format) allows
+// (greatest -1: unbounded).
+std::pair<int64_t, int64_t> string_format_lengths(std::string_view format);
 
 }  // namespace strata::grammar::schema

@@ -205,8 +205,8 @@ std::optional<std::string> string_format_expr(std::string_view format) {
   if (format == "time") return wrap(time);
   if (format == "date-time") return wrap(date + " \"T\" " + time);
   if (format == "email")
-    return wrap("[a-zA-Z0-9_+-]{1,32} (\".\" [a-zA-Z0-9_+-]{1,32}){0,3} \"@\" " + label +
-                " (\".\" " + label + "){1,3}");
+    return wrap("[a-zA-Z0-9_+-]{1,32} (\".\" [a-zA-Z0-9_+-]{1,32}){0,2} \"@\" " + label +
+                " (\".\" " + label + "){1,2}");
   if (format == "hostname") return wrap(label + " (\".\" " + label + "){0,3}");
   if (format == "uuid")
     return wrap("[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}");
@@ -219,6 +219,20 @@ std::optional<std::string> string_format_expr(std::string_view format) {
   if (format == "byte")
     return wrap("([A-Za-z0-9+/]{4})* ([A-Za-z0-9+/]{2} \"==\" | [A-Za-z0-9+/]{3} \"=\")?");
   return std::nullopt;
+}
+
+std::pair<int64_t, int64_t> string_format_lengths(std::string_view format) {
+  // Counted on the grammars above (a label is 1..32 characters).
+  if (format == "date") return {10, 10};
+  if (format == "time") return {9, 21};
+  if (format == "date-time") return {20, 32};
+  if (format == "email") return {5, 98 + 1 + 98};
+  if (format == "hostname") return {1, 32 + 3 * 33};
+  if (format == "uuid") return {36, 36};
+  if (format == "uri") return {5, 16 + 3 + 131 + 6 + 16 * 33 + 65};
+  if (format == "ipv4") return {7, 15};
+  if (format == "ipv6") return {15, 39};
+  return {0, -1};  // byte
 }
 
 }  // namespace strata::grammar::schema

@@ -141,10 +141,10 @@ Result<std::string> Converter::string_expr(const Json& s, const std::string& pat
   bool lengths = min_len->has_value() || max_len->has_value();
   if (s.contains("pattern")) {
     if (!s["pattern"].is_string()) return invalid_argument("'pattern' at " + path + " must be a string");
-    if (lengths || s.contains("format"))
-      return invalid_argument("'pattern' together with 'minLength', 'maxLength' or 'format' at " +
-                              path + " is not supported");
-    auto e = regex_to_ebnf_expression(s["pattern"].get<std::string>(), true);
+    if (s.contains("format"))
+      return invalid_argument("'pattern' together with 'format' at " + path + " is not supported");
+    auto e = regex_to_ebnf_expression(s["pattern"].get<std::string>(), true,
+                                      min_len->value_or(0), max_len->value_or(-1));
     if (!e.ok())
       return invalid_argument("unsupported 'pattern' at " + path + ": " + e.status().message());
     return add_rule("pattern", std::string(kQuote) + " " + *e + " " + kQuote);
@@ -154,9 +154,13 @@ Result<std::string> Converter::string_expr(const Json& s, const std::string& pat
     std::string f = s["format"].get<std::string>();
     auto e = string_format_expr(f);
     if (!e) return invalid_argument("unsupported string format '" + f + "' at " + path);
-    if (lengths)
-      return invalid_argument("'format' together with 'minLength' or 'maxLength' at " + path +
-                              " is not supported");
+    // Lengths are supported when every string of the format's grammar satisfies them.
+    auto [fmin, fmax] = string_format_lengths(f);
+    if (min_len->value_or(0) > fmin || (max_len->has_value() && (fmax < 0 || **max_len < fmax)))
+      return invalid_argument("'format' '" + f + "' together with 'minLength' or 'maxLength' at " +
+                              path + " is not supported (supported when all " + f +
+                              " values fit: lengths " + std::to_string(fmin) + " to " +
+                              (fmax < 0 ? std::string("unbounded") : std::to_string(fmax)) + ")");
     std::string key = "format:" + f;
     if (auto it = prims_.find(key); it != prims_.end()) return it->second;
     std::string base;

@@ -424,12 +424,92 @@ std::string emit(const Node& n, bool json, bool atomic) {
   return "\"\"";
 }
 
+
+// The least and greatest number of characters `n` matches (hi -1: unbounded).
+std::pair<int64_t, int64_t> length_bounds(const Node& n) {
+  constexpr int64_t kHuge = int64_t{1} << 40;
+  auto cap = [&](int64_t v) { return v > kHuge ? -1 : v; };
+  switch (n.kind) {
+    case Node::kSet: return {1, 1};
+    case Node::kSeq: {
+      int64_t lo = 0, hi = 0;
+      for (const auto& k : n.kids) {
+        auto [a, b] = length_bounds(*k);
+        lo += a;
+        hi = hi < 0 || b < 0 ? -1 : cap(hi + b);
+      }
+      return {lo, hi};
+    }
+    case Node::kAlt: {
+      int64_t lo = INT64_MAX, hi = 0;
+      for (const auto& k : n.kids) {
+        auto [a, b] = length_bounds(*k);
+        lo = std::min(lo, a);
+        hi = hi < 0 || b < 0 ? -1 : std::max(hi, b);
+      }
+      return {lo, hi};
+    }
+    case Node::kRepeat: {
+      auto [a, b] = length_bounds(*n.kids[0]);
+      int64_t hi = n.max < 0 ? (b == 0 ? 0 : -1) : b < 0 ? -1 : cap(b * n.max);
+      return {std::min(a * n.min, kHuge), hi};
+    }
+  }
+  return {0, 0};
+}
+
+// Narrows `tree` to strings of min_len..max_len characters when it is a sequence of fixed-length
+// parts and at most one repetition of a character set; false when that shape does not hold.
+bool narrow_lengths(Node& tree, int64_t min_len, int64_t max_len, bool& empty) {
+  std::vector<Node*> parts;
+  if (tree.kind == Node::kSeq) {
+    for (auto& k : tree.kids) parts.push_back(k.get());
+  } else {
+    parts.push_back(&tree);
+  }
+  int64_t fixed = 0;
+  Node* var = nullptr;
+  for (Node* p : parts) {
+    auto [a, b] = length_bounds(*p);
+    if (a == b) {
+      fixed += a;
+    } else if (!var && p->kind == Node::kRepeat && p->kids[0]->kind == Node::kSet) {
+      var = p;
+    } else {
+      return false;
+    }
+  }
+  if (!var) {
+    empty = fixed < min_len || (max_len >= 0 && fixed > max_len);
+    return true;
+  }
+  int64_t lo = std::max<int64_t>(var->min, min_len - fixed);
+  int64_t hi = var->max;
+  if (max_len >= 0) hi = hi < 0 ? max_len - fixed : std::min<int64_t>(hi, max_len - fixed);
+  empty = hi >= 0 && lo > hi;
+  if (lo > kMaxRepeat || hi > kMaxRepeat) return false;
+  var->min = static_cast<int>(lo);
+  var->max = static_cast<int>(hi);
+  return true;
+}
+
 }  // namespace
 
-Result<std::string> regex_to_ebnf_expression(std::string_view regex, bool json_string_body) {
+Result<std::string> regex_to_ebnf_expression(std::string_view regex, bool json_string_body,
+                                             int64_t min_len, int64_t max_len) {
   RegexParser parser(regex);
   auto tree = parser.parse();
   if (!tree.ok()) return tree.status();
+  auto [lo, hi] = length_bounds(**tree);
+  bool within = min_len <= lo && (max_len < 0 || (hi >= 0 && hi <= max_len));
+  if (!within) {
+    bool empty = false;
+    if (!narrow_lengths(**tree, min_len, max_len, empty))
+      return invalid_argument(
+          "the lengths cannot be combined with this pattern (supported: patterns whose matches "
+          "all fit the lengths, or fixed parts around one repeated character class)");
+    if (empty) return invalid_argument("no string matching the pattern has the allowed length");
+  }
   return emit(**tree, json_string_body, false);
 }
 

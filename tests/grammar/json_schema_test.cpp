@@ -3,6 +3,7 @@
 // are errors naming the keyword and its JSON path.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
@@ -212,6 +213,22 @@ TEST(JsonSchema, Patterns) {
   EXPECT_NE(error_of(R"({"type":"string","pattern":"\\bword"})").find("$"), std::string::npos);
 }
 
+TEST(JsonSchema, PatternsAndFormatsWithLengths) {
+  check(compile(R"({"type":"string","pattern":"^[a-z]+$","maxLength":3})", compact()),
+        {R"("a")", R"("abc")"}, {R"("")", R"("abcd")"});
+  check(compile(R"({"type":"string","pattern":"^id-\\d*$","minLength":5,"maxLength":6})", compact()),
+        {R"("id-12")", R"("id-123")"}, {R"("id-1")", R"("id-1234")"});
+  check(compile(R"({"type":"string","pattern":"^(a|bb)$","maxLength":2})", compact()), {R"("bb")"}, {});
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^(a|bb)+$","maxLength":3})").find("cannot be combined"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"type":"string","pattern":"^abc$","minLength":4})").find("no string"), std::string::npos);
+  check(compile(R"({"type":"string","format":"email","minLength":1,"maxLength":254})", compact()),
+        {R"("a@b.co")"}, {});
+  check(compile(R"({"type":"string","format":"date","minLength":10})", compact()), {R"("2020-01-01")"}, {});
+  EXPECT_NE(error_of(R"({"type":"string","format":"email","maxLength":100})").find("'format' 'email'"),
+            std::string::npos);
+}
+
 TEST(JsonSchema, Formats) {
   auto date = compile(R"({"type":"string","format":"date"})", compact());
   check(date, {R"("2024-02-29")", R"("2000-02-29")", R"("2023-12-31")", R"("2023-04-30")"},
@@ -277,6 +294,44 @@ TEST(JsonSchema, NumberRangesWithIntegerBounds) {
   EXPECT_NE(error_of(R"({"properties":{"p":{"type":"number","minimum":0.5}}})").find("$.properties.p"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"type":"number","multipleOf":0.5})").find("'multipleOf'"), std::string::npos);
+}
+
+// A decimal the grammar allows must not round (as a double) onto or across a bound.
+TEST(JsonSchema, BoundedNumbersNeverRoundOntoABound) {
+  struct Case {
+    const char* schema;
+    double lo, hi;  // exclusive
+    const char* must_accept;
+  };
+  for (const Case& c : {Case{R"({"type":"number","exclusiveMaximum":2147483647})", -1e300, 2147483647.0,
+                             "2147483646.999999"},
+                        Case{R"({"type":"number","exclusiveMinimum":2147483647})", 2147483647.0, 1e300,
+                             "2147483647.000001"},
+                        Case{R"({"type":"number","exclusiveMinimum":-2147483647,"exclusiveMaximum":0})",
+                             -2147483647.0, 0.0, "-2147483646.999999"},
+                        Case{R"({"type":"number","exclusiveMinimum":4294967296})", 4294967296.0, 1e300,
+                             "4294967297"}}) {
+    auto g = compile(c.schema, compact());
+    ASSERT_NE(g.grammar, nullptr);
+    EXPECT_TRUE(g.grammar->accepts(c.must_accept)) << c.schema;
+    int accepted = 0;
+    for (double base : {c.lo, c.hi}) {
+      if (std::fabs(base) > 1e200) continue;
+      for (long long n = static_cast<long long>(base) - 1; n <= static_cast<long long>(base) + 1; ++n) {
+        for (const char* frac : {"", ".0", ".000001", ".5", ".999999", ".9999999", ".00000001"}) {
+          for (bool neg : {false, true}) {
+            long long m = neg ? -n : n;
+            std::string text = (m < 0 ? "-" : "") + std::to_string(m < 0 ? -m : m) + frac;
+            if (!g.grammar->accepts(text)) continue;
+            ++accepted;
+            double v = std::strtod(text.c_str(), nullptr);
+            EXPECT_TRUE(v > c.lo && v < c.hi) << text << " rounds to " << v << " for " << c.schema;
+          }
+        }
+      }
+    }
+    EXPECT_GT(accepted, 0) << c.schema;
+  }
 }
 
 TEST(JsonSchema, WhitespaceIsOptionalAndBounded) {
