@@ -67,8 +67,20 @@ class SchemaGen {
         if (coin(r_)) s["maxLength"] = hi;
         break;
       }
-      case 2: s["pattern"] = pattern(); break;
-      case 3: s["format"] = kFormats[pick(r_, std::size(kFormats))]; break;
+      case 2:
+        if (coin(r_, 0.3)) {  // lengths narrowing a repeated class
+          s["pattern"] = coin(r_) ? "^[a-z0-9_]+$" : "^id-\\d*$";
+          int lo = 1 + pick(r_, 4);
+          s["minLength"] = lo;
+          s["maxLength"] = lo + 3 + pick(r_, 5);
+        } else {
+          s["pattern"] = pattern();
+        }
+        break;
+      case 3:
+        s["format"] = kFormats[pick(r_, std::size(kFormats))];
+        if (s["format"] == "email" && coin(r_)) s["maxLength"] = 254;
+        break;
       default: {
         Json e = Json::array();
         int n = 1 + pick(r_, 4);
@@ -597,7 +609,8 @@ class InstanceGen {
 
   Json string(const Json& s) {
     if (s.contains("format")) return random_format(s["format"].get<std::string>(), r_);
-    if (s.contains("pattern")) return pattern_string(s["pattern"].get<std::string>());
+    if (s.contains("pattern"))
+      return pattern_string(s["pattern"].get<std::string>(), s.value("minLength", 0), s.value("maxLength", -1));
     int lo = s.value("minLength", 0), hi = s.value("maxLength", lo + 8);
     int n = static_cast<int>(range_int(r_, lo, hi));
     std::string out;
@@ -606,9 +619,9 @@ class InstanceGen {
   }
 
   // A string matching the pattern in full: a random sentence of its grammar.
-  std::string pattern_string(const std::string& pattern) {
-    auto ebnf = regex_to_ebnf(pattern);
-    auto g = Grammar::parse_ebnf(*ebnf);
+  std::string pattern_string(const std::string& pattern, int min_len, int max_len) {
+    auto expr = regex_to_ebnf_expression(pattern, false, min_len, max_len);
+    auto g = Grammar::parse_ebnf("root ::= " + *expr + "\n");
     for (int attempt = 0; attempt < 100; ++attempt)
       if (auto s = random_sentence(*g, r_, 400)) return *s;
     return "";
