@@ -10,21 +10,33 @@
 namespace strata::grammar::testing {
 namespace {
 
-int pick(Rng& r, int n) { return static_cast<int>(r.below(static_cast<uint64_t>(n))); }
-bool coin(Rng& r, double p = 0.5) { return r.uniform() < p; }
+int pick(Rng& r, int n) {
+  return static_cast<int>(r.below(static_cast<uint64_t>(n)));
+}
+bool coin(Rng& r, double p = 0.5) {
+  return r.uniform() < p;
+}
 int64_t range_int(Rng& r, int64_t lo, int64_t hi) {  // [lo, hi]
   return lo + static_cast<int64_t>(r.below(static_cast<uint64_t>(hi - lo + 1)));
 }
 
 // ---------------------------------------------------------------- schemas
 
-const char* const kPropertyNames[] = {"name",  "id",   "value", "tags",  "a b",     "q\"uote",
-                                      "\xC3\xA9t\xC3\xA9", "x-y", "_private", "2nd", "back\\slash",
-                                      "count", "items", "meta", "enabled", "type"};
+const char* const kPropertyNames[] = {
+    "name",     "id",  "value",       "tags",  "a b",   "q\"uote", "\xC3\xA9t\xC3\xA9", "x-y",
+    "_private", "2nd", "back\\slash", "count", "items", "meta",    "enabled",           "type"};
 const char* const kFormats[] = {"date", "time", "date-time", "email",    "uuid",
                                 "uri",  "ipv4", "ipv6",      "hostname", "byte"};
-const char* const kStringPool[] = {"a", "hello world", "q\"uote", "back\\slash", "new\nline",
-                                   "tab\t", "\xC3\xA9t\xC3\xA9", "\xF0\x9F\x98\x80", "", "x"};
+const char* const kStringPool[] = {"a",
+                                   "hello world",
+                                   "q\"uote",
+                                   "back\\slash",
+                                   "new\nline",
+                                   "tab\t",
+                                   "\xC3\xA9t\xC3\xA9",
+                                   "\xF0\x9F\x98\x80",
+                                   "",
+                                   "x"};
 
 class SchemaGen {
  public:
@@ -40,27 +52,45 @@ class SchemaGen {
   Json any(int depth) {
     int n = depth >= 3 ? 9 : 17;
     switch (pick(r_, n)) {
-      case 0: case 1: return string();
-      case 2: return integer();
-      case 3: return number();
-      case 4: return Json{{"type", "boolean"}};
-      case 5: return Json{{"type", "null"}};
-      case 6: return constant();
-      case 7: return mixed_enum();
-      case 8: return nullable(depth);
-      case 9: case 10: return array(depth + 1);
-      case 11: case 12: return object(depth + 1);
-      case 13: return any_of(depth + 1);
-      case 14: return one_of(depth + 1);
-      case 15: return all_of(depth + 1);
-      default: return ref(depth + 1);
+      case 0:
+      case 1:
+        return string();
+      case 2:
+        return integer();
+      case 3:
+        return number();
+      case 4:
+        return Json{{"type", "boolean"}};
+      case 5:
+        return Json{{"type", "null"}};
+      case 6:
+        return constant();
+      case 7:
+        return mixed_enum();
+      case 8:
+        return nullable(depth);
+      case 9:
+      case 10:
+        return array(depth + 1);
+      case 11:
+      case 12:
+        return object(depth + 1);
+      case 13:
+        return any_of(depth + 1);
+      case 14:
+        return one_of(depth + 1);
+      case 15:
+        return all_of(depth + 1);
+      default:
+        return ref(depth + 1);
     }
   }
 
   Json string() {
     Json s = {{"type", "string"}};
     switch (pick(r_, 5)) {
-      case 0: break;
+      case 0:
+        break;
       case 1: {
         int lo = pick(r_, 4), hi = lo + pick(r_, 6);
         if (coin(r_)) s["minLength"] = lo;
@@ -96,9 +126,21 @@ class SchemaGen {
   }
 
   std::string pattern() {
-    static const char* const kPieces[] = {"[a-z]{1,5}", "\\d{2,4}", "[A-F0-9]+", "-",      "\\.",
-                                          "(foo|bar|baz)", "_?",     "[^,\"\\\\]{0,3}", "\\w{0,3}",
-                                          "x{2}", "\"", "\\\\", "[\\u00e0-\\u00ff]", "(ab)+", "\\s?"};
+    static const char* const kPieces[] = {"[a-z]{1,5}",
+                                          "\\d{2,4}",
+                                          "[A-F0-9]+",
+                                          "-",
+                                          "\\.",
+                                          "(foo|bar|baz)",
+                                          "_?",
+                                          "[^,\"\\\\]{0,3}",
+                                          "\\w{0,3}",
+                                          "x{2}",
+                                          "\"",
+                                          "\\\\",
+                                          "[\\u00e0-\\u00ff]",
+                                          "(ab)+",
+                                          "\\s?"};
     std::string p;
     int n = 1 + pick(r_, 4);
     for (int i = 0; i < n; ++i) p += kPieces[pick(r_, std::size(kPieces))];
@@ -111,10 +153,17 @@ class SchemaGen {
     int64_t a = range_int(r_, -1000, 1000), b = a + range_int(r_, 0, 2000);
     if (coin(r_, 0.1)) a = -(int64_t{1} << 40), b = int64_t{1} << 41;
     switch (pick(r_, 5)) {
-      case 0: break;
-      case 1: s["minimum"] = a; break;
-      case 2: s["maximum"] = b; break;
-      case 3: s["minimum"] = a, s["maximum"] = b; break;
+      case 0:
+        break;
+      case 1:
+        s["minimum"] = a;
+        break;
+      case 2:
+        s["maximum"] = b;
+        break;
+      case 3:
+        s["minimum"] = a, s["maximum"] = b;
+        break;
       default:
         s["exclusiveMinimum"] = a, s["exclusiveMaximum"] = b + 2;
     }
@@ -125,24 +174,41 @@ class SchemaGen {
     Json s = {{"type", "number"}};
     int64_t a = range_int(r_, -50, 50), b = a + range_int(r_, 1, 100);
     switch (pick(r_, 6)) {
-      case 0: break;
-      case 1: s["minimum"] = 0; break;
-      case 2: s["minimum"] = a, s["maximum"] = b; break;
-      case 3: s["exclusiveMinimum"] = a, s["exclusiveMaximum"] = b; break;
-      case 4: s["exclusiveMinimum"] = 0; break;
-      default: s["maximum"] = int64_t{1} << 33; break;  // integers only near large bounds
+      case 0:
+        break;
+      case 1:
+        s["minimum"] = 0;
+        break;
+      case 2:
+        s["minimum"] = a, s["maximum"] = b;
+        break;
+      case 3:
+        s["exclusiveMinimum"] = a, s["exclusiveMaximum"] = b;
+        break;
+      case 4:
+        s["exclusiveMinimum"] = 0;
+        break;
+      default:
+        s["maximum"] = int64_t{1} << 33;
+        break;  // integers only near large bounds
     }
     return s;
   }
 
   Json small_value(int depth = 0) {
     switch (pick(r_, depth > 1 ? 4 : 6)) {
-      case 0: return kStringPool[pick(r_, std::size(kStringPool))];
-      case 1: return range_int(r_, -100, 100);
-      case 2: return coin(r_) ? Json(nullptr) : Json(coin(r_));
-      case 3: return static_cast<double>(range_int(r_, -4000, 4000)) / 8.0;
-      case 4: return Json::array({small_value(depth + 1), small_value(depth + 1)});
-      default: return Json{{"k", small_value(depth + 1)}, {"q\"", small_value(depth + 1)}};
+      case 0:
+        return kStringPool[pick(r_, std::size(kStringPool))];
+      case 1:
+        return range_int(r_, -100, 100);
+      case 2:
+        return coin(r_) ? Json(nullptr) : Json(coin(r_));
+      case 3:
+        return static_cast<double>(range_int(r_, -4000, 4000)) / 8.0;
+      case 4:
+        return Json::array({small_value(depth + 1), small_value(depth + 1)});
+      default:
+        return Json{{"k", small_value(depth + 1)}, {"q\"", small_value(depth + 1)}};
     }
   }
 
@@ -182,7 +248,8 @@ class SchemaGen {
       if (coin(r_)) s["items"] = coin(r_) ? Json(false) : any(depth);
     }
     int lo = pick(r_, 3);
-    if (s.contains("items") && s["items"] == Json(false)) lo = std::min<int>(lo, s["prefixItems"].size());
+    if (s.contains("items") && s["items"] == Json(false))
+      lo = std::min<int>(lo, s["prefixItems"].size());
     if (coin(r_)) s["minItems"] = lo;
     if (coin(r_)) s["maxItems"] = lo + pick(r_, 4);
     return s;
@@ -202,10 +269,16 @@ class SchemaGen {
     if (!props.empty() || coin(r_)) s["properties"] = props;
     if (!required.empty()) s["required"] = required;
     switch (pick(r_, 4)) {
-      case 0: break;
-      case 1: s["additionalProperties"] = false; break;
-      case 2: s["additionalProperties"] = true; break;
-      default: s["additionalProperties"] = coin(r_) ? Json{{"type", "integer"}} : Json{{"type", "string"}};
+      case 0:
+        break;
+      case 1:
+        s["additionalProperties"] = false;
+        break;
+      case 2:
+        s["additionalProperties"] = true;
+        break;
+      default:
+        s["additionalProperties"] = coin(r_) ? Json{{"type", "integer"}} : Json{{"type", "string"}};
     }
     return s;
   }
@@ -220,17 +293,30 @@ class SchemaGen {
   // Branches of distinct types, each typed explicitly: every value matches at most one.
   Json one_of(int depth) {
     std::vector<int> kinds = {0, 1, 2, 3, 4, 5};
-    for (size_t i = kinds.size(); i > 1; --i) std::swap(kinds[i - 1], kinds[pick(r_, static_cast<int>(i))]);
+    for (size_t i = kinds.size(); i > 1; --i)
+      std::swap(kinds[i - 1], kinds[pick(r_, static_cast<int>(i))]);
     Json b = Json::array();
     int n = 2 + pick(r_, 2);
     for (int i = 0; i < n; ++i) {
       switch (kinds[i]) {
-        case 0: b.push_back(string()); break;
-        case 1: b.push_back(integer()); break;
-        case 2: b.push_back(Json{{"type", "boolean"}}); break;
-        case 3: b.push_back(Json{{"type", "null"}}); break;
-        case 4: b.push_back(array(depth)); break;
-        default: b.push_back(object(depth)); break;
+        case 0:
+          b.push_back(string());
+          break;
+        case 1:
+          b.push_back(integer());
+          break;
+        case 2:
+          b.push_back(Json{{"type", "boolean"}});
+          break;
+        case 3:
+          b.push_back(Json{{"type", "null"}});
+          break;
+        case 4:
+          b.push_back(array(depth));
+          break;
+        default:
+          b.push_back(object(depth));
+          break;
       }
     }
     return Json{{"oneOf", b}};
@@ -242,7 +328,8 @@ class SchemaGen {
       return Json{{"allOf", Json::array({Json{{"type", "integer"}, {"minimum", a}},
                                          Json{{"maximum", a + range_int(r_, 0, 50)}}})}};
     }
-    Json a = {{"type", "object"}, {"properties", {{"id", {{"type", "integer"}}}}}, {"required", {"id"}}};
+    Json a = {
+        {"type", "object"}, {"properties", {{"id", {{"type", "integer"}}}}}, {"required", {"id"}}};
     Json b = {{"properties", {{"name", string()}}}};
     if (coin(r_)) b["required"] = Json::array({"name"});
     return Json{{"allOf", Json::array({a, b})}};
@@ -253,12 +340,13 @@ class SchemaGen {
     if (coin(r_, 0.4)) {
       name = "tree" + std::to_string(defs_.size());
       std::string self = "#/$defs/" + name;
-      defs_[name] = Json{{"type", "object"},
-                         {"properties",
-                          {{"value", integer()},
-                           {"children", {{"type", "array"}, {"items", {{"$ref", self}}}, {"maxItems", 2}}}}},
-                         {"required", {"value"}},
-                         {"additionalProperties", false}};
+      defs_[name] =
+          Json{{"type", "object"},
+               {"properties",
+                {{"value", integer()},
+                 {"children", {{"type", "array"}, {"items", {{"$ref", self}}}, {"maxItems", 2}}}}},
+               {"required", {"value"}},
+               {"additionalProperties", false}};
     } else {
       name = "def" + std::to_string(defs_.size());
       defs_[name] = Json();  // reserve the name before generating nested definitions
@@ -273,9 +361,13 @@ class SchemaGen {
 
 // ---------------------------------------------------------------- validation
 
-std::u32string code_points(const std::string& s) { return decode_utf8(s); }
+std::u32string code_points(const std::string& s) {
+  return decode_utf8(s);
+}
 
-bool is_leap(int y) { return y % 4 == 0 && (y % 100 != 0 || y % 400 == 0); }
+bool is_leap(int y) {
+  return y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+}
 
 bool valid_date(const std::string& s) {
   static const std::regex re("^(\\d{4})-(\\d{2})-(\\d{2})$");
@@ -288,8 +380,7 @@ bool valid_date(const std::string& s) {
 }
 
 bool valid_time(const std::string& s) {
-  static const std::regex re(
-      "^(\\d\\d):(\\d\\d):(\\d\\d)(\\.\\d+)?([zZ]|[+-](\\d\\d):?(\\d\\d))$");
+  static const std::regex re("^(\\d\\d):(\\d\\d):(\\d\\d)(\\.\\d+)?([zZ]|[+-](\\d\\d):?(\\d\\d))$");
   std::smatch m;
   if (!std::regex_match(s, m, re)) return false;
   int h = std::stoi(m[1]), mi = std::stoi(m[2]), se = std::stoi(m[3]);
@@ -306,23 +397,34 @@ bool valid_format(const std::string& f, const std::string& s) {
     return t != std::string::npos && valid_date(s.substr(0, t)) && valid_time(s.substr(t + 1));
   }
   static const std::map<std::string, std::regex> kRegexes = {
-      {"email", std::regex("^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*@([a-z0-9]([a-z0-9-]*[a-z0-9])?\\.)+[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
-                           std::regex::icase)},
-      {"uuid", std::regex("^(urn:uuid:)?[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$", std::regex::icase)},
-      {"uri", std::regex("^[a-z][a-z0-9+.-]*://[a-z0-9._~!$&'()*+,;=:%-]*(/[a-z0-9._~!$&'()*+,;=:@%-]*)*(\\?[a-z0-9._~!$&'()*+,;=:@%/?-]*)?$",
+      {"email",
+       std::regex(
+           "^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[a-z0-9!#$%&'*+/"
+           "=?^_`{|}~-]+)*@([a-z0-9]([a-z0-9-]*[a-z0-9])?\\.)+[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
+           std::regex::icase)},
+      {"uuid",
+       std::regex("^(urn:uuid:)?[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$", std::regex::icase)},
+      {"uri", std::regex("^[a-z][a-z0-9+.-]*://[a-z0-9._~!$&'()*+,;=:%-]*(/"
+                         "[a-z0-9._~!$&'()*+,;=:@%-]*)*(\\?[a-z0-9._~!$&'()*+,;=:@%/?-]*)?$",
                          std::regex::icase)},
-      {"ipv4", std::regex("^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)$")},
+      {"ipv4",
+       std::regex(
+           "^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)$")},
       {"ipv6", std::regex("^[0-9a-f]{1,4}(:[0-9a-f]{1,4}){7}$", std::regex::icase)},
-      {"byte", std::regex("^([a-z0-9+/]{4})*([a-z0-9+/]{2}==|[a-z0-9+/]{3}=)?$", std::regex::icase)},
-      {"hostname", std::regex("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\\.?$",
-                              std::regex::icase)},
+      {"byte",
+       std::regex("^([a-z0-9+/]{4})*([a-z0-9+/]{2}==|[a-z0-9+/]{3}=)?$", std::regex::icase)},
+      {"hostname",
+       std::regex(
+           "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\\.?$",
+           std::regex::icase)},
   };
   auto it = kRegexes.find(f);
   return it != kRegexes.end() && std::regex_match(s, it->second);
 }
 
 bool is_integer(const Json& v) {
-  return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  return v.is_number_integer() ||
+         (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
 }
 
 bool has_type(const Json& v, const std::string& t) {
@@ -353,8 +455,10 @@ class Validator {
     if (s.contains("type")) {
       bool ok = false;
       const Json& t = s["type"];
-      if (t.is_string()) ok = has_type(v, t.get<std::string>());
-      else for (const auto& x : t) ok = ok || has_type(v, x.get<std::string>());
+      if (t.is_string())
+        ok = has_type(v, t.get<std::string>());
+      else
+        for (const auto& x : t) ok = ok || has_type(v, x.get<std::string>());
       if (!ok) return "type mismatch at " + at + ": " + v.dump();
     }
     if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
@@ -376,21 +480,25 @@ class Validator {
     if (v.is_string()) {
       const std::string& str = v.get_ref<const std::string&>();
       size_t len = code_points(str).size();
-      if (s.contains("minLength") && len < s["minLength"].get<size_t>()) return "too short at " + at;
+      if (s.contains("minLength") && len < s["minLength"].get<size_t>())
+        return "too short at " + at;
       if (s.contains("maxLength") && len > s["maxLength"].get<size_t>()) return "too long at " + at;
       if (s.contains("pattern")) {
         std::u32string p = code_points(s["pattern"].get<std::string>());
         std::u32string c = code_points(str);
         std::wregex re(std::wstring(p.begin(), p.end()), std::regex::ECMAScript);
         if (!std::regex_search(std::wstring(c.begin(), c.end()), re))
-          return "pattern " + s["pattern"].get<std::string>() + " does not match at " + at + ": " + v.dump();
+          return "pattern " + s["pattern"].get<std::string>() + " does not match at " + at + ": " +
+                 v.dump();
       }
       if (s.contains("format") && !valid_format(s["format"].get<std::string>(), str))
         return "not a " + s["format"].get<std::string>() + " at " + at + ": " + v.dump();
     }
     if (v.is_number()) {
       double x = v.get<double>();
-      auto excl = [&](const char* k) { return s.contains(k) && s[k].is_boolean() && s[k].get<bool>(); };
+      auto excl = [&](const char* k) {
+        return s.contains(k) && s[k].is_boolean() && s[k].get<bool>();
+      };
       if (s.contains("minimum") && (excl("exclusiveMinimum") ? x <= s["minimum"].get<double>()
                                                              : x < s["minimum"].get<double>()))
         return "below minimum at " + at + ": " + v.dump();
@@ -408,21 +516,29 @@ class Validator {
     }
     if (v.is_array()) {
       size_t n = v.size();
-      if (s.contains("minItems") && n < s["minItems"].get<size_t>()) return "too few items at " + at;
-      if (s.contains("maxItems") && n > s["maxItems"].get<size_t>()) return "too many items at " + at;
+      if (s.contains("minItems") && n < s["minItems"].get<size_t>())
+        return "too few items at " + at;
+      if (s.contains("maxItems") && n > s["maxItems"].get<size_t>())
+        return "too many items at " + at;
       size_t prefix = 0;
       const Json* rest = s.contains("items") && !s["items"].is_array() ? &s["items"] : nullptr;
-      const Json* pre = s.contains("prefixItems") ? &s["prefixItems"]
-                        : s.contains("items") && s["items"].is_array() ? &s["items"] : nullptr;
-      if (pre && s.contains("items") && s["items"].is_array()) rest = s.contains("additionalItems") ? &s["additionalItems"] : nullptr;
+      const Json* pre = s.contains("prefixItems")                      ? &s["prefixItems"]
+                        : s.contains("items") && s["items"].is_array() ? &s["items"]
+                                                                       : nullptr;
+      if (pre && s.contains("items") && s["items"].is_array())
+        rest = s.contains("additionalItems") ? &s["additionalItems"] : nullptr;
       if (pre) {
         prefix = std::min(pre->size(), n);
         for (size_t i = 0; i < prefix; ++i)
-          if (auto e = check((*pre)[i], v[i], at + "[" + std::to_string(i) + "]", depth + 1); !e.empty()) return e;
+          if (auto e = check((*pre)[i], v[i], at + "[" + std::to_string(i) + "]", depth + 1);
+              !e.empty())
+            return e;
       }
       if (rest)
         for (size_t i = prefix; i < n; ++i)
-          if (auto e = check(*rest, v[i], at + "[" + std::to_string(i) + "]", depth + 1); !e.empty()) return e;
+          if (auto e = check(*rest, v[i], at + "[" + std::to_string(i) + "]", depth + 1);
+              !e.empty())
+            return e;
       if (s.value("uniqueItems", false))
         for (size_t i = 0; i < n; ++i)
           for (size_t j = i + 1; j < n; ++j)
@@ -439,11 +555,14 @@ class Validator {
         if (props.contains(it.key())) {
           if (auto e = check(props[it.key()], it.value(), p, depth + 1); !e.empty()) return e;
         } else if (s.contains("additionalProperties")) {
-          if (auto e = check(s["additionalProperties"], it.value(), p, depth + 1); !e.empty()) return e;
+          if (auto e = check(s["additionalProperties"], it.value(), p, depth + 1); !e.empty())
+            return e;
         }
       }
-      if (s.contains("minProperties") && v.size() < s["minProperties"].get<size_t>()) return "too few properties at " + at;
-      if (s.contains("maxProperties") && v.size() > s["maxProperties"].get<size_t>()) return "too many properties at " + at;
+      if (s.contains("minProperties") && v.size() < s["minProperties"].get<size_t>())
+        return "too few properties at " + at;
+      if (s.contains("maxProperties") && v.size() > s["maxProperties"].get<size_t>())
+        return "too many properties at " + at;
     }
     return "";
   }
@@ -455,8 +574,8 @@ class Validator {
 
 // ---------------------------------------------------------------- instances
 
-const char32_t kCharPool[] = {U'a', U'Z', U'0', U' ', U'"', U'\\', U'\n', U'\t', U'\u00e9',
-                              U'\u4e2d', U'\U0001F600', U'\u0001', U'/', U'-'};
+const char32_t kCharPool[] = {U'a',  U'Z',      U'0',      U' ',          U'"',      U'\\', U'\n',
+                              U'\t', U'\u00e9', U'\u4e2d', U'\U0001F600', U'\u0001', U'/',  U'-'};
 
 std::string random_format(const std::string& f, Rng& r) {
   char buf[64];
@@ -471,8 +590,9 @@ std::string random_format(const std::string& f, Rng& r) {
     return std::to_string(y) + "-" + two(m) + "-" + two(d);
   };
   auto time = [&] {
-    std::string t = two(static_cast<int>(range_int(r, 0, 23))) + ":" + two(static_cast<int>(range_int(r, 0, 59))) +
-                    ":" + two(static_cast<int>(range_int(r, 0, 59)));
+    std::string t = two(static_cast<int>(range_int(r, 0, 23))) + ":" +
+                    two(static_cast<int>(range_int(r, 0, 59))) + ":" +
+                    two(static_cast<int>(range_int(r, 0, 59)));
     if (coin(r)) t += "." + std::to_string(range_int(r, 0, 999));
     if (coin(r)) return t + "Z";
     return t + (coin(r) ? "+" : "-") + two(static_cast<int>(range_int(r, 0, 23))) + ":" +
@@ -492,7 +612,9 @@ std::string random_format(const std::string& f, Rng& r) {
   if (f == "date-time") return date() + "T" + time();
   if (f == "email") return label() + (coin(r) ? ".name+tag" : "") + "@" + label() + ".com";
   if (f == "uuid") return hex(8) + "-" + hex(4) + "-" + hex(4) + "-" + hex(4) + "-" + hex(12);
-  if (f == "uri") return "https://" + label() + ".org" + (coin(r) ? "/p/" + label() : "") + (coin(r) ? "?q=1" : "");
+  if (f == "uri")
+    return "https://" + label() + ".org" + (coin(r) ? "/p/" + label() : "") +
+           (coin(r) ? "?q=1" : "");
   if (f == "ipv4") {
     std::string s;
     for (int i = 0; i < 4; ++i) s += (i ? "." : "") + std::to_string(range_int(r, 0, 255));
@@ -519,20 +641,28 @@ class InstanceGen {
 
   Json any(int depth) {
     switch (pick(r_, depth > 2 ? 4 : 6)) {
-      case 0: return range_int(r_, -50, 50);
-      case 1: return coin(r_);
-      case 2: return nullptr;
-      case 3: return "s" + std::to_string(pick(r_, 100));
-      case 4: return Json::array({any(depth + 1)});
-      default: return Json{{"k", any(depth + 1)}};
+      case 0:
+        return range_int(r_, -50, 50);
+      case 1:
+        return coin(r_);
+      case 2:
+        return nullptr;
+      case 3:
+        return "s" + std::to_string(pick(r_, 100));
+      case 4:
+        return Json::array({any(depth + 1)});
+      default:
+        return Json{{"k", any(depth + 1)}};
     }
   }
 
   Json gen(const Json& s_in, int depth) {
     if (s_in.is_boolean()) return any(depth);
     Json s = s_in;
-    if (s.contains("allOf") || (s.contains("$ref") && s.size() > 1)) s = *schema::flatten_schema(s, refs_, "$");
-    if (s.contains("$ref")) return gen(**refs_.resolve(s["$ref"].get<std::string>(), "$"), depth + 1);
+    if (s.contains("allOf") || (s.contains("$ref") && s.size() > 1))
+      s = *schema::flatten_schema(s, refs_, "$");
+    if (s.contains("$ref"))
+      return gen(**refs_.resolve(s["$ref"].get<std::string>(), "$"), depth + 1);
     for (const char* k : {"anyOf", "oneOf"}) {
       if (!s.contains(k)) continue;
       Json branch = s[k][pick(r_, static_cast<int>(s[k].size()))];
@@ -544,13 +674,17 @@ class InstanceGen {
     if (s.value("nullable", false) && coin(r_, 0.2)) return nullptr;
     std::vector<std::string> types;
     if (s.contains("type")) {
-      if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
-      else for (const auto& t : s["type"]) types.push_back(t.get<std::string>());
+      if (s["type"].is_string())
+        types.push_back(s["type"].get<std::string>());
+      else
+        for (const auto& t : s["type"]) types.push_back(t.get<std::string>());
     }
     if (s.contains("enum") || s.contains("const")) {
       std::vector<Json> values;
-      if (s.contains("const")) values.push_back(s["const"]);
-      else values.assign(s["enum"].begin(), s["enum"].end());
+      if (s.contains("const"))
+        values.push_back(s["const"]);
+      else
+        values.assign(s["enum"].begin(), s["enum"].end());
       std::vector<Json> ok;
       for (const auto& v : values) {
         bool fits = types.empty();
@@ -560,10 +694,14 @@ class InstanceGen {
       return ok[pick(r_, static_cast<int>(ok.size()))];
     }
     if (types.empty()) {
-      if (s.contains("properties") || s.contains("required")) types = {"object"};
-      else if (s.contains("items") || s.contains("prefixItems")) types = {"array"};
-      else if (s.contains("minimum") || s.contains("maximum")) types = {"integer"};
-      else return any(depth);
+      if (s.contains("properties") || s.contains("required"))
+        types = {"object"};
+      else if (s.contains("items") || s.contains("prefixItems"))
+        types = {"array"};
+      else if (s.contains("minimum") || s.contains("maximum"))
+        types = {"integer"};
+      else
+        return any(depth);
     }
     const std::string t = types[pick(r_, static_cast<int>(types.size()))];
     if (t == "null") return nullptr;
@@ -610,7 +748,8 @@ class InstanceGen {
   Json string(const Json& s) {
     if (s.contains("format")) return random_format(s["format"].get<std::string>(), r_);
     if (s.contains("pattern"))
-      return pattern_string(s["pattern"].get<std::string>(), s.value("minLength", 0), s.value("maxLength", -1));
+      return pattern_string(s["pattern"].get<std::string>(), s.value("minLength", 0),
+                            s.value("maxLength", -1));
     int lo = s.value("minLength", 0), hi = s.value("maxLength", lo + 8);
     int n = static_cast<int>(range_int(r_, lo, hi));
     std::string out;
@@ -646,11 +785,11 @@ class InstanceGen {
     static const Json kNone = Json::object();
     const Json& props = s.contains("properties") ? s["properties"] : kNone;
     auto required = [&](const std::string& k) {
-      return s.contains("required") && std::find(s["required"].begin(), s["required"].end(), k) != s["required"].end();
+      return s.contains("required") &&
+             std::find(s["required"].begin(), s["required"].end(), k) != s["required"].end();
     };
     for (auto it = props.begin(); it != props.end(); ++it)
-      if (required(it.key()) || (depth < 4 && coin(r_)))
-        out[it.key()] = gen(it.value(), depth + 1);
+      if (required(it.key()) || (depth < 4 && coin(r_))) out[it.key()] = gen(it.value(), depth + 1);
     Json addl = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
     if (s.contains("required"))
       for (const auto& k : s["required"])

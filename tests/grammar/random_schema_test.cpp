@@ -44,10 +44,30 @@ TEST(RandomSchemas, DeterministicAndVaried) {
     }
   };
   for (const auto& s : a) count(s);
-  for (const char* k : {"type", "properties", "required", "additionalProperties", "enum", "const", "items",
-                        "prefixItems", "minItems", "maxItems", "anyOf", "oneOf", "allOf", "$ref", "$defs",
-                        "nullable", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-                        "exclusiveMinimum", "exclusiveMaximum"})
+  for (const char* k : {"type",
+                        "properties",
+                        "required",
+                        "additionalProperties",
+                        "enum",
+                        "const",
+                        "items",
+                        "prefixItems",
+                        "minItems",
+                        "maxItems",
+                        "anyOf",
+                        "oneOf",
+                        "allOf",
+                        "$ref",
+                        "$defs",
+                        "nullable",
+                        "minLength",
+                        "maxLength",
+                        "pattern",
+                        "format",
+                        "minimum",
+                        "maximum",
+                        "exclusiveMinimum",
+                        "exclusiveMaximum"})
     EXPECT_GT(keywords[k], 3) << k;
 }
 
@@ -61,12 +81,15 @@ TEST(RandomSchemas, ConvertAndAcceptValidInstances) {
     ASSERT_TRUE(compact && spaced) << "schema " << i;
     for (int k = 0; k < 10; ++k) {
       Json v = random_instance(s, rng);
-      ASSERT_EQ(validate(s, v), "") << "schema " << i << ": the instance generator made an invalid value "
-                                    << v.dump() << "\n" << s.dump(2);
+      ASSERT_EQ(validate(s, v), "")
+          << "schema " << i << ": the instance generator made an invalid value " << v.dump() << "\n"
+          << s.dump(2);
       EXPECT_TRUE(compact->accepts(v.dump())) << "schema " << i << " rejects " << v.dump() << "\n"
-                                              << s.dump(2) << "\n" << *json_schema_to_ebnf(s, {.any_whitespace = false});
+                                              << s.dump(2) << "\n"
+                                              << *json_schema_to_ebnf(s, {.any_whitespace = false});
       EXPECT_TRUE(spaced->accepts(v.dump())) << "schema " << i << " " << v.dump();
-      if (nesting(v) <= 10) EXPECT_TRUE(spaced->accepts(v.dump(2))) << "schema " << i << " " << v.dump(2);
+      if (nesting(v) <= 10)
+        EXPECT_TRUE(spaced->accepts(v.dump(2))) << "schema " << i << " " << v.dump(2);
       if (v.is_object() && !v.empty()) EXPECT_FALSE(compact->accepts(v.dump() + "}")) << i;
     }
   }
@@ -88,7 +111,8 @@ TEST(RandomSchemas, GrammarSentencesAreValid) {
         ++completed;
         ASSERT_TRUE(Json::accept(*text)) << "schema " << i << " produced invalid JSON: " << *text;
         EXPECT_EQ(validate(s, Json::parse(*text)), "")
-            << "schema " << i << " produced " << *text << "\n" << s.dump(2);
+            << "schema " << i << " produced " << *text << "\n"
+            << s.dump(2);
       }
     }
   }

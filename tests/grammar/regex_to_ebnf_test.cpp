@@ -40,11 +40,11 @@ std::vector<std::string> all_strings(const std::string& alphabet, int max_len) {
 
 TEST(RegexToEbnf, SameLanguageAsStdRegexOnShortStrings) {
   const std::vector<std::string> patterns = {
-      "abc",          "a|b|",          "(ab|a)(c|bcd)", "a*b+c?",       "a{2}",        "a{1,3}b{2,}",
-      "[a-c]+",       "[^ab]*",        "(?:ab)*c",      "\\d+\\.\\d{1,2}", "\\w\\s\\W",   "[\\d.]+",
-      "a.c",          "(a|b){0,3}",    "[-a]+",         "[a-]b",        "\\-?1",       "()a",
-      "a*?b+?c??",         "\\S\\D",       "(a(b(c)?)?)+", "[.][*]",
-      "a{,2}",        "a{2,2}b{0}",    "\\x61\\u0062",  "[\\]\\\\]",    "1{x",
+      "abc",          "a|b|",       "(ab|a)(c|bcd)", "a*b+c?",          "a{2}",      "a{1,3}b{2,}",
+      "[a-c]+",       "[^ab]*",     "(?:ab)*c",      "\\d+\\.\\d{1,2}", "\\w\\s\\W", "[\\d.]+",
+      "a.c",          "(a|b){0,3}", "[-a]+",         "[a-]b",           "\\-?1",     "()a",
+      "a*?b+?c??",    "\\S\\D",     "(a(b(c)?)?)+",  "[.][*]",          "a{,2}",     "a{2,2}b{0}",
+      "\\x61\\u0062", "[\\]\\\\]",  "1{x",
   };
   const auto inputs = all_strings("abc1. -x\\]*{", 4);
   for (const auto& p : patterns) {
@@ -57,7 +57,8 @@ TEST(RegexToEbnf, SameLanguageAsStdRegexOnShortStrings) {
     for (const auto& s : inputs) {
       bool want = std::regex_match(s, re);
       accepted += want;
-      ASSERT_EQ(g->accepts(s), want) << "pattern " << p << " on '" << s << "'\n" << *regex_to_ebnf(p);
+      ASSERT_EQ(g->accepts(s), want) << "pattern " << p << " on '" << s << "'\n"
+                                     << *regex_to_ebnf(p);
     }
     if (p != "a{2,2}b{0}" && p != "1{x") EXPECT_GT(accepted, 0) << p;
   }
@@ -78,7 +79,9 @@ TEST(RegexToEbnf, PythonSyntax) {
   auto unicode = compile("\xC3\xA9+[\\u4e00-\\u9fff]");
   ASSERT_NE(unicode, nullptr);
   EXPECT_TRUE(unicode->accepts("\xC3\xA9\xC3\xA9\xE4\xB8\xAD"));
-  EXPECT_FALSE(unicode->accepts("\xC3\xA9" "a"));
+  EXPECT_FALSE(
+      unicode->accepts("\xC3\xA9"
+                       "a"));
   // A ']' first in a class is a literal (ECMAScript differs).
   auto bracket = compile("[]a]+[^]a]");
   ASSERT_NE(bracket, nullptr);
@@ -86,7 +89,9 @@ TEST(RegexToEbnf, PythonSyntax) {
   EXPECT_FALSE(bracket->accepts("]a]"));
   auto dot = compile("a.b");
   ASSERT_NE(dot, nullptr);
-  EXPECT_TRUE(dot->accepts("a\xE2\x82\xAC" "b"));
+  EXPECT_TRUE(
+      dot->accepts("a\xE2\x82\xAC"
+                   "b"));
   EXPECT_FALSE(dot->accepts("a\nb"));
 }
 
@@ -100,8 +105,10 @@ TEST(RegexToEbnf, ErrorsNamePosition) {
   EXPECT_EQ(error_of("(a)\\1"), "regex: backreferences are not supported at position 3");
   EXPECT_EQ(error_of("a(?=b)"), "regex: unsupported group syntax '(?=' at position 1");
   EXPECT_EQ(error_of("(?i)a"), "regex: unsupported group syntax '(?i' at position 0");
-  EXPECT_EQ(error_of("a^b"), "regex: '^' is supported only at the start of the pattern at position 1");
-  EXPECT_EQ(error_of("a$b"), "regex: '$' is supported only at the end of the pattern at position 1");
+  EXPECT_EQ(error_of("a^b"),
+            "regex: '^' is supported only at the start of the pattern at position 1");
+  EXPECT_EQ(error_of("a$b"),
+            "regex: '$' is supported only at the end of the pattern at position 1");
   EXPECT_EQ(error_of("[z-a]"), "regex: bad character range (reversed) at position 1");
   EXPECT_EQ(error_of("a{3,1}"), "regex: min repeat greater than max repeat at position 1");
   EXPECT_EQ(error_of("a++"), "regex: possessive quantifiers are not supported at position 2");
