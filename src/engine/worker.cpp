@@ -201,8 +201,8 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     // The mask allowed only what the grammar accepts (all -inf rows aside, which argmax turns
     // into token 0): a refusal ends the constraint rather than the engine.
     if (st.matcher && !st.matcher->accept_token(samples_[r].token_id)) {
-      STRATA_LOG(WARNING) << "request " << plan.scheduled[index[r]].request_id
-                          << ": sampled token " << samples_[r].token_id
+      STRATA_LOG(WARNING) << "request " << plan.scheduled[index[r]].request_id << ": sampled token "
+                          << samples_[r].token_id
                           << " is outside its grammar; the constraint is dropped";
       st.matcher.reset();
     }
