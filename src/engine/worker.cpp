@@ -176,7 +176,13 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
                 tokens.subspan(static_cast<size_t>(st.num_prompt_tokens)),
                 st.generator ? &*st.generator : nullptr};
     if (st.matcher) {
-      st.matcher->fill_next_token_mask(st.mask);
+      // The sequence's token budget: max_tokens, and the model's length.
+      const int64_t num_out = static_cast<int64_t>(st.token_ids.size()) - st.num_prompt_tokens;
+      int64_t remaining =
+          config_.engine.scheduler.max_model_len - static_cast<int64_t>(st.token_ids.size());
+      if (st.params.max_tokens)
+        remaining = std::min<int64_t>(remaining, *st.params.max_tokens - num_out);
+      st.matcher->fill_next_token_mask(st.mask, remaining);
       rows_[r].allowed_tokens = st.mask.data();
     }
   }

@@ -109,6 +109,7 @@ class Compiler {
     }
     STRATA_RETURN_IF_ERROR(prune(a.get()));
     STRATA_RETURN_IF_ERROR(check_left_recursion(*a));
+    shortest_completions(a.get());
     a->state_base.assign(1, 0);
     for (const RuleDfa& d : a->rules) a->state_base.push_back(a->state_base.back() + d.num_states);
     return a;
@@ -470,6 +471,41 @@ class Compiler {
       }
     }
     return Status();
+  }
+
+  // dist[s] per rule: Bellman-Ford style relaxation across rules until nothing changes (each
+  // pass can only lower distances, which are bounded below by 0).
+  static void shortest_completions(Automaton* a) {
+    const int k = a->num_classes;
+    for (RuleDfa& d : a->rules) {
+      d.dist.assign(d.num_states, kNoPath);
+      for (int s = 0; s < d.num_states; ++s) {
+        if (d.accept[s]) d.dist[s] = 0;
+      }
+    }
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (RuleDfa& d : a->rules) {
+        for (int s = d.num_states - 1; s >= 0; --s) {
+          int32_t best = d.dist[s];
+          for (int c = 0; c < k; ++c) {
+            int32_t t = d.next[static_cast<size_t>(s) * k + c];
+            if (t >= 0 && d.dist[t] + 1 < best) best = d.dist[t] + 1;
+          }
+          auto [b, e] = d.calls_of(s);
+          for (auto it = b; it != e; ++it) {
+            const RuleDfa& callee = a->rules[it->first];
+            int64_t via = static_cast<int64_t>(callee.dist[callee.start]) + d.dist[it->second];
+            if (via < best) best = static_cast<int32_t>(via);
+          }
+          if (best < d.dist[s]) {
+            d.dist[s] = best;
+            changed = true;
+          }
+        }
+      }
+    }
   }
 
   // A rule that can call itself (through other rules) before reading a byte would loop forever.

@@ -124,11 +124,20 @@ namespace {
 void append_escaped(std::string& out, uint32_t c, bool in_class) {
   char buf[16];
   switch (c) {
-    case '\n': out += "\\n"; return;
-    case '\r': out += "\\r"; return;
-    case '\t': out += "\\t"; return;
-    case '\\': out += "\\\\"; return;
-    default: break;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    default:
+      break;
   }
   if (c < 0x20 || c == 0x7F) {
     std::snprintf(buf, sizeof buf, "\\x%02X", c);
@@ -190,14 +199,22 @@ namespace {
 
 std::string json_escape_char(uint32_t c) {
   switch (c) {
-    case '"': return "\\\"";
-    case '\\': return "\\\\";
-    case '\b': return "\\b";
-    case '\f': return "\\f";
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
-    default: break;
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\b':
+      return "\\b";
+    case '\f':
+      return "\\f";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default:
+      break;
   }
   if (c < 0x20) {
     char buf[8];

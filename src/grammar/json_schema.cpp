@@ -16,8 +16,8 @@
 namespace strata::grammar::schema {
 namespace {
 
-const char* const kTypeNames[] = {"null", "boolean", "integer", "number",
-                                  "string", "array", "object"};
+const char* const kTypeNames[] = {"null",   "boolean", "integer", "number",
+                                  "string", "array",   "object"};
 
 bool is_type_name(const std::string& t) {
   for (const char* n : kTypeNames)
@@ -41,13 +41,26 @@ bool matches_type(const Json& v, const std::string& t) {
 // The types whose keywords appear in `s` (a schema without "type").
 std::set<std::string> implied_types(const Json& s) {
   static const std::map<std::string, std::string> kKeywordType = {
-      {"properties", "object"},      {"required", "object"},       {"additionalProperties", "object"},
-      {"minProperties", "object"},   {"maxProperties", "object"},  {"items", "array"},
-      {"prefixItems", "array"},      {"minItems", "array"},        {"maxItems", "array"},
-      {"additionalItems", "array"},  {"uniqueItems", "array"},     {"minLength", "string"},
-      {"maxLength", "string"},       {"pattern", "string"},        {"format", "string"},
-      {"minimum", "number"},         {"maximum", "number"},        {"exclusiveMinimum", "number"},
-      {"exclusiveMaximum", "number"}, {"multipleOf", "number"}};
+      {"properties", "object"},
+      {"required", "object"},
+      {"additionalProperties", "object"},
+      {"minProperties", "object"},
+      {"maxProperties", "object"},
+      {"items", "array"},
+      {"prefixItems", "array"},
+      {"minItems", "array"},
+      {"maxItems", "array"},
+      {"additionalItems", "array"},
+      {"uniqueItems", "array"},
+      {"minLength", "string"},
+      {"maxLength", "string"},
+      {"pattern", "string"},
+      {"format", "string"},
+      {"minimum", "number"},
+      {"maximum", "number"},
+      {"exclusiveMinimum", "number"},
+      {"exclusiveMaximum", "number"},
+      {"multipleOf", "number"}};
   std::set<std::string> out;
   for (auto it = s.begin(); it != s.end(); ++it)
     if (auto k = kKeywordType.find(it.key()); k != kKeywordType.end()) out.insert(k->second);
@@ -85,8 +98,8 @@ std::string Converter::prim(const std::string& kind) {
            prim("number") + " | \"true\" | \"false\" | \"null\"";
   } else if (kind == "object") {
     std::string member = cat({prim("string"), ws(), "\":\"", ws(), prim("value")});
-    body = cat({"\"{\"", ws(), "(" + member, "(" + cat({sep, member}) + ")*", ws() + ")?",
-                "\"}\""});
+    body =
+        cat({"\"{\"", ws(), "(" + member, "(" + cat({sep, member}) + ")*", ws() + ")?", "\"}\""});
   } else if (kind == "array") {
     body = cat({"\"[\"", ws(), "(" + prim("value"), "(" + cat({sep, prim("value")}) + ")*",
                 ws() + ")?", "\"]\""});
@@ -110,7 +123,6 @@ std::string Converter::prim(const std::string& kind) {
   return n;
 }
 
-
 std::string Converter::render(const std::string& root_expr) const {
   std::string out = opt_.rule_prefix + "root ::= " + root_expr + "\n";
   for (const auto& [n, body] : rules_) out += n + " ::= " + body + "\n";
@@ -124,7 +136,8 @@ Result<std::string> Converter::visit(const Json& s, const std::string& path) {
     if (s.get<bool>()) return prim("value");
     return invalid_argument("schema 'false' at " + path + " allows no value");
   }
-  if (!s.is_object()) return invalid_argument("schema at " + path + " must be an object or a boolean");
+  if (!s.is_object())
+    return invalid_argument("schema at " + path + " must be an object or a boolean");
   for (auto it = s.begin(); it != s.end(); ++it)
     if (schema::is_unsupported_keyword(it.key()))
       return invalid_argument("unsupported JSON Schema keyword '" + it.key() + "' at " + path);
@@ -151,7 +164,8 @@ Result<std::string> Converter::visit(const Json& s, const std::string& path) {
   std::vector<std::string> types;
   if (s.contains("type")) {
     const Json& t = s["type"];
-    std::vector<Json> list = t.is_array() ? std::vector<Json>(t.begin(), t.end()) : std::vector<Json>{t};
+    std::vector<Json> list =
+        t.is_array() ? std::vector<Json>(t.begin(), t.end()) : std::vector<Json>{t};
     if (list.empty()) return invalid_argument("'type' at " + path + " is an empty array");
     for (const auto& x : list) {
       if (!x.is_string() || !is_type_name(x.get<std::string>()))
@@ -192,8 +206,10 @@ Result<std::string> Converter::visit_ref(const std::string& ref, const std::stri
   size_t slash = ptr->rfind('/');
   std::string last = slash == std::string::npos ? std::string() : ptr->substr(slash + 1);
   for (char c : last)
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) base += c;
-    else if (c == '-' || c == '_') base += '-';
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+      base += c;
+    else if (c == '-' || c == '_')
+      base += '-';
   if (base != "ref") base.insert(3, "-");
   std::string name = fresh(base);
   ref_rules_[*ptr] = name;

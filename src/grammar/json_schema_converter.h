@@ -105,7 +105,7 @@ class Converter {
   std::map<std::string, std::string> prims_;
   std::map<std::string, std::string> ref_rules_;
   std::map<std::string, int> refs_in_progress_;  // pointer -> containers_ when entered
-  int containers_ = 0;                            // objects/arrays entered on the current path
+  int containers_ = 0;                           // objects/arrays entered on the current path
   int depth_ = 0;
 };
 

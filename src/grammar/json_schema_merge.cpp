@@ -40,21 +40,50 @@ std::string child_path(const std::string& path, std::string_view keyword, size_t
 }
 
 bool is_annotation_keyword(std::string_view k) {
-  static const std::set<std::string_view> kAnnotations = {
-      "title",         "description", "examples",        "example",         "default",
-      "$schema",       "$id",         "$comment",        "deprecated",      "readOnly",
-      "writeOnly",     "$defs",       "definitions",     "contentMediaType", "contentEncoding",
-      "contentSchema", "discriminator", "xml",           "externalDocs",    "$anchor",
-      "$vocabulary",   "$dynamicAnchor", "$recursiveAnchor", "strict"};
+  static const std::set<std::string_view> kAnnotations = {"title",
+                                                          "description",
+                                                          "examples",
+                                                          "example",
+                                                          "default",
+                                                          "$schema",
+                                                          "$id",
+                                                          "$comment",
+                                                          "deprecated",
+                                                          "readOnly",
+                                                          "writeOnly",
+                                                          "$defs",
+                                                          "definitions",
+                                                          "contentMediaType",
+                                                          "contentEncoding",
+                                                          "contentSchema",
+                                                          "discriminator",
+                                                          "xml",
+                                                          "externalDocs",
+                                                          "$anchor",
+                                                          "$vocabulary",
+                                                          "$dynamicAnchor",
+                                                          "$recursiveAnchor",
+                                                          "strict"};
   return kAnnotations.count(k) > 0 || k.substr(0, 2) == "x-";
 }
 
 bool is_unsupported_keyword(std::string_view k) {
-  static const std::set<std::string_view> kUnsupported = {
-      "if",           "then",          "else",           "not",
-      "dependentSchemas", "dependentRequired", "dependencies", "contains",
-      "minContains",  "maxContains",   "propertyNames",  "unevaluatedProperties",
-      "unevaluatedItems", "patternProperties", "$dynamicRef", "$recursiveRef"};
+  static const std::set<std::string_view> kUnsupported = {"if",
+                                                          "then",
+                                                          "else",
+                                                          "not",
+                                                          "dependentSchemas",
+                                                          "dependentRequired",
+                                                          "dependencies",
+                                                          "contains",
+                                                          "minContains",
+                                                          "maxContains",
+                                                          "propertyNames",
+                                                          "unevaluatedProperties",
+                                                          "unevaluatedItems",
+                                                          "patternProperties",
+                                                          "$dynamicRef",
+                                                          "$recursiveRef"};
   return kUnsupported.count(k) > 0;
 }
 
@@ -73,8 +102,10 @@ Result<std::string> RefResolver::pointer(const std::string& ref, const std::stri
   for (size_t i = 0; i < r.size(); ++i) {
     if (r[i] == '%' && i + 2 < r.size()) {
       auto hex = [](char c) {
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                            : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        return c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                      : -1;
       };
       int h = hex(r[i + 1]), l = hex(r[i + 2]);
       if (h >= 0 && l >= 0) {
@@ -158,9 +189,12 @@ Result<Json> merge_types(const Json& a, const Json& b, const std::string& path) 
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   for (const auto& t : ta) {
-    if (has(tb, t)) out.push_back(t);
-    else if (t == "integer" && has(tb, "number")) out.push_back("integer");
-    else if (t == "number" && has(tb, "integer")) out.push_back("integer");
+    if (has(tb, t))
+      out.push_back(t);
+    else if (t == "integer" && has(tb, "number"))
+      out.push_back("integer");
+    else if (t == "number" && has(tb, "integer"))
+      out.push_back("integer");
   }
   if (out.empty()) return invalid_argument("allOf at " + path + ": no type satisfies all branches");
   if (out.size() == 1) return Json(out[0]);
@@ -218,8 +252,8 @@ Result<Json> merge_schemas(const Json& a_in, const Json& b_in, const RefResolver
     if (!addl_merged.ok()) return addl_merged.status();
     addl = *addl_merged;
     for (const auto& k : keys) {
-      auto m = merge_schemas(side(a, k), side(b, k), refs, child_path(path, "properties", k),
-                             depth + 1);
+      auto m =
+          merge_schemas(side(a, k), side(b, k), refs, child_path(path, "properties", k), depth + 1);
       if (!m.ok()) return m.status();
       if (m->is_boolean() && !m->get<bool>() && !(addl.is_boolean() && !addl.get<bool>()))
         return invalid_argument("allOf at " + path + ": property '" + k +
@@ -249,7 +283,8 @@ Result<Json> merge_schemas(const Json& a_in, const Json& b_in, const RefResolver
       for (const auto& r : v)
         if (std::find(av.begin(), av.end(), r) == av.end()) av.push_back(r);
     } else if (is_bound_keyword(k, take_max) && av.is_number() && v.is_number()) {
-      bool b_wins = take_max ? v.get<double>() > av.get<double>() : v.get<double>() < av.get<double>();
+      bool b_wins =
+          take_max ? v.get<double>() > av.get<double>() : v.get<double>() < av.get<double>();
       if (b_wins) av = v;
     } else if ((k == "exclusiveMinimum" || k == "exclusiveMaximum") && av.is_number() &&
                v.is_number()) {

@@ -26,7 +26,9 @@ std::string seq(std::initializer_list<std::string> parts) {
   return out;
 }
 
-std::string lit(const std::string& digits) { return digits.empty() ? "" : "\"" + digits + "\""; }
+std::string lit(const std::string& digits) {
+  return digits.empty() ? "" : "\"" + digits + "\"";
+}
 
 std::string digit_class(char lo, char hi) {
   if (lo == hi) return lit(std::string(1, lo));
@@ -63,7 +65,8 @@ void same_length_range(std::string a, std::string b, std::string prefix,
   char mid_lo = a_low ? a[0] : static_cast<char>(a[0] + 1);
   char mid_hi = b_high ? b[0] : static_cast<char>(b[0] - 1);
   if (!a_low) same_length_range(a.substr(1), std::string(rest, '9'), prefix + a[0], alts);
-  if (mid_lo <= mid_hi) alts.push_back(seq({lit(prefix), digit_class(mid_lo, mid_hi), any_digits(rest)}));
+  if (mid_lo <= mid_hi)
+    alts.push_back(seq({lit(prefix), digit_class(mid_lo, mid_hi), any_digits(rest)}));
   if (!b_high) same_length_range(std::string(rest, '0'), b.substr(1), prefix + b[0], alts);
 }
 
@@ -88,9 +91,9 @@ std::string uint_range(uint64_t lo, uint64_t hi) {
   auto flush_run = [&](int end_len) {
     if (run_start < 0) return;
     int lo_rep = run_start - 1, hi_rep = end_len - 1;
-    std::string rep = lo_rep == hi_rep ? any_digits(lo_rep)
-                                       : "[0-9]{" + std::to_string(lo_rep) + "," +
-                                             std::to_string(hi_rep) + "}";
+    std::string rep = lo_rep == hi_rep
+                          ? any_digits(lo_rep)
+                          : "[0-9]{" + std::to_string(lo_rep) + "," + std::to_string(hi_rep) + "}";
     alts.push_back(seq({"[1-9]", rep}));
     run_start = -1;
   };
@@ -109,7 +112,7 @@ std::string uint_range(uint64_t lo, uint64_t hi) {
   return join_alts(alts);
 }
 
-constexpr int64_t kIntCap = 999999999999999999;  // kMaxIntegerDigits nines
+constexpr int64_t kIntCap = 999999999999999999;   // kMaxIntegerDigits nines
 constexpr int64_t kNumberCap = 9999999999999999;  // 16 digits: bounded numbers' integer part
 
 const char* kAnyFraction = "(\".\" [0-9]{1,6})?";
@@ -135,8 +138,9 @@ std::string magnitude_range(int64_t lo, bool lo_strict, bool has_hi, int64_t hi,
     int64_t top = has_hi ? (hi_strict ? hi - 1 : hi) : kNumberCap;
     return a <= top ? uint_range(static_cast<uint64_t>(a), static_cast<uint64_t>(top)) : "";
   }
-  if (a <= b) alts.push_back(seq({uint_range(static_cast<uint64_t>(a), static_cast<uint64_t>(b)),
-                                  kAnyFraction}));
+  if (a <= b)
+    alts.push_back(
+        seq({uint_range(static_cast<uint64_t>(a), static_cast<uint64_t>(b)), kAnyFraction}));
   if (lo_strict && (!has_hi || hi > lo))
     alts.push_back(seq({lit(std::to_string(lo)), nonzero_fraction()}));
   if (has_hi && !hi_strict && (hi > lo || (hi == lo && !lo_strict)))
@@ -155,8 +159,9 @@ std::string integer_range_expr(std::optional<int64_t> lo, std::optional<int64_t>
     uint64_t mag_lo = h < 0 ? static_cast<uint64_t>(-h) : 1;
     alts.push_back(seq({"\"-\"", uint_range(mag_lo, static_cast<uint64_t>(-l))}));
   }
-  if (h >= 0) alts.push_back(uint_range(static_cast<uint64_t>(std::max<int64_t>(l, 0)),
-                                        static_cast<uint64_t>(h)));
+  if (h >= 0)
+    alts.push_back(
+        uint_range(static_cast<uint64_t>(std::max<int64_t>(l, 0)), static_cast<uint64_t>(h)));
   return join_alts(alts);
 }
 
@@ -166,8 +171,8 @@ std::string number_range_expr(NumberBound lo, NumberBound hi, bool fractions) {
   if (!lo.set || lo.value < 0) {
     int64_t y_lo = hi.set && hi.value < 0 ? -hi.value : 0;
     bool y_lo_strict = hi.set && hi.value < 0 ? hi.exclusive : true;
-    std::string m = magnitude_range(y_lo, y_lo_strict, lo.set, lo.set ? -lo.value : 0,
-                                    lo.exclusive, fractions);
+    std::string m =
+        magnitude_range(y_lo, y_lo_strict, lo.set, lo.set ? -lo.value : 0, lo.exclusive, fractions);
     if (!m.empty()) alts.push_back(seq({"\"-\"", m}));
   }
   // Non-negative numbers.
@@ -193,12 +198,12 @@ std::optional<std::string> string_format_expr(std::string_view format) {
   const std::string mult4 = "(\"0\" [48] | [2468] [048] | [13579] [26])";
   const std::string leap = "([0-9] [0-9] " + mult4 + " | (" + mult4 + " | \"00\") \"00\")";
   const std::string date = "([0-9]{4} \"-\" ((\"0\" [13578] | \"1\" [02]) \"-\" " + d31 +
-                           " | (\"0\" [469] | \"11\") \"-\" " + d30 + " | \"02-\" " + d28 +
-                           ") | " + leap + " \"-02-29\")";
+                           " | (\"0\" [469] | \"11\") \"-\" " + d30 + " | \"02-\" " + d28 + ") | " +
+                           leap + " \"-02-29\")";
   const std::string hh = "([01] [0-9] | \"2\" [0-3])";
   const std::string mm = "[0-5] [0-9]";
-  const std::string time = hh + " \":\" " + mm + " \":\" " + mm + " (\".\" [0-9]{1,6})? (\"Z\" | [+-] " +
-                           hh + " \":\" " + mm + ")";
+  const std::string time = hh + " \":\" " + mm + " \":\" " + mm +
+                           " (\".\" [0-9]{1,6})? (\"Z\" | [+-] " + hh + " \":\" " + mm + ")";
   const std::string label = "[a-zA-Z0-9] ([a-zA-Z0-9-]{0,30} [a-zA-Z0-9])?";
   const std::string octet = "(\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9]? [0-9])";
   if (format == "date") return wrap(date);
@@ -209,7 +214,8 @@ std::optional<std::string> string_format_expr(std::string_view format) {
                 " (\".\" " + label + "){1,3}");
   if (format == "hostname") return wrap(label + " (\".\" " + label + "){0,3}");
   if (format == "uuid")
-    return wrap("[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}");
+    return wrap(
+        "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}");
   if (format == "uri")
     return wrap("[a-z] [a-z0-9+.-]{0,15} \"://\" " + label + " (\".\" " + label +
                 "){0,3} (\":\" [0-9]{1,5})? (\"/\" [A-Za-z0-9._~-]{0,32}){0,16} (\"?\" "

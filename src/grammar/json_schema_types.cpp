@@ -12,7 +12,7 @@ namespace {
 
 constexpr double kMaxSafe = 9007199254740992.0;  // 2^53
 constexpr double kFractionLimit = 2147483648.0;  // 2^31: bounds below keep fractions exact
-constexpr int kObjectInlineLimit = 6;  // more properties: the tails become rules
+constexpr int kObjectInlineLimit = 6;            // more properties: the tails become rules
 
 struct Counter {
   explicit Counter(int& c) : c_(c) { ++c_; }
@@ -20,7 +20,8 @@ struct Counter {
   int& c_;
 };
 
-Result<std::optional<int64_t>> count_keyword(const Json& s, const char* k, const std::string& path) {
+Result<std::optional<int64_t>> count_keyword(const Json& s, const char* k,
+                                             const std::string& path) {
   if (!s.contains(k)) return std::optional<int64_t>();
   const Json& v = s[k];
   if (!v.is_number() || v.get<double>() < 0 || std::floor(v.get<double>()) != v.get<double>() ||
@@ -66,7 +67,8 @@ Result<Bounds> Converter::bounds(const Json& s, const std::string& path) {
 Result<std::string> Converter::integer_expr(const Json& s, const std::string& path) {
   auto b = bounds(s, path);
   if (!b.ok()) return b.status();
-  if (s.contains("multipleOf") && !(s["multipleOf"].is_number() && s["multipleOf"].get<double>() == 1))
+  if (s.contains("multipleOf") &&
+      !(s["multipleOf"].is_number() && s["multipleOf"].get<double>() == 1))
     return invalid_argument("'multipleOf' " + s["multipleOf"].dump() + " at " + path +
                             " is not supported (only 1)");
   std::optional<double> lo = b->lo, hi = b->hi;
@@ -74,8 +76,10 @@ Result<std::string> Converter::integer_expr(const Json& s, const std::string& pa
   if (s.contains("format") && s["format"].is_string()) {
     std::string f = s["format"].get<std::string>();
     double fmin = 0, fmax = 0;
-    if (f == "int32") fmin = -2147483648.0, fmax = 2147483647.0;
-    else if (f == "int64") fmin = -(kMaxSafe - 1), fmax = kMaxSafe - 1;
+    if (f == "int32")
+      fmin = -2147483648.0, fmax = 2147483647.0;
+    else if (f == "int64")
+      fmin = -(kMaxSafe - 1), fmax = kMaxSafe - 1;
     else if (f != "float" && f != "double")
       return invalid_argument("unsupported format '" + f + "' for a number at " + path);
     if (f == "int32" || f == "int64") {
@@ -88,12 +92,14 @@ Result<std::string> Converter::integer_expr(const Json& s, const std::string& pa
   constexpr double kCap = 1e18;
   if (lo) {
     double v = lo_excl ? std::floor(*lo) + 1 : std::ceil(*lo);
-    if (v > kCap) return invalid_argument("'minimum' at " + path + " is beyond the supported range");
+    if (v > kCap)
+      return invalid_argument("'minimum' at " + path + " is beyond the supported range");
     if (v >= -kCap) l = static_cast<int64_t>(v);
   }
   if (hi) {
     double v = hi_excl ? std::ceil(*hi) - 1 : std::floor(*hi);
-    if (v < -kCap) return invalid_argument("'maximum' at " + path + " is beyond the supported range");
+    if (v < -kCap)
+      return invalid_argument("'maximum' at " + path + " is beyond the supported range");
     if (v <= kCap) h = static_cast<int64_t>(v);
   }
   std::string e = integer_range_expr(l, h);
@@ -103,7 +109,8 @@ Result<std::string> Converter::integer_expr(const Json& s, const std::string& pa
 
 Result<std::string> Converter::number_expr(const Json& s, const std::string& path) {
   if (s.contains("multipleOf")) {
-    if (s["multipleOf"].is_number() && s["multipleOf"].get<double>() == 1) return integer_expr(s, path);
+    if (s["multipleOf"].is_number() && s["multipleOf"].get<double>() == 1)
+      return integer_expr(s, path);
     return invalid_argument("'multipleOf' " + s["multipleOf"].dump() + " at " + path +
                             " is not supported for numbers (only 1)");
   }
@@ -118,8 +125,8 @@ Result<std::string> Converter::number_expr(const Json& s, const std::string& pat
   if (!b->lo && !b->hi) return prim("number");
   NumberBound lo, hi;
   bool fractions = true;
-  for (auto [bound, excl, out, name] :
-       {std::tuple{b->lo, b->lo_excl, &lo, "minimum"}, std::tuple{b->hi, b->hi_excl, &hi, "maximum"}}) {
+  for (auto [bound, excl, out, name] : {std::tuple{b->lo, b->lo_excl, &lo, "minimum"},
+                                        std::tuple{b->hi, b->hi_excl, &hi, "maximum"}}) {
     if (!bound) continue;
     double v = *bound;
     if (std::floor(v) != v || std::fabs(v) > kMaxSafe)
@@ -140,7 +147,8 @@ Result<std::string> Converter::string_expr(const Json& s, const std::string& pat
   if (!max_len.ok()) return max_len.status();
   bool lengths = min_len->has_value() || max_len->has_value();
   if (s.contains("pattern")) {
-    if (!s["pattern"].is_string()) return invalid_argument("'pattern' at " + path + " must be a string");
+    if (!s["pattern"].is_string())
+      return invalid_argument("'pattern' at " + path + " must be a string");
     if (lengths || s.contains("format"))
       return invalid_argument("'pattern' together with 'minLength', 'maxLength' or 'format' at " +
                               path + " is not supported");
@@ -150,7 +158,8 @@ Result<std::string> Converter::string_expr(const Json& s, const std::string& pat
     return add_rule("pattern", std::string(kQuote) + " " + *e + " " + kQuote);
   }
   if (s.contains("format")) {
-    if (!s["format"].is_string()) return invalid_argument("'format' at " + path + " must be a string");
+    if (!s["format"].is_string())
+      return invalid_argument("'format' at " + path + " must be a string");
     std::string f = s["format"].get<std::string>();
     auto e = string_format_expr(f);
     if (!e) return invalid_argument("unsupported string format '" + f + "' at " + path);
@@ -165,8 +174,7 @@ Result<std::string> Converter::string_expr(const Json& s, const std::string& pat
   }
   if (!lengths) return prim("string");
   int64_t lo = min_len->value_or(0), hi = max_len->value_or(-1);
-  if (hi >= 0 && hi < lo)
-    return invalid_argument("'maxLength' is below 'minLength' at " + path);
+  if (hi >= 0 && hi < lo) return invalid_argument("'maxLength' is below 'minLength' at " + path);
   return std::string(kQuote) + " " + prim("char") + repeat_suffix(lo, hi) + " " + kQuote;
 }
 
@@ -299,7 +307,8 @@ Result<std::string> Converter::object_expr(const Json& s, const std::string& pat
   bool closed = addl == Json(false);
   std::vector<std::string> required;
   if (s.contains("required")) {
-    if (!s["required"].is_array()) return invalid_argument("'required' at " + path + " must be an array");
+    if (!s["required"].is_array())
+      return invalid_argument("'required' at " + path + " must be an array");
     for (const auto& r : s["required"]) {
       if (!r.is_string()) return invalid_argument("'required' at " + path + " must hold strings");
       required.push_back(r.get<std::string>());
@@ -319,7 +328,8 @@ Result<std::string> Converter::object_expr(const Json& s, const std::string& pat
     std::string p = child_path(path, "properties", it.key());
     if (it.value() == Json(false)) {
       if (is_required(it.key()))
-        return invalid_argument("required property '" + it.key() + "' at " + p + " allows no value");
+        return invalid_argument("required property '" + it.key() + "' at " + p +
+                                " allows no value");
       continue;
     }
     auto e = visit(it.value(), p);
@@ -359,9 +369,10 @@ Result<std::string> Converter::object_expr(const Json& s, const std::string& pat
   };
   std::string addl_kv;
   if (!closed) {
-    std::string key = names.empty() ? prim("string")
-                                    : add_rule("key", std::string(kQuote) + " " + key_not_in(names) +
-                                                          " " + kQuote);
+    std::string key =
+        names.empty()
+            ? prim("string")
+            : add_rule("key", std::string(kQuote) + " " + key_not_in(names) + " " + kQuote);
     addl_kv = kv(key, addl_expr);
   }
   size_t n = entries.size();
@@ -370,22 +381,28 @@ Result<std::string> Converter::object_expr(const Json& s, const std::string& pat
   after[n] = closed ? "" : "(" + cat({sep, addl_kv}) + ")*";
   for (size_t i = n; i-- > 0;) {
     std::string item = cat({sep, kv(entries[i].key, entries[i].expr)});
-    after[i] = entries[i].required ? cat({item, after[i + 1]})
-                                   : cat({"(" + item + ")?", after[i + 1]});
-    if (n > kObjectInlineLimit && i > 0 && !after[i].empty()) after[i] = add_rule("obj-tail", after[i]);
+    after[i] =
+        entries[i].required ? cat({item, after[i + 1]}) : cat({"(" + item + ")?", after[i + 1]});
+    if (n > kObjectInlineLimit && i > 0 && !after[i].empty())
+      after[i] = add_rule("obj-tail", after[i]);
   }
   // first: the non-empty content from property i on, nothing before it.
   std::optional<std::string> first;
   if (!closed) first = cat({addl_kv, after[n]});
   for (size_t i = n; i-- > 0;) {
     std::string here = cat({kv(entries[i].key, entries[i].expr), after[i + 1]});
-    if (entries[i].required || !first) first = here;
-    else first = "(" + here + " | " + *first + ")";
+    if (entries[i].required || !first)
+      first = here;
+    else
+      first = "(" + here + " | " + *first + ")";
   }
   std::string body;
-  if (!first) body = cat({"\"{\"", ws(), "\"}\""});
-  else if (num_required == 0) body = cat({"\"{\"", ws(), "(" + cat({*first, ws()}) + ")?", "\"}\""});
-  else body = cat({"\"{\"", ws(), *first, ws(), "\"}\""});
+  if (!first)
+    body = cat({"\"{\"", ws(), "\"}\""});
+  else if (num_required == 0)
+    body = cat({"\"{\"", ws(), "(" + cat({*first, ws()}) + ")?", "\"}\""});
+  else
+    body = cat({"\"{\"", ws(), *first, ws(), "\"}\""});
   return add_rule("obj", body);
 }
 

@@ -23,9 +23,9 @@ constexpr int kMaxRepeat = 10000;
 
 struct Node {
   enum Kind { kSet, kSeq, kAlt, kRepeat } kind = kSeq;
-  CodePointSet set;                          // kSet
-  std::vector<std::unique_ptr<Node>> kids;   // kSeq, kAlt; kRepeat: one
-  int min = 0, max = -1;                     // kRepeat; max -1 = unbounded
+  CodePointSet set;                         // kSet
+  std::vector<std::unique_ptr<Node>> kids;  // kSeq, kAlt; kRepeat: one
+  int min = 0, max = -1;                    // kRepeat; max -1 = unbounded
 };
 using NodePtr = std::unique_ptr<Node>;
 
@@ -35,7 +35,9 @@ NodePtr make(Node::Kind k) {
   return n;
 }
 
-CodePointSet digits() { return CodePointSet::range('0', '9'); }
+CodePointSet digits() {
+  return CodePointSet::range('0', '9');
+}
 CodePointSet word() {
   CodePointSet s = CodePointSet::range('a', 'z');
   s.add('A', 'Z');
@@ -51,10 +53,16 @@ CodePointSet space() {
 // Every character Python or JavaScript treats as \s.
 CodePointSet any_space() {
   CodePointSet s = CodePointSet::range('\t', '\r');
-  for (auto [lo, hi] : std::vector<std::pair<uint32_t, uint32_t>>{
-           {0x1C, 0x20}, {0x85, 0x85}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
-           {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
-           {0xFEFF, 0xFEFF}})
+  for (auto [lo, hi] : std::vector<std::pair<uint32_t, uint32_t>>{{0x1C, 0x20},
+                                                                  {0x85, 0x85},
+                                                                  {0xA0, 0xA0},
+                                                                  {0x1680, 0x1680},
+                                                                  {0x2000, 0x200A},
+                                                                  {0x2028, 0x2029},
+                                                                  {0x202F, 0x202F},
+                                                                  {0x205F, 0x205F},
+                                                                  {0x3000, 0x3000},
+                                                                  {0xFEFF, 0xFEFF}})
     s.add(lo, hi);
   return s;
 }
@@ -191,7 +199,8 @@ class RegexParser {
     auto number = [&](long& v) {
       size_t s = k;
       v = 0;
-      while (k < p_.size() && p_[k] >= '0' && p_[k] <= '9' && k - s < 9) v = v * 10 + (p_[k++] - '0');
+      while (k < p_.size() && p_[k] >= '0' && p_[k] <= '9' && k - s < 9)
+        v = v * 10 + (p_[k++] - '0');
       return k > s;
     };
     long a = 0, b = -1;
@@ -301,7 +310,7 @@ class RegexParser {
     uint32_t v = 0;
     for (int i = 0; i < n; ++i) {
       char32_t c = peek();
-      int d = (c >= '0' && c <= '9') ? c - '0'
+      int d = (c >= '0' && c <= '9')   ? c - '0'
               : (c >= 'a' && c <= 'f') ? c - 'a' + 10
               : (c >= 'A' && c <= 'F') ? c - 'A' + 10
                                        : -1;
@@ -320,19 +329,32 @@ class RegexParser {
     char32_t c = peek();
     ++pos_;
     switch (c) {
-      case 'd': return digits();
-      case 'D': return digits().complement();
-      case 'w': return word();
-      case 'W': return word().complement();
-      case 's': return space();
-      case 'S': return any_space().complement();
-      case 'n': return CodePointSet::of('\n');
-      case 't': return CodePointSet::of('\t');
-      case 'r': return CodePointSet::of('\r');
-      case 'f': return CodePointSet::of('\f');
-      case 'v': return CodePointSet::of('\v');
-      case 'a': return CodePointSet::of('\a');
-      case '0': return CodePointSet::of(0);
+      case 'd':
+        return digits();
+      case 'D':
+        return digits().complement();
+      case 'w':
+        return word();
+      case 'W':
+        return word().complement();
+      case 's':
+        return space();
+      case 'S':
+        return any_space().complement();
+      case 'n':
+        return CodePointSet::of('\n');
+      case 't':
+        return CodePointSet::of('\t');
+      case 'r':
+        return CodePointSet::of('\r');
+      case 'f':
+        return CodePointSet::of('\f');
+      case 'v':
+        return CodePointSet::of('\v');
+      case 'a':
+        return CodePointSet::of('\a');
+      case '0':
+        return CodePointSet::of(0);
       case 'x': {
         auto v = hex_digits(2);
         if (!v.ok()) return v.status();
@@ -351,7 +373,8 @@ class RegexParser {
       case 'b':
         if (in_class) return CodePointSet::of('\b');
         return error("word boundaries (\\b) are not supported", start);
-      default: break;
+      default:
+        break;
     }
     if (c >= '1' && c <= '9') return error("backreferences are not supported", start);
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
