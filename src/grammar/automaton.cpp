@@ -160,8 +160,19 @@ class Compiler {
     }
     std::vector<int> comp_size(num_comps, 0);
     for (int r = 0; r < n; ++r) ++comp_size[comp[r]];
+    // Rules the root never reaches are not compiled at all.
+    std::vector<bool> reachable(n, false);
+    std::vector<int> work{ir_.root};
+    while (!work.empty()) {
+      int r = work.back();
+      work.pop_back();
+      if (reachable[r]) continue;
+      reachable[r] = true;
+      for (int q : refs[r]) work.push_back(q);
+    }
     is_called_.assign(n, false);
     for (int r = 0; r < n; ++r) {
+      if (!reachable[r]) continue;
       bool self = std::find(refs[r].begin(), refs[r].end(), r) != refs[r].end();
       if (comp_size[comp[r]] > 1 || self) is_called_[r] = true;
     }
@@ -169,7 +180,7 @@ class Compiler {
     // Sizes of the inlined rules, leaves first (the non-called reference graph is acyclic).
     size_.assign(n, -1);
     for (int r = 0; r < n; ++r) {
-      if (!is_called_[r]) {
+      if (!is_called_[r] && reachable[r]) {
         int64_t s = rule_size(r);
         if (s > kInlineLimit && ref_count[r] >= 2) is_called_[r] = true;
       }
