@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/logging.h"
 #include "core/strings.h"
+#include "sampling/vector_math.h"
 
 namespace strata::engine {
 namespace {
@@ -30,6 +31,9 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                                                            .threads = c.threads,
                                                            .commit_kv_cache = c.commit_kv_cache}));
   Backend& backend = *w->backend_;
+  // The sampler's row-wide loops follow the kernel choice (`--kernels avx2` keeps them on AVX2);
+  // every build gives the same tokens, so this changes the speed only.
+  sampling::vector_math_limit(sampling::vector_math_variant_for_kernels(backend.variant().name));
   LoadOptions lo = c.model;
   lo.pool = &backend.pool();
   lo.allocator = &backend.allocator();
