@@ -165,6 +165,7 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     entry_states_[i] = &it->second;
   }
   STRATA_RETURN_IF_ERROR(runner_->execute(plan, logits_.data()));
+  const double sample_start = now_seconds();
   const auto& index = runner_->sample_plan_index();
   const size_t R = index.size();
   rows_.resize(R);
@@ -190,6 +191,8 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     if (e.has_logprobs) e.logprobs = samples_[r].logprobs;
   }
   STRATA_RETURN_IF_ERROR(compute_prompt_logprobs(plan, output));
+  output->forward_seconds = runner_->forward_seconds();
+  output->sample_seconds = now_seconds() - sample_start;
   // The sampled tokens join each request's history (penalties and min_tokens see them next step).
   for (size_t r = 0; r < R; ++r) entry_states_[index[r]]->token_ids.push_back(samples_[r].token_id);
   return ok_status();
