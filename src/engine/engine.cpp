@@ -416,6 +416,7 @@ Status Engine::step() {
     n.prompt_token_ids = c->request->request.prompt_token_ids;
     n.params = c->params;
     n.wants_prompt_logprobs = c->wants_prompt_logprobs;
+    n.constraint = c->request->request.constraint;
   }
   if (tr != nullptr) {
     ++trace_attempt_;  // an attempt that fails is not written; its events must not be reused

@@ -1,6 +1,7 @@
 #include "engine/step_io.h"
 
 #include "core/byte_io.h"
+#include "core/check.h"
 
 namespace strata::engine {
 namespace {
@@ -110,6 +111,9 @@ std::string encode_step_input(const StepInput& in) {
     w.vec(n.prompt_token_ids);
     write_params(w, n.params);
     w.boolean(n.wants_prompt_logprobs);
+    // Only the in-process executor carries constrained requests so far (see step_io.h).
+    STRATA_CHECK(n.constraint == nullptr)
+        << "a structured-output request cannot be sent to another process yet";
   }
   return w.take();
 }

@@ -155,6 +155,10 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     r.params = n.params;
     r.generator = sampling::make_generator(n.params);
     r.wants_prompt_logprobs = n.wants_prompt_logprobs;
+    if (n.constraint) {
+      r.matcher.emplace(n.constraint);
+      r.mask.resize(grammar::GrammarMatcher::mask_words(sampler_->vocab_size()));
+    }
   }
   entry_states_.assign(plan.scheduled.size(), nullptr);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
@@ -176,6 +180,10 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     rows_[r] = {&st.params, tokens.first(static_cast<size_t>(st.num_prompt_tokens)),
                 tokens.subspan(static_cast<size_t>(st.num_prompt_tokens)),
                 st.generator ? &*st.generator : nullptr};
+    if (st.matcher) {
+      st.matcher->fill_next_token_mask(st.mask);
+      rows_[r].allowed_tokens = st.mask.data();
+    }
   }
   sampler_->sample(logits_.data(), rows_, samples_);
   output->entries.resize(plan.scheduled.size());
@@ -194,7 +202,18 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
   output->forward_seconds = runner_->forward_seconds();
   output->sample_seconds = now_seconds() - sample_start;
   // The sampled tokens join each request's history (penalties and min_tokens see them next step).
-  for (size_t r = 0; r < R; ++r) entry_states_[index[r]]->token_ids.push_back(samples_[r].token_id);
+  for (size_t r = 0; r < R; ++r) {
+    RequestState& st = *entry_states_[index[r]];
+    st.token_ids.push_back(samples_[r].token_id);
+    // The mask allowed only what the grammar accepts (all -inf rows aside, which argmax turns
+    // into token 0): a refusal ends the constraint rather than the engine.
+    if (st.matcher && !st.matcher->accept_token(samples_[r].token_id)) {
+      STRATA_LOG(WARNING) << "request " << plan.scheduled[index[r]].request_id << ": sampled token "
+                          << samples_[r].token_id
+                          << " is outside its grammar; the constraint is dropped";
+      st.matcher.reset();
+    }
+  }
   return ok_status();
 }
 

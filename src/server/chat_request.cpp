@@ -8,6 +8,7 @@
 #include "server/openai_request.h"
 #include "server/request_common.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/deepseek_v4_encoding.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {
@@ -89,6 +90,39 @@ bool normalize_messages(const OrderedJson& in, ContentFormat format, OrderedJson
     out->push_back(std::move(copy));
   }
   return true;
+}
+
+// --tokenizer-mode deepseek_v4: the prompt from the DeepSeek-V4 encoder instead of a template.
+// Thinking and effort come from chat_template_kwargs and the request's reasoning_effort and
+// thinking ({"type": ...}) fields.
+ApiResult<std::string> deepseek_v4_prompt(const OrderedJson& body, const OrderedJson& messages,
+                                          const OrderedJson* tools, const OrderedJson* kwargs,
+                                          bool add_generation_prompt, bool continue_final) {
+  auto field = [&](const char* name) -> const OrderedJson* {
+    auto it = body.find(name);
+    return it == body.end() ? nullptr : &*it;
+  };
+  auto mode = deepseek_v4_mode(kwargs, field("reasoning_effort"), field("thinking"));
+  if (!mode.ok()) {
+    const std::string& msg = mode.status().message();
+    const char* param = msg.rfind("reasoning_effort", 0) == 0 ? "reasoning_effort"
+                        : msg.rfind("thinking", 0) == 0       ? "thinking"
+                                                              : "chat_template_kwargs";
+    return ApiError{400, msg, param};
+  }
+  DeepseekV4Inputs in;
+  in.messages = &messages;
+  in.tools = tools;
+  in.mode = *mode;
+  in.add_generation_prompt = add_generation_prompt;
+  in.continue_final_message = continue_final;
+  auto prompt = encode_deepseek_v4(in);
+  if (!prompt.ok()) {
+    const std::string& msg = prompt.status().message();
+    return ApiError{400, "DeepSeek-V4 chat encoding: " + msg,
+                    msg.rfind("tools", 0) == 0 ? "tools" : "messages"};
+  }
+  return std::move(prompt).value();
 }
 
 }  // namespace
@@ -173,20 +207,32 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
   const OrderedJson* messages_in = f.raw("messages");
   if (messages_in == nullptr) return ApiError{400, "messages is required", "messages"};
   OrderedJson messages;
-  if (!normalize_messages(*messages_in, ctx.content_format, &messages, f)) return f.error();
-  if (ctx.chat_template == nullptr) return ApiError{400, ctx.chat_template_error, "messages"};
+  const ContentFormat format =
+      ctx.deepseek_v4_encoding ? ContentFormat::kString : ctx.content_format;
+  if (!normalize_messages(*messages_in, format, &messages, f)) return f.error();
+  if (ctx.chat_template == nullptr && !ctx.deepseek_v4_encoding)
+    return ApiError{400, ctx.chat_template_error, "messages"};
   if (ctx.tokenizer == nullptr)
     return ApiError{400, "this model has no tokenizer, so chat requests cannot be served",
                     "messages"};
-  ChatTemplateInputs in;
-  in.messages = &messages;
-  in.tools = tools;
-  in.documents = documents;
-  in.add_generation_prompt = add_generation_prompt;
-  in.continue_final_message = continue_final;
-  in.extra_kwargs = kwargs;
-  auto prompt = ctx.chat_template->render(in);
-  if (!prompt.ok()) return ApiError{400, "chat template: " + prompt.status().message(), "messages"};
+  Result<std::string> prompt = std::string();
+  if (ctx.deepseek_v4_encoding) {
+    auto p = deepseek_v4_prompt(j, messages, tools, kwargs, add_generation_prompt, continue_final);
+    if (!p.ok()) return p.error();
+    prompt = std::move(p).value();
+    add_special = false;  // the BOS is in the text (vLLM encodes with add_special_tokens=False)
+  } else {
+    ChatTemplateInputs in;
+    in.messages = &messages;
+    in.tools = tools;
+    in.documents = documents;
+    in.add_generation_prompt = add_generation_prompt;
+    in.continue_final_message = continue_final;
+    in.extra_kwargs = kwargs;
+    prompt = ctx.chat_template->render(in);
+    if (!prompt.ok())
+      return ApiError{400, "chat template: " + prompt.status().message(), "messages"};
+  }
   auto ids = ctx.tokenizer->encode(*prompt, add_special);
   if (!ids.ok()) return ApiError{400, ids.status().message(), "messages"};
   r.prompts.push_back({std::move(ids).value(), std::move(prompt).value()});

@@ -102,6 +102,9 @@ struct ParseContext {
   const Tokenizer* tokenizer = nullptr;         // null: text prompts are rejected
   const ChatTemplate* chat_template = nullptr;  // null: chat requests are rejected
   std::string chat_template_error;              // why there is none (shown to clients)
+  // --tokenizer-mode deepseek_v4: chat prompts come from encode_deepseek_v4 (no template needed)
+  // and are tokenized without added special tokens.
+  bool deepseek_v4_encoding = false;
   ContentFormat content_format = ContentFormat::kString;
   sampling::SamplingParams defaults;  // generation_config.json defaults
   std::string response_role = "assistant";
