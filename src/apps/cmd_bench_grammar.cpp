@@ -45,6 +45,7 @@ void add_options(OptionSet& o) {
   o.add_int("max-steps", 256, "token budget of each walk");
   o.add_int("compiles", 20, "times the schema is compiled (median reported)");
   o.add_int("seed", 0, "seed of the walks");
+  o.add_bool("print-ebnf", false, "print the grammar the schema compiles to");
 }
 
 double median(std::vector<double> v) {
@@ -113,15 +114,18 @@ int run(const Args& args) {
     bind.push_back(sw3.elapsed());
   }
   const auto& a = compiled->grammar().automaton();
+  if (args.get_bool("print-ebnf")) std::printf("%s\n", compiled->grammar().to_ebnf().c_str());
   std::printf("tokenizer %s: %zu tokens (token bytes in %.1f ms)\n", args.positional()[0].c_str(),
               vocab->token_bytes.size(), vocab_s * 1e3);
-  std::printf("automaton: %zu rules, %d states, %d byte classes\n", a.rules.size(),
-              a.total_states(), a.num_classes);
+  std::string names;
+  for (const auto& r : a.rules) names += (names.empty() ? "" : ", ") + r.name;
+  std::printf("automaton: %zu called rules (%s), %d states, %d byte classes\n", a.rules.size(),
+              names.c_str(), a.total_states(), a.num_classes);
   const double compile_ms = (median(to_ebnf) + median(parse) + median(bind)) * 1e3;
-  std::printf("compile (median of %zu): schema->EBNF %.3f ms, EBNF->automata %.3f ms, bind to "
-              "vocabulary %.3f ms; total %.3f ms\n",
-              to_ebnf.size(), median(to_ebnf) * 1e3, median(parse) * 1e3, median(bind) * 1e3,
-              compile_ms);
+  std::printf(
+      "compile (median of %zu): schema->EBNF %.3f ms, EBNF->automata %.3f ms, bind to "
+      "vocabulary %.3f ms; total %.3f ms\n",
+      to_ebnf.size(), median(to_ebnf) * 1e3, median(parse) * 1e3, median(bind) * 1e3, compile_ms);
 
   std::mt19937 rng(static_cast<uint32_t>(args.get_int("seed")));
   std::vector<uint64_t> mask(grammar::GrammarMatcher::mask_words(vocab->vocab_size));
@@ -152,12 +156,12 @@ int run(const Args& args) {
   }
   std::printf("masks: %lld over %d walks (%lld of them complete JSON)\n",
               static_cast<long long>(all.size()), walks, static_cast<long long>(finished));
-  std::printf("mask time: median %.1f us, p90 %.1f us, max %.1f us (first walk, filling the "
-              "per-state tables: median %.1f us, max %.1f us; later walks median %.1f us)\n",
-              median(all) * 1e6, percentile(all, 0.9) * 1e6,
-              *std::max_element(all.begin(), all.end()) * 1e6, median(first_walk) * 1e6,
-              *std::max_element(first_walk.begin(), first_walk.end()) * 1e6,
-              median(later) * 1e6);
+  std::printf(
+      "mask time: median %.1f us, p90 %.1f us, max %.1f us (first walk, filling the "
+      "per-state tables: median %.1f us, max %.1f us; later walks median %.1f us)\n",
+      median(all) * 1e6, percentile(all, 0.9) * 1e6,
+      *std::max_element(all.begin(), all.end()) * 1e6, median(first_walk) * 1e6,
+      *std::max_element(first_walk.begin(), first_walk.end()) * 1e6, median(later) * 1e6);
   return 0;
 }
 

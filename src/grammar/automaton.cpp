@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace strata::grammar {
 
@@ -373,7 +374,14 @@ class Compiler {
       std::sort(out_set.begin(), out_set.end());
       return out_set;
     };
-    std::map<std::vector<int>, int> ids;
+    struct SetHash {
+      size_t operator()(const std::vector<int>& v) const {
+        uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
+        for (int x : v) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001B3ull;
+        return static_cast<size_t>(h ^ (h >> 31));
+      }
+    };
+    std::unordered_map<std::vector<int>, int, SetHash> ids;
     std::vector<std::vector<int>> sets;
     auto intern = [&](std::vector<int> set) -> int {
       auto [it, inserted] = ids.emplace(set, static_cast<int>(sets.size()));

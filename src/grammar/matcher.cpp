@@ -54,19 +54,16 @@ std::shared_ptr<const VocabIndex> build_index(const TokenVocabulary& v) {
   return idx;
 }
 
-// One index per vocabulary object, shared by every grammar compiled against it.
+// One index per vocabulary object, built on its first compile and kept while the vocabulary
+// lives, shared by every grammar compiled against it.
 std::shared_ptr<const VocabIndex> index_for(const std::shared_ptr<const TokenVocabulary>& v) {
   static std::mutex mu;
-  static std::map<const TokenVocabulary*,
-                  std::pair<std::weak_ptr<const TokenVocabulary>, std::weak_ptr<const VocabIndex>>>
+  static std::map<const TokenVocabulary*, std::pair<std::weak_ptr<const TokenVocabulary>,
+                                                    std::shared_ptr<const VocabIndex>>>
       cache;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(v.get());
-  if (it != cache.end()) {
-    auto owner = it->second.first.lock();
-    auto idx = it->second.second.lock();
-    if (owner == v && idx) return idx;
-  }
+  if (it != cache.end() && it->second.first.lock() == v) return it->second.second;
   for (auto i = cache.begin(); i != cache.end();) {  // forget dead vocabularies
     i = i->second.first.expired() ? cache.erase(i) : std::next(i);
   }
