@@ -51,6 +51,11 @@ struct SampledEntry {
 
 struct StepOutput {
   std::vector<SampledEntry> entries;  // [plan.scheduled.size()]
+  // Seconds the worker (rank 0's) spent in the model's forward pass, and in sampling and prompt
+  // logprobs, this step: the engine's step trace (engine/step_trace.h) splits the executor's
+  // time with them.
+  double forward_seconds = 0;
+  double sample_seconds = 0;
 };
 
 std::string encode_step_input(const StepInput& input);

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace strata::grammar {
 
@@ -109,6 +110,7 @@ class Compiler {
     }
     STRATA_RETURN_IF_ERROR(prune(a.get()));
     STRATA_RETURN_IF_ERROR(check_left_recursion(*a));
+    shortest_completions(a.get());
     a->state_base.assign(1, 0);
     for (const RuleDfa& d : a->rules) a->state_base.push_back(a->state_base.back() + d.num_states);
     return a;
@@ -159,8 +161,19 @@ class Compiler {
     }
     std::vector<int> comp_size(num_comps, 0);
     for (int r = 0; r < n; ++r) ++comp_size[comp[r]];
+    // Rules the root never reaches are not compiled at all.
+    std::vector<bool> reachable(n, false);
+    std::vector<int> work{ir_.root};
+    while (!work.empty()) {
+      int r = work.back();
+      work.pop_back();
+      if (reachable[r]) continue;
+      reachable[r] = true;
+      for (int q : refs[r]) work.push_back(q);
+    }
     is_called_.assign(n, false);
     for (int r = 0; r < n; ++r) {
+      if (!reachable[r]) continue;
       bool self = std::find(refs[r].begin(), refs[r].end(), r) != refs[r].end();
       if (comp_size[comp[r]] > 1 || self) is_called_[r] = true;
     }
@@ -168,7 +181,7 @@ class Compiler {
     // Sizes of the inlined rules, leaves first (the non-called reference graph is acyclic).
     size_.assign(n, -1);
     for (int r = 0; r < n; ++r) {
-      if (!is_called_[r]) {
+      if (!is_called_[r] && reachable[r]) {
         int64_t s = rule_size(r);
         if (s > kInlineLimit && ref_count[r] >= 2) is_called_[r] = true;
       }
@@ -361,7 +374,14 @@ class Compiler {
       std::sort(out_set.begin(), out_set.end());
       return out_set;
     };
-    std::map<std::vector<int>, int> ids;
+    struct SetHash {
+      size_t operator()(const std::vector<int>& v) const {
+        uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
+        for (int x : v) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001B3ull;
+        return static_cast<size_t>(h ^ (h >> 31));
+      }
+    };
+    std::unordered_map<std::vector<int>, int, SetHash> ids;
     std::vector<std::vector<int>> sets;
     auto intern = [&](std::vector<int> set) -> int {
       auto [it, inserted] = ids.emplace(set, static_cast<int>(sets.size()));
@@ -470,6 +490,41 @@ class Compiler {
       }
     }
     return Status();
+  }
+
+  // dist[s] per rule: Bellman-Ford style relaxation across rules until nothing changes (each
+  // pass can only lower distances, which are bounded below by 0).
+  static void shortest_completions(Automaton* a) {
+    const int k = a->num_classes;
+    for (RuleDfa& d : a->rules) {
+      d.dist.assign(d.num_states, kNoPath);
+      for (int s = 0; s < d.num_states; ++s) {
+        if (d.accept[s]) d.dist[s] = 0;
+      }
+    }
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (RuleDfa& d : a->rules) {
+        for (int s = d.num_states - 1; s >= 0; --s) {
+          int32_t best = d.dist[s];
+          for (int c = 0; c < k; ++c) {
+            int32_t t = d.next[static_cast<size_t>(s) * k + c];
+            if (t >= 0 && d.dist[t] + 1 < best) best = d.dist[t] + 1;
+          }
+          auto [b, e] = d.calls_of(s);
+          for (auto it = b; it != e; ++it) {
+            const RuleDfa& callee = a->rules[it->first];
+            int64_t via = static_cast<int64_t>(callee.dist[callee.start]) + d.dist[it->second];
+            if (via < best) best = static_cast<int32_t>(via);
+          }
+          if (best < d.dist[s]) {
+            d.dist[s] = best;
+            changed = true;
+          }
+        }
+      }
+    }
   }
 
   // A rule that can call itself (through other rules) before reading a byte would loop forever.

@@ -22,6 +22,9 @@ struct RuleDfa {
   std::vector<int32_t> next;       // [num_states * num_classes] target state, -1: dead
   std::vector<uint8_t> accept;     // [num_states] the rule may end here
   std::vector<uint8_t> has_bytes;  // [num_states] some byte edge leaves the state
+  // [num_states] the fewest bytes that finish the rule from here (a call costs the callee's
+  // shortest sentence); kNoPath for dead states.
+  std::vector<int32_t> dist;
   // [num_states + 1] offsets into calls: the call edges (callee rule, target state) of a state.
   std::vector<int32_t> call_begin;
   std::vector<std::pair<int32_t, int32_t>> calls;
@@ -32,6 +35,8 @@ struct RuleDfa {
     return {calls.data() + call_begin[s], calls.data() + call_begin[s + 1]};
   }
 };
+
+inline constexpr int32_t kNoPath = 1 << 29;
 
 struct Automaton {
   std::array<uint8_t, 256> byte_class{};  // byte -> class

@@ -84,11 +84,15 @@ class GrammarMatcher {
   static size_t mask_words(int64_t vocab_size) {
     return static_cast<size_t>((vocab_size + 63) / 64);
   }
+  static constexpr int64_t kUnlimited = INT64_MAX;
   // Fills `mask` (mask_words(vocab_size) words) with the tokens allowed next. EOS ids are set
   // when the grammar is complete here; when nothing else can follow, only they are.
-  void fill_next_token_mask(std::span<uint64_t> mask);
+  // `remaining_tokens` (the sequence's budget: max_tokens or the model length): when it comes
+  // close to the bytes still needed to finish, only tokens on a shortest completion are
+  // allowed, so a sequence cut by its budget still ends as a whole sentence when it can.
+  void fill_next_token_mask(std::span<uint64_t> mask, int64_t remaining_tokens = kUnlimited);
   // Advances by one token. False (and no change) when the token is not allowed here; EOS is
-  // accepted only when complete and then terminates the matcher.
+  // accepted only when complete and then terminates the matcher (which accepts EOS only).
   bool accept_token(int32_t id);
   // Advances by raw bytes (tests, forced prefixes). False (no change) when they cannot continue.
   bool accept_bytes(std::string_view bytes);

@@ -54,19 +54,16 @@ std::shared_ptr<const VocabIndex> build_index(const TokenVocabulary& v) {
   return idx;
 }
 
-// One index per vocabulary object, shared by every grammar compiled against it.
+// One index per vocabulary object, built on its first compile and kept while the vocabulary
+// lives, shared by every grammar compiled against it.
 std::shared_ptr<const VocabIndex> index_for(const std::shared_ptr<const TokenVocabulary>& v) {
   static std::mutex mu;
-  static std::map<const TokenVocabulary*,
-                  std::pair<std::weak_ptr<const TokenVocabulary>, std::weak_ptr<const VocabIndex>>>
+  static std::map<const TokenVocabulary*, std::pair<std::weak_ptr<const TokenVocabulary>,
+                                                    std::shared_ptr<const VocabIndex>>>
       cache;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(v.get());
-  if (it != cache.end()) {
-    auto owner = it->second.first.lock();
-    auto idx = it->second.second.lock();
-    if (owner == v && idx) return idx;
-  }
+  if (it != cache.end() && it->second.first.lock() == v) return it->second.second;
   for (auto i = cache.begin(); i != cache.end();) {  // forget dead vocabularies
     i = i->second.first.expired() ? cache.erase(i) : std::next(i);
   }
@@ -79,6 +76,8 @@ struct TokenTable {
   std::vector<uint64_t> accepted;       // [mask words]
   std::vector<int32_t> uncertain;       // token ids in byte order
   std::vector<uint32_t> uncertain_lcp;  // common prefix with the previous uncertain token
+  // The most an accepted token raises the bytes still needed to finish the rule (>= 0).
+  int32_t max_increase = 0;
 };
 
 }  // namespace
@@ -142,6 +141,7 @@ struct CompiledGrammar::Impl {
         prev_dead = dead;
         if (dead == SIZE_MAX) {
           t->accepted[id >> 6] |= uint64_t{1} << (id & 63);
+          t->max_increase = std::max(t->max_increase, d.dist[st[b.size()]] - d.dist[state]);
           continue;
         }
         uncertain = prev_uncertain = flag[dead] != 0;
@@ -209,6 +209,37 @@ struct GrammarMatcher::State {
     return std::find(e.begin(), e.end(), id) != e.end();
   }
 
+  // The tokens that follow a shortest completion: every byte lowers the bytes still needed by
+  // one. Used when the token budget runs out, so the output finishes as a whole sentence.
+  void shortest_path_mask(int64_t cost, const VocabIndex& index, uint64_t* mask) {
+    const TokenVocabulary& v = vocab();
+    std::vector<int64_t> costs(index.max_len + 1, 0);
+    if (levels.size() < index.max_len + 1) levels.resize(index.max_len + 1);
+    levels[0] = set;
+    costs[0] = cost;
+    size_t prev_dead = SIZE_MAX;
+    for (size_t i = 0; i < index.order.size(); ++i) {
+      const int32_t id = index.order[i];
+      const std::string& b = v.token_bytes[id];
+      const size_t l = i == 0 ? 0 : index.lcp[i];
+      if (prev_dead != SIZE_MAX && l > prev_dead) continue;
+      size_t d = l;
+      size_t dead = SIZE_MAX;
+      while (d < b.size()) {
+        machine.step(levels[d], static_cast<uint8_t>(b[d]), &levels[d + 1]);
+        const int64_t c = levels[d + 1].empty() ? kNoPath : machine.completion_cost(levels[d + 1]);
+        if (c != costs[d] - 1) {
+          dead = d;
+          break;
+        }
+        costs[d + 1] = c;
+        ++d;
+      }
+      prev_dead = dead;
+      if (dead == SIZE_MAX) mask[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+  }
+
   // Runs the uncertain tokens of frame f's table, setting the bits of those that survive.
   void run_uncertain(int32_t f, const TokenTable& t, uint64_t* mask) {
     const TokenVocabulary& v = vocab();
@@ -246,7 +277,7 @@ GrammarMatcher::~GrammarMatcher() = default;
 GrammarMatcher::GrammarMatcher(GrammarMatcher&&) noexcept = default;
 GrammarMatcher& GrammarMatcher::operator=(GrammarMatcher&&) noexcept = default;
 
-void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask) {
+void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask, int64_t remaining_tokens) {
   State& s = *s_;
   const CompiledGrammar::Impl& g = s.g->impl();
   STRATA_CHECK_GE(mask.size(), g.words);
@@ -262,18 +293,32 @@ void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask) {
   }
   const size_t mark = s.machine.checkpoint();
   bool any = false;
+  int32_t max_increase = 0;
   // Frames sharing (rule, state) share a table; OR each accepted set once.
   std::vector<std::pair<int32_t, int32_t>> done;
   for (int32_t f : s.set) {
     const auto& fr = s.machine.frame(f);
     if (!g.automaton->rules[fr.rule].has_bytes[fr.state]) continue;
     const TokenTable& t = g.table(fr.rule, fr.state);
+    max_increase = std::max(max_increase, t.max_increase);
     std::pair<int32_t, int32_t> key{fr.rule, fr.state};
     if (std::find(done.begin(), done.end(), key) == done.end()) {
       done.push_back(key);
       for (size_t w = 0; w < g.words; ++w) mask[w] |= t.accepted[w];
     }
     if (!t.uncertain.empty()) s.run_uncertain(f, t, mask.data());
+  }
+  // Near the end of the token budget (a margin past the largest rise one token can cause here),
+  // only tokens on a shortest completion remain, each lowering the bytes needed, so the output
+  // ends complete rather than cut off.
+  constexpr int64_t kBudgetMargin = 8;
+  if (remaining_tokens != kUnlimited) {
+    const int64_t cost = s.machine.completion_cost(s.set);
+    if (remaining_tokens <= cost + max_increase + kBudgetMargin) {
+      std::fill(mask.begin(), mask.end(), 0);
+      // Complete: end now (EOS is set below) rather than start what the budget cannot finish.
+      if (cost > 0) s.shortest_path_mask(cost, *g.index, mask.data());
+    }
   }
   s.machine.rollback(mark);
   for (size_t w = 0; w < g.words && !any; ++w) any = mask[w] != 0;
@@ -284,7 +329,8 @@ void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask) {
 
 bool GrammarMatcher::accept_token(int32_t id) {
   State& s = *s_;
-  if (s.terminated) return false;
+  // After the end, EOS is all there is (a request with ignore_eos keeps sampling it).
+  if (s.terminated) return s.is_eos(id);
   if (s.is_eos(id)) {
     if (!s.machine.complete(s.set)) return false;
     s.terminated = true;

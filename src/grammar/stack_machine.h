@@ -31,6 +31,8 @@ class StackMachine {
   void step_frame(int32_t f, uint8_t byte, std::vector<int32_t>* out);
   // The whole input so far is a sentence: a bottom frame sits in an accepting state.
   bool complete(const std::vector<int32_t>& set) const;
+  // The fewest bytes that complete the input from this set (0: complete), kNoPath if none.
+  int64_t completion_cost(const std::vector<int32_t>& set) const;
   // Some frame can read another byte.
   bool can_continue(const std::vector<int32_t>& set) const;
 

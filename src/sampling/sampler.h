@@ -57,8 +57,7 @@ struct SampleOutput {
 };
 
 // out[i] = allowed bit i set ? logits[i] : -inf, for i < vocab_size (the structured-output mask).
-void apply_token_mask(const float* logits, const uint64_t* allowed, int64_t vocab_size,
-                      float* out);
+void apply_token_mask(const float* logits, const uint64_t* allowed, int64_t vocab_size, float* out);
 
 // A seeded request's generator; std::nullopt when the request has no seed.
 std::optional<Rng> make_generator(const SamplingParams& params);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -22,7 +23,13 @@ class Tokenizer;
 class ChatTemplate;
 }  // namespace strata
 
+namespace strata::grammar {
+class CompiledGrammar;
+}
+
 namespace strata::server {
+
+class ConstraintCompiler;
 
 // A value or the error to answer with.
 template <typename T>
@@ -84,6 +91,8 @@ struct GenerationRequest {
   std::string cache_salt;
   std::string echo_text;  // chat echo: the final message's content to prepend
   StructuredOutput structured;
+  // `structured` compiled (attach_constraint); null when unconstrained.
+  std::shared_ptr<const grammar::CompiledGrammar> constraint;
 };
 
 // How message content reaches the chat template (vLLM's --chat-template-content-format):
@@ -108,13 +117,17 @@ struct ParseContext {
   ContentFormat content_format = ContentFormat::kString;
   sampling::SamplingParams defaults;  // generation_config.json defaults
   std::string response_role = "assistant";
-  bool return_tokens_as_token_ids = false;  // server default (--return-tokens-as-token-ids)
-  int max_n = 256;                          // largest n (and prompts x n) per request
+  bool return_tokens_as_token_ids = false;    // server default (--return-tokens-as-token-ids)
+  int max_n = 256;                            // largest n (and prompts x n) per request
+  ConstraintCompiler* constraints = nullptr;  // null: no tokenizer, structured outputs refused
 };
 
 ApiResult<GenerationRequest> parse_completion_request(const std::string& body,
                                                       const ParseContext& ctx);
 ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const ParseContext& ctx);
+// Compiles r->structured into r->constraint (ctx.constraints' cache); the 400 to answer when
+// the constraint is invalid or unsupported. Run after parsing, off the event loop.
+std::optional<ApiError> attach_constraint(const ParseContext& ctx, GenerationRequest* r);
 
 struct TokenizeRequest {
   std::string model;

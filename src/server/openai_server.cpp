@@ -1,5 +1,7 @@
 #include "server/openai_server.h"
 
+#include "grammar/vocabulary.h"
+
 #include <algorithm>
 #include <thread>
 
@@ -63,6 +65,11 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
   if (st.parse.deepseek_v4_encoding)
     STRATA_LOG(INFO) << "Chat prompts: DeepSeek-V4 encoding (--tokenizer-mode deepseek_v4); no "
                         "chat template is used";
+  if (st.tokenizer) {
+    st.constraints = std::make_unique<ConstraintCompiler>(
+        grammar::make_token_vocabulary(*st.tokenizer, eng.vocab_size, eng.eos_token_ids));
+    st.parse.constraints = st.constraints.get();
+  }
   st.parse.tokenizer = st.tokenizer.get();
   st.parse.chat_template = st.chat_template.get();
   st.parse.defaults = eng.default_sampling_params;

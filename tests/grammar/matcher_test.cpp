@@ -102,6 +102,34 @@ TEST(Matcher, MasksMatchTheReferenceOnASmallVocabulary) {
   random_walks(g, 30, 40, 7);
 }
 
+// With a token budget, random walks end complete whenever the budget allows: near the end only
+// tokens on a shortest completion are offered.
+TEST(Matcher, TokenBudgetEndsWithAWholeSentence) {
+  auto v = vocab_of({"{",  "}",   "[",   "]",   "\"", ",",  ":",    " ",    "a",  "b",
+                     "ab", "abc", "\",", "\":", "1",  "12", "true", "null", "\n", "<eos>"},
+                    19);
+  auto g = CompiledGrammar::compile(parse(kJsonish), v);
+  std::mt19937 rng(3);
+  for (int walk = 0; walk < 200; ++walk) {
+    const int budget = 2 + static_cast<int>(rng() % 40);  // "{}" needs 2 tokens
+    GrammarMatcher m(g);
+    int used = 0;
+    for (; used < budget && !m.is_terminated(); ++used) {
+      std::vector<uint64_t> mask(GrammarMatcher::mask_words(v->vocab_size), 0);
+      m.fill_next_token_mask(mask, budget - used);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < v->vocab_size; ++id) {
+        if (bit(mask, id)) allowed.push_back(id);
+      }
+      ASSERT_FALSE(allowed.empty());
+      int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(m.accept_token(pick));
+      if (pick == 19) break;
+    }
+    EXPECT_TRUE(m.is_complete()) << "walk " << walk << " budget " << budget;
+  }
+}
+
 TEST(Matcher, CompleteTerminatedAndEos) {
   auto v = vocab_of({"a", "b", "ab", "<eos>"}, 3);
   auto g = CompiledGrammar::compile(parse(R"(root ::= "a" "b"?)"), v);
@@ -121,6 +149,7 @@ TEST(Matcher, CompleteTerminatedAndEos) {
   EXPECT_EQ(mask[0], uint64_t{1} << 3);  // only EOS
   EXPECT_TRUE(m.accept_token(3));
   EXPECT_FALSE(m.accept_token(0));
+  EXPECT_TRUE(m.accept_token(3));  // ignore_eos: EOS again
 }
 
 TEST(Matcher, SpecialAndEmptyTokensAreNeverAllowed) {
