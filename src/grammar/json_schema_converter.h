@@ -38,6 +38,10 @@ inline std::string repeat_suffix(int64_t lo, int64_t hi) {  // hi < 0: unbounded
   return "{" + std::to_string(lo) + "," + (hi < 0 ? "" : std::to_string(hi)) + "}";
 }
 
+// `atom` (a name or a parenthesised expression) repeated lo..hi times (hi < 0: unbounded);
+// nullopt when a count is above 10000.
+std::optional<std::string> repeat_expr(const std::string& atom, int64_t lo, int64_t hi);
+
 struct Bounds {
   std::optional<double> lo, hi;
   bool lo_excl = false, hi_excl = false;

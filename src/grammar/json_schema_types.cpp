@@ -35,6 +35,14 @@ const char* const kQuote = "\"\\\"\"";  // EBNF for the quote of a JSON string
 
 }  // namespace
 
+std::optional<std::string> repeat_expr(const std::string& atom, int64_t lo, int64_t hi) {
+  // The grammar engine expands counted repetitions into automaton states: larger counts are
+  // refused here, naming the keyword, rather than by the engine's size limit.
+  constexpr int64_t kMaxCount = 10000;
+  if (lo > kMaxCount || hi > kMaxCount) return std::nullopt;
+  return atom + repeat_suffix(lo, hi);
+}
+
 Result<Bounds> Converter::bounds(const Json& s, const std::string& path) {
   Bounds b;
   for (const char* k : {"minimum", "maximum"}) {
@@ -179,7 +187,10 @@ Result<std::string> Converter::string_expr(const Json& s, const std::string& pat
   if (!lengths) return prim("string");
   int64_t lo = min_len->value_or(0), hi = max_len->value_or(-1);
   if (hi >= 0 && hi < lo) return invalid_argument("'maxLength' is below 'minLength' at " + path);
-  return std::string(kQuote) + " " + prim("char") + repeat_suffix(lo, hi) + " " + kQuote;
+  auto chars = repeat_expr(prim("char"), lo, hi);
+  if (!chars)
+    return invalid_argument("'minLength'/'maxLength' above 10000 at " + path + " is not supported");
+  return std::string(kQuote) + " " + *chars + " " + kQuote;
 }
 
 Result<std::string> Converter::array_expr(const Json& s, const std::string& path) {
@@ -237,7 +248,13 @@ Result<std::string> Converter::array_expr(const Json& s, const std::string& path
     std::string tail;
     if (pe == p && !rest_expr.empty()) {
       int64_t a = std::max<int64_t>(0, lo - p), b = hi < 0 ? -1 : hi - p;
-      if (b != 0) tail = "(" + cat({sep, rest_expr}) + ")" + repeat_suffix(a, b);
+      if (b != 0) {
+        auto r = repeat_expr("(" + cat({sep, rest_expr}) + ")", a, b);
+        if (!r)
+          return invalid_argument("'minItems'/'maxItems' above 10000 at " + path +
+                                  " is not supported");
+        tail = *r;
+      }
     }
     for (int64_t j = pe - 1; j >= 1; --j) {
       std::string step = cat({sep, items[j], tail});
@@ -246,9 +263,14 @@ Result<std::string> Converter::array_expr(const Json& s, const std::string& path
     first = cat({items[0], tail});
   } else {
     first = rest_expr;
-    if (hi != 1)
-      first = cat({first, "(" + cat({sep, rest_expr}) + ")" +
-                              repeat_suffix(std::max<int64_t>(0, lo - 1), hi < 0 ? -1 : hi - 1)});
+    if (hi != 1) {
+      auto r = repeat_expr("(" + cat({sep, rest_expr}) + ")", std::max<int64_t>(0, lo - 1),
+                           hi < 0 ? -1 : hi - 1);
+      if (!r)
+        return invalid_argument("'minItems'/'maxItems' above 10000 at " + path +
+                                " is not supported");
+      first = cat({first, *r});
+    }
   }
   std::string body = lo == 0 ? cat({"\"[\"", ws(), "(" + cat({first, ws()}) + ")?", "\"]\""})
                              : cat({"\"[\"", ws(), first, ws(), "\"]\""});

@@ -235,6 +235,25 @@ TEST(JsonSchema, StringLengthsCountCharacters) {
         {R"("a")", R"("abcd")", "\"\xC3\xA9\"", R"("\u0041")"});
 }
 
+TEST(JsonSchema, LargeLengthsAndCounts) {
+  auto quoted = [](size_t n) { return "\"" + std::string(n, 'a') + "\""; };
+  check(compile(R"({"type":"string","minLength":9999,"maxLength":10000})", compact()),
+        {quoted(9999), quoted(10000)}, {quoted(9998), quoted(10001)});
+  auto ones = [](size_t n) {
+    std::string s = "[";
+    for (size_t i = 0; i < n; ++i) s += i ? ",1" : "1";
+    return s + "]";
+  };
+  check(compile(R"({"type":"array","items":{"type":"integer"},"minItems":3000,"maxItems":3001})",
+                compact()),
+        {ones(3000), ones(3001)}, {ones(2999), ones(3002)});
+  // Larger counts are refused naming the keyword (the engine expands counted repetitions).
+  EXPECT_EQ(error_of(R"({"properties":{"s":{"type":"string","maxLength":65535}}})"),
+            "'minLength'/'maxLength' above 10000 at $.properties.s is not supported");
+  EXPECT_EQ(error_of(R"({"type":"array","minItems":20000})"),
+            "'minItems'/'maxItems' above 10000 at $ is not supported");
+}
+
 TEST(JsonSchema, Patterns) {
   check(compile(R"({"type":"string","pattern":"^[a-z]{2}\\d+$"})", compact()),
         {R"("ab1")", R"("xy123")"}, {R"("a1")", R"("ab")", R"("AB1")"});
