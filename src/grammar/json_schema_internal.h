@@ -55,11 +55,15 @@ std::string integer_range_expr(std::optional<int64_t> lo, std::optional<int64_t>
 
 struct NumberBound {
   bool set = false;
-  int64_t value = 0;  // an integer, |value| <= 2^53
+  bool negative = false;
+  uint64_t whole = 0;  // the integer part of |value|, <= 2^53
+  std::string frac;    // its fraction digits, at most 6, no trailing zeros
   bool exclusive = false;
 };
-// JSON numbers (without exponent) between integer-valued bounds; fractions (up to 6 digits)
-// only when `fractions`. Empty string when the range is empty.
+// JSON numbers (without exponent) between decimal bounds; fractions (up to 6 digits) only when
+// `fractions` (then the bounds have no fraction digits either). Empty string when the range is
+// empty. A decimal with at most 6 fraction digits below 2^31 rounds to a double on the same side
+// of such a bound, so the comparison by digits is the one validators make on doubles.
 std::string number_range_expr(NumberBound lo, NumberBound hi, bool fractions);
 // Any JSON number, mantissa and exponent lengths bounded so that every output is a finite double.
 std::string number_expr();

@@ -115,36 +115,92 @@ std::string uint_range(uint64_t lo, uint64_t hi) {
 constexpr int64_t kIntCap = 999999999999999999;   // kMaxIntegerDigits nines
 constexpr int64_t kNumberCap = 9999999999999999;  // 16 digits: bounded numbers' integer part
 
-const char* kAnyFraction = "(\".\" [0-9]{1,6})?";
-const char* kZeroFraction = "(\".\" \"0\"{1,6})?";
+// Sets of fraction digit strings (what follows the '.') of at most kFractionDigits digits, by
+// value: the non-empty strings as alternatives, and whether "no fraction" (value 0) is in.
+struct FractionSet {
+  std::vector<std::string> alts;
+  bool none = false;
+};
 
-// "." then 1..6 digits, not all zero.
-std::string nonzero_fraction() {
-  std::string inner = "[1-9]";
-  for (int k = 2; k <= 6; ++k)
-    inner = "([1-9] [0-9]{0," + std::to_string(k - 1) + "} | \"0\" " + inner + ")";
-  return "\".\" " + inner;
+constexpr int kFractionDigits = 6;
+
+// Fractions f with lo <= f (lo < f when lo_strict) and, when `hi` is given, f <= hi (f < hi);
+// lo and hi are digit strings without trailing zeros, compared as 0.lo and 0.hi.
+FractionSet fraction_range(std::string_view lo, bool lo_strict, const std::string_view* hi,
+                           bool hi_strict, int k) {
+  FractionSet out;
+  // Value 0 (no more digits) is in when 0 >= lo (lo is 0 and not strict) and 0 <= hi.
+  out.none = lo.empty() && !lo_strict && (!hi || !hi->empty() || !hi_strict);
+  if (k == 0) return out;
+  if (lo.empty() && !lo_strict && !hi) {  // any fraction
+    out.alts.push_back(k == 1 ? "[0-9]" : "[0-9]{1," + std::to_string(k) + "}");
+    return out;
+  }
+  char d = lo.empty() ? '0' : lo[0];
+  char e = hi ? (hi->empty() ? '0' : (*hi)[0]) : '9';
+  std::string_view lo_rest = lo.empty() ? lo : lo.substr(1);
+  std::string_view hi_rest = hi ? (hi->empty() ? *hi : hi->substr(1)) : std::string_view();
+  if (hi && e < d) return out;
+  auto prefixed = [&](char c, const FractionSet& sub) {
+    std::string sub_expr = join_alts(sub.alts);
+    std::string head = lit(std::string(1, c));
+    if (sub_expr.find(' ') != std::string::npos) sub_expr = "(" + sub_expr + ")";
+    if (sub.none)
+      out.alts.push_back(sub_expr.empty() ? head : seq({head, sub_expr + "?"}));
+    else if (!sub_expr.empty())
+      out.alts.push_back(seq({head, sub_expr}));
+  };
+  std::string rest = k > 1 ? "[0-9]{0," + std::to_string(k - 1) + "}" : "";
+  if (hi && d == e) {
+    prefixed(d, fraction_range(lo_rest, lo_strict, &hi_rest, hi_strict, k - 1));
+    return out;
+  }
+  prefixed(d, fraction_range(lo_rest, lo_strict, nullptr, false, k - 1));
+  char mid_hi = hi ? static_cast<char>(e - 1) : '9';
+  if (d + 1 <= mid_hi)
+    out.alts.push_back(seq({digit_class(static_cast<char>(d + 1), mid_hi), rest}));
+  if (hi) prefixed(e, fraction_range("", false, &hi_rest, hi_strict, k - 1));
+  return out;
 }
 
-// Magnitudes y (a JSON number without sign) with y >= lo (or > when lo_strict) and y <= hi
-// (or <, or unbounded when !has_hi); lo, hi >= 0 integers.
-std::string magnitude_range(int64_t lo, bool lo_strict, bool has_hi, int64_t hi, bool hi_strict,
-                            bool fractions) {
+// "" (nothing) or the fraction part for `set`; `empty` is set when the set is empty.
+std::string fraction_expr(const FractionSet& set, bool& empty) {
+  std::string x = join_alts(set.alts);
+  empty = x.empty() && !set.none;
+  if (x.empty()) return "";
+  if (x.front() != '(' || x.back() != ')') x = "(" + x + ")";
+  return set.none ? "(\".\" " + x + ")?" : "\".\" " + x;
+}
+
+// Magnitudes y (a JSON number without sign) with y >= lo (or > when lo.exclusive) and y <= hi
+// (or <; unbounded when !hi.set); both >= 0.
+std::string magnitude_range(const NumberBound& lo, const NumberBound& hi, bool fractions) {
   std::vector<std::string> alts;
-  int64_t a = lo_strict ? lo + 1 : lo;
-  int64_t b = has_hi ? hi - 1 : kNumberCap;
-  if (!fractions) {
-    // Integers only: the closed integer range.
-    int64_t top = has_hi ? (hi_strict ? hi - 1 : hi) : kNumberCap;
-    return a <= top ? uint_range(static_cast<uint64_t>(a), static_cast<uint64_t>(top)) : "";
+  const uint64_t li = lo.whole, hi_i = hi.set ? hi.whole : static_cast<uint64_t>(kNumberCap);
+  if (!fractions) {  // integer bounds only: the closed integer range
+    uint64_t a = lo.exclusive ? li + 1 : li;
+    uint64_t top = hi.set ? (hi.exclusive ? hi_i - (hi_i > 0) : hi_i) : hi_i;
+    if (hi.set && hi.exclusive && hi_i == 0) return "";
+    return a <= top ? uint_range(a, top) : "";
   }
-  if (a <= b)
-    alts.push_back(
-        seq({uint_range(static_cast<uint64_t>(a), static_cast<uint64_t>(b)), kAnyFraction}));
-  if (lo_strict && (!has_hi || hi > lo))
-    alts.push_back(seq({lit(std::to_string(lo)), nonzero_fraction()}));
-  if (has_hi && !hi_strict && (hi > lo || (hi == lo && !lo_strict)))
-    alts.push_back(seq({lit(std::to_string(hi)), kZeroFraction}));
+  auto add = [&](const std::string& ints, const FractionSet& f) {
+    bool empty = false;
+    std::string frac = fraction_expr(f, empty);
+    if (!empty) alts.push_back(seq({ints, frac}));
+  };
+  std::string_view lf = lo.frac, hf = hi.frac;
+  if (hi.set && hi_i == li) {
+    add(lit(std::to_string(li)),
+        fraction_range(lf, lo.exclusive, &hf, hi.exclusive, kFractionDigits));
+    return join_alts(alts);
+  }
+  if (hi.set && hi_i < li) return "";
+  add(lit(std::to_string(li)), fraction_range(lf, lo.exclusive, nullptr, false, kFractionDigits));
+  uint64_t core_hi = hi.set ? hi_i - 1 : hi_i;
+  if (li + 1 <= core_hi)
+    add(uint_range(li + 1, core_hi), fraction_range("", false, nullptr, false, kFractionDigits));
+  if (hi.set)
+    add(lit(std::to_string(hi_i)), fraction_range("", false, &hf, hi.exclusive, kFractionDigits));
   return join_alts(alts);
 }
 
@@ -167,19 +223,27 @@ std::string integer_range_expr(std::optional<int64_t> lo, std::optional<int64_t>
 
 std::string number_range_expr(NumberBound lo, NumberBound hi, bool fractions) {
   std::vector<std::string> alts;
+  auto is_zero = [](const NumberBound& b) { return b.whole == 0 && b.frac.empty(); };
+  auto magnitude = [](const NumberBound& b) {
+    NumberBound m = b;
+    m.negative = false;
+    return m;
+  };
   // Negative numbers: magnitude y = -x > 0.
-  if (!lo.set || lo.value < 0) {
-    int64_t y_lo = hi.set && hi.value < 0 ? -hi.value : 0;
-    bool y_lo_strict = hi.set && hi.value < 0 ? hi.exclusive : true;
-    std::string m =
-        magnitude_range(y_lo, y_lo_strict, lo.set, lo.set ? -lo.value : 0, lo.exclusive, fractions);
+  if (!lo.set || (lo.negative && !is_zero(lo))) {
+    NumberBound y_lo{.set = true, .exclusive = true};  // y > 0
+    if (hi.set && hi.negative && !is_zero(hi)) y_lo = magnitude(hi);
+    NumberBound y_hi = lo.set ? magnitude(lo) : NumberBound{};
+    std::string m = magnitude_range(y_lo, y_hi, fractions);
     if (!m.empty()) alts.push_back(seq({"\"-\"", m}));
   }
   // Non-negative numbers.
-  if (!hi.set || hi.value > 0 || (hi.value == 0 && !hi.exclusive)) {
-    int64_t x_lo = lo.set && lo.value >= 0 ? lo.value : 0;
-    bool x_lo_strict = lo.set && lo.value >= 0 ? lo.exclusive : false;
-    std::string m = magnitude_range(x_lo, x_lo_strict, hi.set, hi.value, hi.exclusive, fractions);
+  bool hi_negative = hi.set && hi.negative && !is_zero(hi);
+  if (!hi.set || (!hi_negative && !(is_zero(hi) && hi.exclusive))) {
+    NumberBound x_lo{.set = true};  // x >= 0
+    if (lo.set && (!lo.negative || is_zero(lo))) x_lo = magnitude(lo);
+    if (is_zero(x_lo)) x_lo.exclusive = lo.set && is_zero(lo) && lo.exclusive;
+    std::string m = magnitude_range(x_lo, hi.set ? magnitude(hi) : NumberBound{}, fractions);
     if (!m.empty()) alts.push_back(m);
   }
   return join_alts(alts);

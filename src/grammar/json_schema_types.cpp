@@ -137,12 +137,26 @@ Result<std::string> Converter::number_expr(const Json& s, const std::string& pat
                                         std::tuple{b->hi, b->hi_excl, &hi, "maximum"}}) {
     if (!bound) continue;
     double v = *bound;
-    if (std::floor(v) != v || std::fabs(v) > kMaxSafe)
+    // The shortest decimal that reads back as v: what the schema's author wrote.
+    std::string text = Json(std::fabs(v)).dump();
+    size_t dot = text.find('.');
+    std::string whole = text.substr(0, dot),
+                frac = dot == std::string::npos ? "" : text.substr(dot + 1);
+    while (!frac.empty() && frac.back() == '0') frac.pop_back();
+    if (std::fabs(v) > kMaxSafe || text.find_first_of("eE") != std::string::npos || frac.size() > 6)
       return invalid_argument("number bound " + Json(v).dump() + " ('" + name + "') at " + path +
-                              " is not supported: only integer-valued bounds up to 2^53 are");
-    *out = NumberBound{.set = true, .value = static_cast<int64_t>(v), .exclusive = excl};
+                              " is not supported: bounds up to 2^53 with at most 6 fraction "
+                              "digits are");
+    *out = NumberBound{.set = true,
+                       .negative = v < 0,
+                       .whole = std::stoull(whole),
+                       .frac = frac,
+                       .exclusive = excl};
     if (std::fabs(v) >= kFractionLimit) fractions = false;
   }
+  if (!fractions && (!lo.frac.empty() || !hi.frac.empty()))
+    return invalid_argument("number bounds at " + path +
+                            " are not supported: a bound of 2^31 or more needs integer bounds");
   std::string e = number_range_expr(lo, hi, fractions);
   if (e.empty()) return invalid_argument("no number satisfies the bounds at " + path);
   return e;

@@ -343,7 +343,7 @@ TEST(JsonSchema, IntegerRangesAreExact) {
             std::string::npos);
 }
 
-TEST(JsonSchema, NumberRangesWithIntegerBounds) {
+TEST(JsonSchema, NumberRanges) {
   auto nonneg = compile(R"({"type":"number","minimum":0})", compact());
   check(nonneg, {"0", "0.5", "3", "12.125", "0.000"}, {"-1", "-0.5", "-0", "1e5"});
   auto open = compile(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":10})", compact());
@@ -358,8 +358,20 @@ TEST(JsonSchema, NumberRangesWithIntegerBounds) {
         {"4294967295", "-7"}, {"4294967296", "1.5"});
   check(compile(R"({"type":"number","multipleOf":1,"minimum":0,"maximum":2})", compact()),
         {"0", "2"}, {"1.5"});
+  EXPECT_NE(error_of(R"({"properties":{"p":{"type":"number","minimum":0.1234567}}})")
+                .find("$.properties.p"),
+            std::string::npos);
+  // Decimal bounds, compared digit by digit (at most 6 fraction digits).
+  check(compile(R"({"type":"number","minimum":0.5,"exclusiveMaximum":2.25})", compact()),
+        {"0.5", "0.50", "0.500001", "1", "2", "2.249999", "2.2", "0.9"},
+        {"0.499999", "0.4", "2.25", "2.250", "2.3", "3", "-1", "0", "0.05"});
+  check(compile(R"({"type":"number","exclusiveMinimum":-1.75,"maximum":-0.125})", compact()),
+        {"-1.749999", "-1", "-0.125", "-0.2", "-1.7"},
+        {"-1.75", "-1.8", "-0.124", "-0.12", "0", "-2"});
+  check(compile(R"({"type":"number","minimum":0.25,"maximum":0.75})", compact()),
+        {"0.25", "0.5", "0.75", "0.750000", "0.3"}, {"0.2", "0.76", "0.7500001", "1", "0"});
   EXPECT_NE(
-      error_of(R"({"properties":{"p":{"type":"number","minimum":0.5}}})").find("$.properties.p"),
+      error_of(R"({"type":"number","minimum":0.5,"maximum":3000000000})").find("integer bounds"),
       std::string::npos);
   EXPECT_NE(error_of(R"({"type":"number","multipleOf":0.5})").find("'multipleOf'"),
             std::string::npos);

@@ -173,7 +173,7 @@ class SchemaGen {
   Json number() {
     Json s = {{"type", "number"}};
     int64_t a = range_int(r_, -50, 50), b = a + range_int(r_, 1, 100);
-    switch (pick(r_, 6)) {
+    switch (pick(r_, 7)) {
       case 0:
         break;
       case 1:
@@ -188,9 +188,13 @@ class SchemaGen {
       case 4:
         s["exclusiveMinimum"] = 0;
         break;
-      default:
-        s["maximum"] = int64_t{1} << 33;
-        break;  // integers only near large bounds
+      case 5:
+        s["maximum"] = int64_t{1} << 33;  // integers only near large bounds
+        break;
+      default:  // decimal bounds
+        s["minimum"] = static_cast<double>(a) / 8.0;
+        s[coin(r_) ? "maximum" : "exclusiveMaximum"] = static_cast<double>(b) / 8.0 + 0.125;
+        break;
     }
     return s;
   }
