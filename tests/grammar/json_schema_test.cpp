@@ -236,7 +236,11 @@ TEST(JsonSchema, StringLengthsCountCharacters) {
 }
 
 TEST(JsonSchema, LargeLengthsAndCounts) {
-  auto quoted = [](size_t n) { return "\"" + std::string(n, 'a') + "\""; };
+  auto quoted = [](size_t n) {
+    std::string s(n + 2, 'a');
+    s.front() = s.back() = '"';
+    return s;
+  };
   check(compile(R"({"type":"string","minLength":9999,"maxLength":10000})", compact()),
         {quoted(9999), quoted(10000)}, {quoted(9998), quoted(10001)});
   auto ones = [](size_t n) {
@@ -404,7 +408,9 @@ TEST(JsonSchema, BoundedNumbersNeverRoundOntoABound) {
         for (const char* frac : {"", ".0", ".000001", ".5", ".999999", ".9999999", ".00000001"}) {
           for (bool neg : {false, true}) {
             long long m = neg ? -n : n;
-            std::string text = (m < 0 ? "-" : "") + std::to_string(m < 0 ? -m : m) + frac;
+            std::string text = m < 0 ? "-" : "";
+            text += std::to_string(m < 0 ? -m : m);
+            text += frac;
             if (!g.grammar->accepts(text)) continue;
             ++accepted;
             double v = std::strtod(text.c_str(), nullptr);

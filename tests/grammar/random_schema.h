@@ -43,4 +43,8 @@ std::string validate(const Json& schema, const Json& value);
 std::optional<std::string> random_sentence(std::shared_ptr<const Grammar> grammar, Rng& rng,
                                            int max_bytes = 4000);
 
+// Shared by the generators and the validator.
+bool is_leap_year(int year);
+bool json_has_type(const Json& v, const std::string& type);  // "integer": integral numbers too
+
 }  // namespace strata::grammar::testing

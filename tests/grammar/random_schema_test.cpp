@@ -88,9 +88,12 @@ TEST(RandomSchemas, ConvertAndAcceptValidInstances) {
                                               << s.dump(2) << "\n"
                                               << *json_schema_to_ebnf(s, {.any_whitespace = false});
       EXPECT_TRUE(spaced->accepts(v.dump())) << "schema " << i << " " << v.dump();
-      if (nesting(v) <= 10)
+      if (nesting(v) <= 10) {
         EXPECT_TRUE(spaced->accepts(v.dump(2))) << "schema " << i << " " << v.dump(2);
-      if (v.is_object() && !v.empty()) EXPECT_FALSE(compact->accepts(v.dump() + "}")) << i;
+      }
+      if (v.is_object() && !v.empty()) {
+        EXPECT_FALSE(compact->accepts(v.dump() + "}")) << i;
+      }
     }
   }
 }
