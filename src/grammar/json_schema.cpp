@@ -117,7 +117,10 @@ std::string Converter::prim(const std::string& kind) {
   } else if (kind == "boolean") {
     body = "\"true\" | \"false\"";
   } else if (kind == "ws") {
-    body = "[ \\n\\t]{0,20}";
+    // One space or tab, or a line break and up to 20 columns of indentation: both compact and
+    // pretty-printed JSON, but not runs of blank lines (models that like newlines would spend
+    // their tokens on them).
+    body = "([ \\t] | \"\\n\" [ \\t]{0,20})?";
   }
   rules_[slot].second = body;
   return n;

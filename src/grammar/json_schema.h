@@ -30,7 +30,8 @@ struct JsonSchemaOptions {
 //   - numbers: at most 16 integer and 16 fraction digits and a 2-digit exponent; integers at most
 //     18 digits; numbers with bounds have no exponent and at most 6 fraction digits (none when a
 //     bound is 2^31 or more), so that rounding to a double cannot cross a bound;
-//   - between tokens at most 20 characters of whitespace (none without any_whitespace), no
+//   - between tokens one space or tab, or a newline and up to 20 spaces/tabs of indentation
+//     (none without any_whitespace), no
 //     whitespace before or after the root value;
 //   - object properties appear in schema order, declared ones first; additional property names
 //     use no escapes and never repeat a declared name;

@@ -240,8 +240,9 @@ struct GrammarMatcher::State {
     }
   }
 
-  // Runs the uncertain tokens of frame f's table, setting the bits of those that survive.
-  void run_uncertain(int32_t f, const TokenTable& t, uint64_t* mask) {
+  // Runs the uncertain tokens of frame f's table, setting the bits of those that survive; raises
+  // *max_cost to the completion cost after each of them.
+  void run_uncertain(int32_t f, const TokenTable& t, uint64_t* mask, int64_t* max_cost) {
     const TokenVocabulary& v = vocab();
     size_t prev_dead = SIZE_MAX;
     for (size_t j = 0; j < t.uncertain.size(); ++j) {
@@ -266,7 +267,10 @@ struct GrammarMatcher::State {
         ++d;
       }
       prev_dead = dead;
-      if (dead == SIZE_MAX) mask[id >> 6] |= uint64_t{1} << (id & 63);
+      if (dead == SIZE_MAX) {
+        mask[id >> 6] |= uint64_t{1} << (id & 63);
+        *max_cost = std::max(*max_cost, machine.completion_cost(levels[b.size()]));
+      }
     }
   }
 };
@@ -293,28 +297,31 @@ void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask, int64_t rema
   }
   const size_t mark = s.machine.checkpoint();
   bool any = false;
-  int32_t max_increase = 0;
+  // An upper bound of the completion cost after any allowed token: per frame its cost plus its
+  // table's largest rise, and the exact cost after each uncertain token that survives.
+  int64_t max_cost_after = 0;
   // Frames sharing (rule, state) share a table; OR each accepted set once.
   std::vector<std::pair<int32_t, int32_t>> done;
   for (int32_t f : s.set) {
     const auto& fr = s.machine.frame(f);
     if (!g.automaton->rules[fr.rule].has_bytes[fr.state]) continue;
     const TokenTable& t = g.table(fr.rule, fr.state);
-    max_increase = std::max(max_increase, t.max_increase);
+    max_cost_after = std::max(max_cost_after, s.machine.frame_cost(f) + t.max_increase);
     std::pair<int32_t, int32_t> key{fr.rule, fr.state};
     if (std::find(done.begin(), done.end(), key) == done.end()) {
       done.push_back(key);
       for (size_t w = 0; w < g.words; ++w) mask[w] |= t.accepted[w];
     }
-    if (!t.uncertain.empty()) s.run_uncertain(f, t, mask.data());
+    if (!t.uncertain.empty()) s.run_uncertain(f, t, mask.data(), &max_cost_after);
   }
-  // Near the end of the token budget (a margin past the largest rise one token can cause here),
-  // only tokens on a shortest completion remain, each lowering the bytes needed, so the output
-  // ends complete rather than cut off.
+  // Near the end of the token budget (within a margin of the most bytes any allowed token could
+  // leave to do), only tokens on a shortest completion remain, each lowering the bytes needed,
+  // so the output ends complete rather than cut off. Outside that window every token leaves at
+  // most max_cost_after bytes, fewer than the tokens then left, so the window is entered in time.
   constexpr int64_t kBudgetMargin = 8;
   if (remaining_tokens != kUnlimited) {
     const int64_t cost = s.machine.completion_cost(s.set);
-    if (remaining_tokens <= cost + max_increase + kBudgetMargin) {
+    if (remaining_tokens <= std::max(cost, max_cost_after) + kBudgetMargin) {
       std::fill(mask.begin(), mask.end(), 0);
       // Complete: end now (EOS is set below) rather than start what the budget cannot finish.
       if (cost > 0) s.shortest_path_mask(cost, *g.index, mask.data());

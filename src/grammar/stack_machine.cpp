@@ -80,15 +80,17 @@ bool StackMachine::complete(const std::vector<int32_t>& set) const {
   return false;
 }
 
+int64_t StackMachine::frame_cost(int32_t f) const {
+  int64_t cost = 0;
+  for (int32_t id = f; id >= 0 && cost < kNoPath; id = frames_[id].parent) {
+    cost += a_.rules[frames_[id].rule].dist[frames_[id].state];
+  }
+  return std::min<int64_t>(cost, kNoPath);
+}
+
 int64_t StackMachine::completion_cost(const std::vector<int32_t>& set) const {
   int64_t best = kNoPath;
-  for (int32_t f : set) {
-    int64_t cost = 0;
-    for (int32_t id = f; id >= 0 && cost < best; id = frames_[id].parent) {
-      cost += a_.rules[frames_[id].rule].dist[frames_[id].state];
-    }
-    best = std::min(best, cost);
-  }
+  for (int32_t f : set) best = std::min(best, frame_cost(f));
   return best;
 }
 

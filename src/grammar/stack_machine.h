@@ -33,6 +33,8 @@ class StackMachine {
   bool complete(const std::vector<int32_t>& set) const;
   // The fewest bytes that complete the input from this set (0: complete), kNoPath if none.
   int64_t completion_cost(const std::vector<int32_t>& set) const;
+  // The same through one frame: its rule's distance to an end plus its parents'.
+  int64_t frame_cost(int32_t f) const;
   // Some frame can read another byte.
   bool can_continue(const std::vector<int32_t>& set) const;
 
