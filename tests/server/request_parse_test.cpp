@@ -313,7 +313,7 @@ TEST_F(ChatParse, ErrorsNameTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs",
        "must be a boolean"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
-       "tool_choice", "not supported yet"},
+       "tool_choice", "needs a non-empty tools array"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools",
        "must be an array"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{ x }}"})",
