@@ -106,7 +106,8 @@ bool postprocess_messages(OrderedJson* messages) {
         auto fn = call.find("function");
         if (fn == call.end() || !fn->is_object()) continue;
         auto args = fn->find("arguments");
-        if (args == fn->end() || args->is_null() || (args->is_string() && args->get_ref<const std::string&>().empty())) {
+        if (args == fn->end() || args->is_null() ||
+            (args->is_string() && args->get_ref<const std::string&>().empty())) {
           (*fn)["arguments"] = OrderedJson::object();
           changed = true;
           continue;
@@ -219,17 +220,18 @@ void read_tool_fields(JsonFields& f, const ParseContext& ctx, const OrderedJson*
     }
   }
   if ((choice == "required" || choice == "named") && !o.tools) {
-    f.fail("tool_choice", "tool_choice " +
-                              (choice == "named" ? "naming a function" : std::string("\"required\"")) +
-                              " needs a non-empty tools array");
+    f.fail("tool_choice",
+           "tool_choice " +
+               (choice == "named" ? "naming a function" : std::string("\"required\"")) +
+               " needs a non-empty tools array");
     return;
   }
   if (choice == "named") {
     for (const auto& t : *o.tools)
       if (t["function"]["name"] == o.named_tool) named = &t;
     if (named == nullptr) {
-      f.fail("tool_choice", "tool_choice names the function '" + o.named_tool +
-                                "', which is not among the tools");
+      f.fail("tool_choice",
+             "tool_choice names the function '" + o.named_tool + "', which is not among the tools");
       return;
     }
   }
@@ -245,7 +247,8 @@ void read_tool_fields(JsonFields& f, const ParseContext& ctx, const OrderedJson*
     r->params.skip_special_tokens = false;  // marker tokens must reach the parser
   } else if (choice == "required" || choice == "named") {
     if (r->structured.kind != StructuredOutput::Kind::kNone) {
-      f.fail("tool_choice", "tool_choice \"" + std::string(choice == "named" ? "function" : choice) +
+      f.fail("tool_choice", "tool_choice \"" +
+                                std::string(choice == "named" ? "function" : choice) +
                                 "\" cannot be combined with " + r->structured.param +
                                 " (both constrain the output)");
       return;
@@ -322,12 +325,14 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
   // reasoning_effort reaches the template as a variable (DeepSeek-V4, gpt-oss style templates).
   OrderedJson merged_kwargs;
   if (auto effort = f.string("reasoning_effort")) {
-    static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh",
-                                           "max"};
+    static const char* const kEfforts[] = {"none", "minimal", "low", "medium",
+                                           "high", "xhigh",   "max"};
     if (std::find_if(std::begin(kEfforts), std::end(kEfforts),
                      [&](const char* e) { return *effort == e; }) == std::end(kEfforts))
-      f.fail("reasoning_effort", "reasoning_effort must be one of none, minimal, low, medium, "
-                                 "high, xhigh or max; got '" + *effort + "'");
+      f.fail("reasoning_effort",
+             "reasoning_effort must be one of none, minimal, low, medium, "
+             "high, xhigh or max; got '" +
+                 *effort + "'");
     merged_kwargs = kwargs ? *kwargs : OrderedJson::object();
     if (!merged_kwargs.contains("reasoning_effort")) merged_kwargs["reasoning_effort"] = *effort;
     kwargs = &merged_kwargs;

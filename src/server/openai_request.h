@@ -80,7 +80,8 @@ struct ChatOutputOptions {
   std::optional<bool> thinking;  // chat_template_kwargs thinking / enable_thinking, when set
   // True when the output goes through a parser (otherwise it is plain content).
   bool parsed() const {
-    return !reasoning_parser.empty() || (tool_choice == ToolChoice::kAuto && !tool_parser.empty()) ||
+    return !reasoning_parser.empty() ||
+           (tool_choice == ToolChoice::kAuto && !tool_parser.empty()) ||
            tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed;
   }
 };

@@ -70,8 +70,9 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
     STRATA_LOG(INFO) << "Output parsing: tool-call parser '"
                      << (st.config.tool_call_parser.empty() ? "none" : st.config.tool_call_parser)
                      << "' (tool_choice \"auto\" "
-                     << (st.config.enable_auto_tool_choice ? "enabled" : "disabled: no "
-                                                                          "--enable-auto-tool-choice")
+                     << (st.config.enable_auto_tool_choice ? "enabled"
+                                                           : "disabled: no "
+                                                             "--enable-auto-tool-choice")
                      << "), reasoning parser '"
                      << (st.config.reasoning_parser.empty() ? "none" : st.config.reasoning_parser)
                      << "'";

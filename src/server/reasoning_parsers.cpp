@@ -9,8 +9,7 @@ constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
 constexpr std::string_view kDsmlToolCalls = "<｜DSML｜tool_calls>";
 
-const char* const kReasoningParserNames[] = {"deepseek_r1", "deepseek_v3", "deepseek_v4",
-                                             "qwen3"};
+const char* const kReasoningParserNames[] = {"deepseek_r1", "deepseek_v3", "deepseek_v4", "qwen3"};
 
 // Length of the longest proper prefix of `marker` that ends `s`.
 size_t partial_marker(std::string_view s, std::string_view marker) {

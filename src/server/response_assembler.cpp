@@ -514,9 +514,9 @@ std::string ResponseAssembler::final_body() const {
         ch["logprobs"] = nullptr;
       }
     }
-    ch["finish_reason"] = c.finished ? OrderedJson(parsed_reason.empty() ? c.finish_reason
-                                                                          : parsed_reason)
-                                     : OrderedJson(nullptr);
+    ch["finish_reason"] = c.finished
+                              ? OrderedJson(parsed_reason.empty() ? c.finish_reason : parsed_reason)
+                              : OrderedJson(nullptr);
     ch["stop_reason"] = c.stop_reason;
     if (request_.report_prompt_logprobs)
       ch["prompt_logprobs"] = prompt_logprobs_json(p.prompt_logprobs, text_of);

@@ -65,7 +65,8 @@ constexpr Ignored kIgnored[] = {
     {"swap-space", true, "CPU swap space for preempted requests is not built yet"},
     {"cpu-offload-gb", true, "weight offloading is not built yet (weights live in RAM)"},
     {"num-gpu-blocks-override", true, "the KV pool size comes from --kv-cache-memory"},
-    {"tool-parser-plugin", true, "parser plugins are Python modules; use a built-in --tool-call-parser"},
+    {"tool-parser-plugin", true,
+     "parser plugins are Python modules; use a built-in --tool-call-parser"},
     {"speculative-config", true, "speculative decoding is not built yet"},
     {"guided-decoding-backend", true, "guided decoding is not built yet"},
     {"structured-outputs-config", true, "structured outputs are not built yet"},
@@ -168,10 +169,11 @@ void add_server_options(OptionSet& o) {
               "aborted, its KV freed and its connection closed (0: no limit)",
               kGroup);
   const char* kTools = "Tool calls and reasoning";
-  o.add_bool("enable-auto-tool-choice", false,
-             "let the model choose its tool calls (tool_choice \"auto\", the default when a request "
-             "has tools); needs --tool-call-parser",
-             kTools);
+  o.add_bool(
+      "enable-auto-tool-choice", false,
+      "let the model choose its tool calls (tool_choice \"auto\", the default when a request "
+      "has tools); needs --tool-call-parser",
+      kTools);
   o.add({.name = "tool-call-parser",
          .help = "how tool calls are read from the output: " + join_names(tool_parser_names()),
          .group = kTools,

@@ -45,7 +45,7 @@ struct ServerConfig {
   std::string tool_call_parser;             // "" none; else a name from tool_parser_names()
   std::string reasoning_parser;             // "" none; else from reasoning_parser_names()
   bool exclude_tools_when_tool_choice_none = false;
-  std::string version;                      // reported by GET /version
+  std::string version;  // reported by GET /version
 
   // The name reported in responses.
   const std::string& model_name() const {

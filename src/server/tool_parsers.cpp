@@ -39,7 +39,9 @@ std::string random_alnum(int n) {
   return s;
 }
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 size_t skip_ws(std::string_view s, size_t i) {
   while (i < s.size() && is_ws(s[i])) ++i;
@@ -79,13 +81,27 @@ std::string json_escape(std::string_view s) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -99,7 +115,9 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
-std::string json_quoted(std::string_view s) { return "\"" + json_escape(s) + "\""; }
+std::string json_quoted(std::string_view s) {
+  return "\"" + json_escape(s) + "\"";
+}
 
 void dumps_into(const OrderedJson& v, std::string* out) {
   if (v.is_object()) {
@@ -459,14 +477,13 @@ class DeepSeekV3Format : public ToolFormat {
   explicit DeepSeekV3Format(bool v31) : v31_(v31) {}
   ToolSnapshot parse(std::string_view s, bool final) const override {
     static constexpr std::string_view kCallsBegin = "<｜tool▁calls▁begin｜>",
-                                      kCallBegin = "<｜tool▁call▁begin｜>",
-                                      kSep = "<｜tool▁sep｜>", kCallEnd = "<｜tool▁call▁end｜>";
+                                      kCallBegin = "<｜tool▁call▁begin｜>", kSep = "<｜tool▁sep｜>",
+                                      kCallEnd = "<｜tool▁call▁end｜>";
     ToolSnapshot snap;
     // Some outputs skip the outer marker: a lone call marker starts calls too.
     size_t start = std::min(s.find(kCallsBegin), s.find(kCallBegin));
     if (start == std::string_view::npos) {
-      snap.content_len =
-          final ? s.size() : s.size() - partial_any(s, {kCallsBegin, kCallBegin});
+      snap.content_len = final ? s.size() : s.size() - partial_any(s, {kCallsBegin, kCallBegin});
       return snap;
     }
     snap.content_len = start;
@@ -584,8 +601,8 @@ std::string param_type(const OrderedJson* tools, const std::string& fn, const st
 }
 
 bool is_string_type(const std::string& t) {
-  return t.empty() || t == "string" || t == "str" || t == "text" || t == "varchar" ||
-         t == "char" || t == "enum";
+  return t.empty() || t == "string" || t == "str" || t == "text" || t == "varchar" || t == "char" ||
+         t == "enum";
 }
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -637,7 +654,8 @@ OrderedJson convert_param(const std::string& value, const std::string& type) {
 OrderedJson coerce_json_param(const std::string& raw, const std::string& type) {
   auto j = try_parse(raw);
   if (!j) return convert_param(raw, type);
-  if (type == "string" && !j->is_string()) return j->is_null() ? OrderedJson(nullptr) : OrderedJson(raw);
+  if (type == "string" && !j->is_string())
+    return j->is_null() ? OrderedJson(nullptr) : OrderedJson(raw);
   if ((type == "integer" || type == "number") && j->is_string()) {
     auto n = try_parse(j->get<std::string>());
     if (n && n->is_number()) return *n;
@@ -656,10 +674,10 @@ OrderedJson coerce_json_param(const std::string& raw, const std::string& type) {
 // One parameter of an XML/DSML call as read so far.
 struct RawParam {
   std::string name;
-  std::string value;      // raw text (stable part when !complete)
-  bool complete = false;  // the closing tag was seen (or the text ended)
-  bool as_string = true;  // DSML string="true"; XML: schema type is a string (or unknown)
-  std::string type;       // schema type
+  std::string value;       // raw text (stable part when !complete)
+  bool complete = false;   // the closing tag was seen (or the text ended)
+  bool as_string = true;   // DSML string="true"; XML: schema type is a string (or unknown)
+  std::string type;        // schema type
   bool json_form = false;  // DSML string="false": value is JSON
   bool null_word = false;  // XML: a string value "null" means null
 };
@@ -675,7 +693,8 @@ std::string build_args(const std::vector<RawParam>& params, bool closed) {
     if (p.as_string) {
       if (!p.complete) {
         // A value that may still turn out to be "null" is held back.
-        if (p.null_word && p.value.size() <= 4 && iequals(p.value, std::string_view("null").substr(0, p.value.size())))
+        if (p.null_word && p.value.size() <= 4 &&
+            iequals(p.value, std::string_view("null").substr(0, p.value.size())))
           return out;
         out += piece + "\"" + json_escape(p.value);
         return out;
@@ -686,7 +705,8 @@ std::string build_args(const std::vector<RawParam>& params, bool closed) {
         out += piece + json_quoted(p.value);
     } else {
       if (!p.complete) return out;
-      OrderedJson v = p.json_form ? coerce_json_param(p.value, p.type) : convert_param(p.value, p.type);
+      OrderedJson v =
+          p.json_form ? coerce_json_param(p.value, p.type) : convert_param(p.value, p.type);
       out += piece + python_json_dumps(v);
     }
     first = false;
@@ -703,9 +723,10 @@ class Qwen3XmlFormat : public ToolFormat {
     if (tools) tools_ = *tools;
   }
   ToolSnapshot parse(std::string_view s, bool final) const override {
-    static constexpr std::string_view kToolCall = "<tool_call>", kFn = "<function=",
-                                      kFnEnd = "</function>", kParam = "<parameter=",
-                                      kParamEnd = "</parameter>", kToolCallEnd = "</tool_call>";
+    static constexpr std::string_view kToolCall = "<tool_call>",
+                                      kFn = "<function=", kFnEnd = "</function>",
+                                      kParam = "<parameter=", kParamEnd = "</parameter>",
+                                      kToolCallEnd = "</tool_call>";
     ToolSnapshot snap;
     size_t start = std::min(s.find(kToolCall), s.find(kFn));
     if (start == std::string_view::npos) {
@@ -751,8 +772,8 @@ class Qwen3XmlFormat : public ToolFormat {
         p.as_string = is_string_type(p.type);
         p.null_word = true;
         size_t v = pgt + 1;
-        size_t stop = std::min({s.find(kParamEnd, v), s.find(kParam, v), s.find(kFnEnd, v),
-                                s.find(kToolCallEnd, v)});
+        size_t stop = std::min(
+            {s.find(kParamEnd, v), s.find(kParam, v), s.find(kFnEnd, v), s.find(kToolCallEnd, v)});
         std::string_view value;
         if (stop == std::string_view::npos) {
           value = s.substr(v);
@@ -786,7 +807,8 @@ class Qwen3XmlFormat : public ToolFormat {
 
 // DeepSeek V3.2 / V4 DSML:
 //   <｜DSML｜WRAP>\n<｜DSML｜invoke name="NAME">\n<｜DSML｜parameter name="P" string="true">V
-//   </｜DSML｜parameter>\n...</｜DSML｜invoke>\n</｜DSML｜WRAP>   (WRAP: function_calls | tool_calls)
+//   </｜DSML｜parameter>\n...</｜DSML｜invoke>\n</｜DSML｜WRAP>   (WRAP: function_calls |
+//   tool_calls)
 class DsmlFormat : public ToolFormat {
  public:
   DsmlFormat(const OrderedJson* tools, std::string wrapper) : wrapper_(std::move(wrapper)) {
@@ -950,14 +972,15 @@ class NamedJsonFormat : public ToolFormat {
   std::string name_;
 };
 
-const char* const kToolParserNames[] = {"deepseek_v3", "deepseek_v31", "deepseek_v32",
-                                        "deepseek_v4", "hermes",       "llama3_json",
-                                        "llama4_json", "mistral",      "qwen3_coder",
-                                        "qwen3_xml"};
+const char* const kToolParserNames[] = {
+    "deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4", "hermes",
+    "llama3_json", "llama4_json",  "mistral",      "qwen3_coder", "qwen3_xml"};
 
 }  // namespace
 
-std::string ToolFormat::make_id() const { return "chatcmpl-tool-" + random_hex(32); }
+std::string ToolFormat::make_id() const {
+  return "chatcmpl-tool-" + random_hex(32);
+}
 
 std::string python_json_dumps(const OrderedJson& value) {
   std::string out;

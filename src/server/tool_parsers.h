@@ -69,7 +69,7 @@ struct ToolSnapshot {
     bool name_done = false;  // `name` is complete
     std::string arguments;   // stable prefix of the arguments JSON text
   };
-  size_t content_len = 0;  // content is text[0, content_len)
+  size_t content_len = 0;   // content is text[0, content_len)
   std::vector<Call> calls;  // calls started (a call may not be named yet)
 };
 

@@ -27,8 +27,8 @@ const char* kTools = R"([{"type": "function", "function": {"name": "get_weather"
   {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
   "properties": {}}}}])";
 
-std::string body(const std::string& extra, const std::string& messages =
-                                               R"([{"role": "user", "content": "Paris?"}])") {
+std::string body(const std::string& extra,
+                 const std::string& messages = R"([{"role": "user", "content": "Paris?"}])") {
   return R"({"messages": )" + messages + (extra.empty() ? "" : ", " + extra) + "}";
 }
 
@@ -136,9 +136,10 @@ TEST_F(ChatTools, RequiredAndNamedBecomeSchemaConstraints) {
               kTools));
   EXPECT_EQ(r.structured.text, required_tool_choice_schema(tools, false));
   EXPECT_FALSE(r.chat_output.parallel_tool_calls);
-  r = ok(body(std::string(R"("tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+  r = ok(
+      body(std::string(R"("tool_choice": {"type": "function", "function": {"name": "get_weather"}},
                              "tools": )") +
-              kTools));
+           kTools));
   EXPECT_EQ(r.chat_output.tool_choice, ToolChoice::kNamed);
   EXPECT_EQ(r.chat_output.named_tool, "get_weather");
   EXPECT_EQ(Json::parse(r.structured.text),
@@ -165,8 +166,8 @@ TEST_F(ChatTools, ErrorsNameTheField) {
       {R"("tools": [{"type": "function"}])", "tools", "tools[0].function must be an object"},
       {R"("tools": [{"type": "function", "function": {"name": ""}}])", "tools",
        "function.name is required"},
-      {R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
-       "tools", "parameters must be a JSON Schema object"},
+      {R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])", "tools",
+       "parameters must be a JSON Schema object"},
       {R"("tool_choice": "sometimes", )" + tools, "tool_choice", "tool_choice must be"},
       {R"("tool_choice": {"type": "function"}, )" + tools, "tool_choice",
        "a tool_choice object must be"},
@@ -216,10 +217,10 @@ TEST_F(ChatTools, DeepSeekTemplatesRenderToolsAndThinking) {
   Json cfg = Json::parse(std::ifstream(
       shared_data_path("tokenizers/deepseek-v3/deepseek-v3.1_tokenizer_config.json")));
   int id = 151665;
-  for (const char* t : {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>",
-                        "<｜Assistant｜>", "<think>", "</think>", "<｜tool▁calls▁begin｜>",
-                        "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-                        "<｜tool▁sep｜>"})
+  for (const char* t :
+       {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",
+        "<think>", "</think>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
+        "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"})
     cfg["added_tokens_decoder"][std::to_string(id++)] = {{"content", t}, {"special", true}};
   use("tokenizers/qwen2.5", "", cfg.dump());
   ctx_.reasoning_parser = "deepseek_v3";
@@ -290,15 +291,19 @@ GenerationRequest parsed_request(bool stream) {
   return r;
 }
 
-const std::vector<std::string> kPieces = {
-    "<think>", "Need weather", ".</think>", "Checking.\n<tool", "_call>\n{\"name\": \"get_",
-    "weather\", \"arguments\": {\"city\": ", "\"Paris\"}}\n</tool_call>"};
+const std::vector<std::string> kPieces = {"<think>",
+                                          "Need weather",
+                                          ".</think>",
+                                          "Checking.\n<tool",
+                                          "_call>\n{\"name\": \"get_",
+                                          "weather\", \"arguments\": {\"city\": ",
+                                          "\"Paris\"}}\n</tool_call>"};
 
 TEST(ParsedResponses, NonStreamingMessage) {
   ResponseAssembler a(parsed_request(false), {"chatcmpl-1", 1, "m", nullptr, "assistant"});
   for (size_t i = 0; i < kPieces.size(); ++i)
-    a.add(0, out(kPieces[i], static_cast<int64_t>(i + 1),
-                 i + 1 == kPieces.size() ? "stop" : nullptr));
+    a.add(0,
+          out(kPieces[i], static_cast<int64_t>(i + 1), i + 1 == kPieces.size() ? "stop" : nullptr));
   Json j = Json::parse(a.final_body());
   const Json& ch = j["choices"][0];
   EXPECT_EQ(ch["finish_reason"], "tool_calls");

@@ -167,8 +167,8 @@ TEST(ServerConfig, ToolAndReasoningParserNamesAreChecked) {
     const char* error;  // "" when accepted
   };
   const Case cases[] = {
-      {{"m", "--tool-call-parser", "deepseek_v4", "--enable-auto-tool-choice",
-        "--reasoning-parser", "deepseek_v4"},
+      {{"m", "--tool-call-parser", "deepseek_v4", "--enable-auto-tool-choice", "--reasoning-parser",
+        "deepseek_v4"},
        ""},
       {{"m", "--tool-call-parser", "qwen3_coder"}, ""},
       {{"m", "--tool-call-parser", "hermes2"}, "known parsers: deepseek_v3, deepseek_v31"},
@@ -186,8 +186,7 @@ TEST(ServerConfig, ToolAndReasoningParserNamesAreChecked) {
       EXPECT_TRUE(warnings.empty());
     } else {
       ASSERT_FALSE(cfg.ok()) << c.argv[1];
-      EXPECT_NE(cfg.status().message().find(c.error), std::string::npos)
-          << cfg.status().message();
+      EXPECT_NE(cfg.status().message().find(c.error), std::string::npos) << cfg.status().message();
     }
   }
 }

@@ -477,9 +477,9 @@ const char* kChatTools = R"("tools": [{"type": "function", "function": {"name": 
   "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}])";
 
 TEST_F(ServerHttp, AutoToolChoiceNeedsTheServerFlags) {
-  auto r = h_->post("/v1/chat/completions",
-                    std::string(R"({"messages": [{"role": "user", "content": "Hi"}], )") +
-                        kChatTools + "}");
+  auto r = h_->post(
+      "/v1/chat/completions",
+      std::string(R"({"messages": [{"role": "user", "content": "Hi"}], )") + kChatTools + "}");
   ASSERT_EQ(r.status, 400) << r.body;
   Json e = testing::parse(r.body)["error"];
   EXPECT_EQ(e["param"], "tool_choice");
@@ -487,8 +487,9 @@ TEST_F(ServerHttp, AutoToolChoiceNeedsTheServerFlags) {
                 "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser"),
             std::string::npos)
       << r.body;
-  r = h_->post("/v1/chat/completions",
-               R"({"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]})");
+  r = h_->post(
+      "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]})");
   ASSERT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(testing::parse(r.body)["error"]["param"], "tools");
 }

@@ -73,8 +73,8 @@ TEST(ServeBinary, ToolAndReasoningParserFlags) {
               std::string::npos)
         << p.output();
   }
-  ServerProcess p(tiny_serve_args({"--enable-auto-tool-choice", "--tool-call-parser",
-                                   "deepseek_v4", "--reasoning-parser", "deepseek_v4"}));
+  ServerProcess p(tiny_serve_args({"--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v4",
+                                   "--reasoning-parser", "deepseek_v4"}));
   ASSERT_TRUE(p.ok()) << p.output();
   EXPECT_EQ(p.output().find("not built yet"), std::string::npos) << p.output();
   EXPECT_NE(p.output().find("tool-call parser 'deepseek_v4'"), std::string::npos) << p.output();

@@ -76,8 +76,7 @@ std::vector<std::string> token_pieces(const Tokenizer& tok, const std::string& t
   std::string sent;
   for (size_t k = 1; k <= ids->size(); ++k) {
     std::string cur = tok.decode(std::span<const int32_t>(ids->data(), k), false);
-    if (cur.size() >= 3 && cur.compare(cur.size() - 3, 3, "\xEF\xBF\xBD") == 0 &&
-        k < ids->size())
+    if (cur.size() >= 3 && cur.compare(cur.size() - 3, 3, "\xEF\xBF\xBD") == 0 && k < ids->size())
       continue;  // an incomplete character
     if (cur.size() > sent.size()) pieces.push_back(cur.substr(sent.size()));
     sent = cur;
@@ -200,8 +199,8 @@ TEST(ToolParsers, HermesOnQwen25) {
             "<tool_call>{\"arguments\": {\"q\": \"a \\\"}\\\" b\", \"n\": [1, {\"x\": 2}]}, "
             "\"name\": \"search\"}</tool_call><tool_call>{\"name\": \"ping\"}</tool_call>");
   EXPECT_EQ(o.content, "");
-  EXPECT_EQ(o.calls, (Calls{{"search", R"({"q": "a \"}\" b", "n": [1, {"x": 2}]})"},
-                            {"ping", "{}"}}));
+  EXPECT_EQ(o.calls,
+            (Calls{{"search", R"({"q": "a \"}\" b", "n": [1, {"x": 2}]})"}, {"ping", "{}"}}));
   // No call: all content, even with a '<' that looks like a marker start.
   o = check(h, *tok, "The answer is 2 < 3 <tool");
   EXPECT_EQ(o.content, "The answer is 2 < 3 <tool");
@@ -244,7 +243,8 @@ TEST(ToolParsers, MistralBothFormats) {
   Outcome o = check(m, *tok,
                     "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": "
                     "\"Paris\"}}, {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]");
-  EXPECT_EQ(o.calls, (Calls{{"get_weather", R"({"city": "Paris"})"}, {"add", R"({"a": 1, "b": 2})"}}));
+  EXPECT_EQ(o.calls,
+            (Calls{{"get_weather", R"({"city": "Paris"})"}, {"add", R"({"a": 1, "b": 2})"}}));
   o = check(m, *tok,
             "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]add[ARGS]{\"a\": "
             "1}");
@@ -274,7 +274,8 @@ TEST(ToolParsers, DeepSeekV3AndV31) {
             "\"Tokyo\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a\": [1, 2]}"
             "<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
   EXPECT_EQ(o.content, "");
-  EXPECT_EQ(o.calls, (Calls{{"get_weather", R"({"location": "Tokyo"})"}, {"f", R"({"a": [1, 2]})"}}));
+  EXPECT_EQ(o.calls,
+            (Calls{{"get_weather", R"({"location": "Tokyo"})"}, {"f", R"({"a": [1, 2]})"}}));
 }
 
 OrderedJson weather_tools() {
@@ -308,10 +309,12 @@ TEST(ToolParsers, DeepSeekDsmlV32AndV4) {
     const std::string parser = w == "tool_calls" ? "deepseek_v4" : "deepseek_v32";
     Outcome o = check(tools_only(parser, &tools), *tok, text);
     EXPECT_EQ(o.content, "Checking.\n\n");
-    EXPECT_EQ(o.calls,
-              (Calls{{"get_weather",
-                      R"({"location": "杭州 \"center\"", "days": 3, "metric": true, "tags": ["a", "b"]})"},
-                     {"run", R"({"code": "print(1)\nx = {}"})"}}))
+    EXPECT_EQ(
+        o.calls,
+        (Calls{
+            {"get_weather",
+             R"({"location": "杭州 \"center\"", "days": 3, "metric": true, "tags": ["a", "b"]})"},
+            {"run", R"({"code": "print(1)\nx = {}"})"}}))
         << parser;
   }
   // Schema coercion of JSON-form values, and a lone undeclared "arguments" wrapper unwrapped.
@@ -340,10 +343,12 @@ TEST(ToolParsers, Qwen3XmlOnQwen3) {
                       "<tool_call>\n<function=run>\n<parameter=code>\nif a < b:\n  print(\"x\")\n"
                       "\n</parameter>\n</function>\n</tool_call>");
     EXPECT_EQ(o.content, "I will call it.\n");
-    EXPECT_EQ(o.calls,
-              (Calls{{"get_weather",
-                      R"({"location": "New York", "days": 7, "metric": false, "ratio": 0.5, "opts": {"a": null}})"},
-                     {"run", "{\"code\": \"if a < b:\\n  print(\\\"x\\\")\\n\"}"}}))
+    EXPECT_EQ(
+        o.calls,
+        (Calls{
+            {"get_weather",
+             R"({"location": "New York", "days": 7, "metric": false, "ratio": 0.5, "opts": {"a": null}})"},
+            {"run", "{\"code\": \"if a < b:\\n  print(\\\"x\\\")\\n\"}"}}))
         << name;
     // Undeclared parameters are strings; "null" is null.
     o = check(tools_only(name, &tools), *tok,
@@ -401,12 +406,12 @@ TEST(ReasoningParsers, DeepSeekR1V3V4) {
   EXPECT_EQ(o.content, "plan</think>ok");
   // V4: the prompt opens thinking; a DSML block inside the think span goes to the tool parser.
   const OrderedJson tools = weather_tools();
-  o = check(with_reasoning("deepseek_v4", "deepseek_v4", "<｜Assistant｜><think>", std::nullopt,
-                           &tools),
-            *tok,
-            "I need the weather.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
-            "<｜DSML｜parameter name=\"location\" string=\"true\">Paris</｜DSML｜parameter>\n"
-            "</｜DSML｜invoke>\n</｜DSML｜tool_calls>");
+  o = check(
+      with_reasoning("deepseek_v4", "deepseek_v4", "<｜Assistant｜><think>", std::nullopt, &tools),
+      *tok,
+      "I need the weather.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"location\" string=\"true\">Paris</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜tool_calls>");
   EXPECT_EQ(o.reasoning, "I need the weather.\n\n");
   EXPECT_EQ(o.content, "");
   EXPECT_EQ(o.calls, (Calls{{"get_weather", R"({"location": "Paris"})"}}));
