@@ -523,6 +523,7 @@ class DeepSeekV3Format : public ToolFormat {
             f = body.size();
           }
           std::string_view args = body.substr(std::min(f, body.size()));
+          if (!closed) args.remove_suffix(partial_marker(args, kCallEnd));
           size_t cut = closed ? args.rfind(kClose) : args.find(kClose);
           if (cut != std::string_view::npos)
             args = args.substr(0, cut);
@@ -1010,6 +1011,7 @@ OutputDelta ToolCallParser::advance(bool final) {
   OutputDelta d;
   std::string_view view(text_);
   ToolSnapshot snap = format_->parse(view.substr(base_), final);
+  for (auto& c : snap.calls) c.name_done = c.name_done && !c.name.empty();  // nameless: no call
   // Not one readable call in the finished text: it was all content (as vLLM answers).
   if (final && std::none_of(snap.calls.begin(), snap.calls.end(),
                             [](const ToolSnapshot::Call& c) { return c.name_done; })) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <random>
 
 #include "core/json.h"
 #include "server/reasoning_parsers.h"
@@ -468,6 +469,100 @@ TEST(ToolParsers, UnknownNamesListTheKnownOnes) {
   auto r = ReasoningParser::create("r1", "", std::nullopt);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("deepseek_r1"), std::string::npos);
+}
+
+// Random texts built from each format's fragments (whole and partial markers, JSON pieces,
+// quotes, escapes, newlines), fed in random splits: streaming always equals the whole-text
+// extraction, and argument fragments only ever extend a call.
+TEST(ToolParsers, RandomSplitsOfFormatFragmentsAgree) {
+  const OrderedJson tools = weather_tools();
+  const std::vector<std::string> common = {"{",
+                                           "}",
+                                           "[",
+                                           "]",
+                                           "\"",
+                                           "\\",
+                                           "\\\"",
+                                           ":",
+                                           ",",
+                                           " ",
+                                           "\n",
+                                           "a",
+                                           "1",
+                                           "null",
+                                           "true",
+                                           "é",
+                                           "<",
+                                           ">",
+                                           "/",
+                                           "\"name\": ",
+                                           "\"arguments\": ",
+                                           "\"parameters\": ",
+                                           "\"get_weather\"",
+                                           "{\"x\": 1}",
+                                           "; "};
+  struct Spec {
+    std::string parser;
+    std::string reasoning;  // "" none
+    std::vector<std::string> fragments;
+  };
+  const std::vector<Spec> specs = {
+      {"hermes", "", {"<tool_call>", "</tool_call>", "<tool_", "_call>"}},
+      {"hermes", "qwen3", {"<tool_call>", "</tool_call>", "<think>", "</think>", "</thi"}},
+      {"llama3_json", "", {"<|python_tag|>", "<|python"}},
+      {"mistral", "", {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[TOOL_", "get_weather"}},
+      {"deepseek_v3",
+       "",
+       {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+        "function", "```json\n", "\n```", "get_weather\n"}},
+      {"deepseek_v31",
+       "deepseek_r1",
+       {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+        "</think>", "<think>"}},
+      {"qwen3_xml",
+       "",
+       {"<tool_call>", "</tool_call>", "<function=get_weather>", "<function=run>", "</function>",
+        "<parameter=location>", "<parameter=days>", "<parameter=opts>", "</parameter>",
+        "<parameter=", "</param", "nul", "NULL"}},
+      {"deepseek_v4",
+       "deepseek_v4",
+       {"<｜DSML｜tool_calls>", "<｜DSML｜invoke name=\"get_weather\">", "</｜DSML｜invoke>",
+        "<｜DSML｜parameter name=\"location\" string=\"true\">",
+        "<｜DSML｜parameter name=\"days\" string=\"false\">",
+        "<｜DSML｜parameter name=\"arguments\" string=\"false\">", "</｜DSML｜parameter>",
+        "<｜DSML｜", "</think>"}},
+  };
+  std::mt19937 rng(20261204);
+  for (const auto& spec : specs) {
+    std::vector<std::string> alphabet = common;
+    alphabet.insert(alphabet.end(), spec.fragments.begin(), spec.fragments.end());
+    Factory make = [&] {
+      std::unique_ptr<ReasoningParser> r;
+      if (!spec.reasoning.empty())
+        r = std::move(ReasoningParser::create(spec.reasoning, "<think>", std::nullopt)).value();
+      return std::make_unique<ChatOutputParser>(
+          std::move(r), std::move(make_tool_parser(spec.parser, &tools, true)).value());
+    };
+    for (int iter = 0; iter < 500; ++iter) {
+      std::string text;
+      const int n = 1 + static_cast<int>(rng() % 40);
+      // Bias towards the format's own fragments so calls do form.
+      for (int k = 0; k < n; ++k) {
+        const bool own = rng() % 2 == 0;
+        text +=
+            own ? spec.fragments[rng() % spec.fragments.size()] : alphabet[rng() % alphabet.size()];
+      }
+      std::vector<std::string> pieces;
+      for (size_t i = 0; i < text.size();) {
+        size_t len = 1 + rng() % 6;
+        pieces.push_back(text.substr(i, len));
+        i += len;
+      }
+      const std::string what = spec.parser + "/" + spec.reasoning + ": " + text;
+      expect_same(streamed(make, pieces, what), whole(make, text), what);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
 }
 
 }  // namespace
