@@ -554,12 +554,10 @@ class DeepSeekV3Format : public ToolFormat {
 // ---------------------------------------------------------------------------------------------
 // Parameter typing from a tool's JSON schema (XML and DSML formats).
 
-// The schema type of parameter `param` of function `fn` in `tools` ("" when unknown); for a
-// list of types or anyOf, the first that is not "null".
-std::string param_type(const OrderedJson* tools, const std::string& fn, const std::string& param,
-                       bool* known) {
-  *known = false;
-  if (tools == nullptr || !tools->is_array()) return "";
+// The JSON schema of parameter `param` of function `fn` in `tools` (null when not declared).
+const OrderedJson* param_schema(const OrderedJson* tools, const std::string& fn,
+                                const std::string& param) {
+  if (tools == nullptr || !tools->is_array()) return nullptr;
   for (const auto& t : *tools) {
     if (!t.is_object()) continue;
     auto f = t.find("function");
@@ -567,38 +565,66 @@ std::string param_type(const OrderedJson* tools, const std::string& fn, const st
     auto n = f->find("name");
     if (n == f->end() || !n->is_string() || n->get<std::string>() != fn) continue;
     auto p = f->find("parameters");
-    if (p == f->end() || !p->is_object()) return "";
+    if (p == f->end() || !p->is_object()) return nullptr;
     auto props = p->find("properties");
-    if (props == p->end() || !props->is_object()) return "";
+    if (props == p->end() || !props->is_object()) return nullptr;
     auto s = props->find(param);
-    if (s == props->end()) return "";
-    *known = true;
-    if (!s->is_object()) return "";
-    std::function<std::string(const OrderedJson&)> type_of = [&](const OrderedJson& sc) {
-      auto ty = sc.find("type");
-      if (ty != sc.end()) {
-        if (ty->is_string()) return ty->get<std::string>();
-        if (ty->is_array())
-          for (const auto& x : *ty)
-            if (x.is_string() && x.get<std::string>() != "null") return x.get<std::string>();
-      }
-      for (const char* k : {"anyOf", "oneOf"}) {
-        auto a = sc.find(k);
-        if (a != sc.end() && a->is_array())
-          for (const auto& alt : *a)
-            if (alt.is_object()) {
-              std::string t2 = type_of(alt);
-              if (!t2.empty() && t2 != "null") return t2;
-            }
-      }
-      if (sc.contains("enum") || sc.contains("const")) return std::string("string");
-      if (sc.contains("properties")) return std::string("object");
-      if (sc.contains("items")) return std::string("array");
-      return std::string();
-    };
-    return type_of(*s);
+    return s == props->end() ? nullptr : &*s;
   }
+  return nullptr;
+}
+
+// A schema's type ("" when it names none): for a list of types or anyOf/oneOf, the first that is
+// not "null".
+std::string schema_type(const OrderedJson& sc) {
+  if (!sc.is_object()) return "";
+  auto ty = sc.find("type");
+  if (ty != sc.end()) {
+    if (ty->is_string()) return ty->get<std::string>();
+    if (ty->is_array())
+      for (const auto& x : *ty)
+        if (x.is_string() && x.get<std::string>() != "null") return x.get<std::string>();
+  }
+  for (const char* k : {"anyOf", "oneOf"}) {
+    auto a = sc.find(k);
+    if (a != sc.end() && a->is_array())
+      for (const auto& alt : *a) {
+        std::string t = schema_type(alt);
+        if (!t.empty() && t != "null") return t;
+      }
+  }
+  if (sc.contains("enum") || sc.contains("const")) return "string";
+  if (sc.contains("properties")) return "object";
+  if (sc.contains("items")) return "array";
   return "";
+}
+
+// The schema admits null (type "null", a type list or anyOf/oneOf with it, nullable: true).
+bool schema_nullable(const OrderedJson& sc) {
+  if (!sc.is_object()) return false;
+  auto ty = sc.find("type");
+  if (ty != sc.end()) {
+    if (*ty == "null") return true;
+    if (ty->is_array())
+      for (const auto& x : *ty)
+        if (x == "null") return true;
+  }
+  if (auto n = sc.find("nullable"); n != sc.end() && *n == true) return true;
+  for (const char* k : {"anyOf", "oneOf"}) {
+    auto a = sc.find(k);
+    if (a != sc.end() && a->is_array())
+      for (const auto& alt : *a)
+        if (schema_nullable(alt)) return true;
+  }
+  return false;
+}
+
+// The schema type of a parameter ("" when unknown); *known: the schema declares it.
+std::string param_type(const OrderedJson* tools, const std::string& fn, const std::string& param,
+                       bool* known) {
+  const OrderedJson* s = param_schema(tools, fn, param);
+  *known = s != nullptr;
+  return s ? schema_type(*s) : "";
 }
 
 bool is_string_type(const std::string& t) {
@@ -627,8 +653,8 @@ std::optional<OrderedJson> try_parse(std::string_view text) {
 // numbers parsed, booleans from true/false, objects and arrays as JSON; anything that does not
 // convert stays a string.
 OrderedJson convert_param(const std::string& value, const std::string& type) {
-  if (iequals(value, "null")) return nullptr;
   if (is_string_type(type)) return value;
+  if (iequals(value, "null") || iequals(value, "none")) return nullptr;
   std::string t = type;
   if (t == "integer" || t == "int" || t.rfind("int", 0) == 0 || t.rfind("uint", 0) == 0 ||
       t == "long" || t == "short") {
@@ -638,14 +664,15 @@ OrderedJson convert_param(const std::string& value, const std::string& type) {
   }
   if (t == "number" || t == "float" || t == "double" || t.rfind("num", 0) == 0) {
     auto j = try_parse(value);
+    if (j && j->is_number_float()) {
+      const double d = j->get<double>();
+      if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9e15)
+        return static_cast<int64_t>(d);  // 5.0 -> 5, as the Qwen3-Coder parser reads it
+    }
     if (j && j->is_number()) return *j;
     return value;
   }
-  if (t == "boolean" || t == "bool" || t == "binary") {
-    if (iequals(value, "true")) return true;
-    if (iequals(value, "false")) return false;
-    return value;
-  }
+  if (t == "boolean" || t == "bool" || t == "binary") return iequals(value, "true");
   auto j = try_parse(value);
   if (j) return *j;
   return value;
@@ -695,12 +722,13 @@ std::string build_args(const std::vector<RawParam>& params, bool closed) {
       if (!p.complete) {
         // A value that may still turn out to be "null" is held back.
         if (p.null_word && p.value.size() <= 4 &&
-            iequals(p.value, std::string_view("null").substr(0, p.value.size())))
+            (iequals(p.value, std::string_view("none").substr(0, p.value.size())) ||
+             iequals(p.value, std::string_view("null").substr(0, p.value.size()))))
           return out;
         out += piece + "\"" + json_escape(p.value);
         return out;
       }
-      if (p.null_word && iequals(p.value, "null"))
+      if (p.null_word && (iequals(p.value, "null") || iequals(p.value, "none")))
         out += piece + "null";
       else
         out += piece + json_quoted(p.value);
@@ -723,6 +751,7 @@ class Qwen3XmlFormat : public ToolFormat {
   explicit Qwen3XmlFormat(const OrderedJson* tools) {
     if (tools) tools_ = *tools;
   }
+  std::string make_id() const override { return "call_" + random_hex(24); }
   ToolSnapshot parse(std::string_view s, bool final) const override {
     static constexpr std::string_view kToolCall = "<tool_call>",
                                       kFn = "<function=", kFnEnd = "</function>",
@@ -771,7 +800,9 @@ class Qwen3XmlFormat : public ToolFormat {
         bool known = false;
         p.type = param_type(&tools_, c.name, p.name, &known);
         p.as_string = is_string_type(p.type);
-        p.null_word = true;
+        // A string keeps "null" as text unless its schema admits null.
+        if (const OrderedJson* sc = param_schema(&tools_, c.name, p.name))
+          p.null_word = p.as_string && schema_nullable(*sc);
         size_t v = pgt + 1;
         size_t stop = std::min(
             {s.find(kParamEnd, v), s.find(kParam, v), s.find(kFnEnd, v), s.find(kToolCallEnd, v)});

@@ -285,7 +285,8 @@ OrderedJson weather_tools() {
       "properties": {"location": {"type": "string"}, "days": {"type": "integer"},
                      "metric": {"type": "boolean"}, "ratio": {"type": ["number", "null"]},
                      "tags": {"type": "array", "items": {"type": "string"}},
-                     "opts": {"type": "object"}}}}},
+                     "opts": {"type": "object"},
+                     "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}},
     {"type": "function", "function": {"name": "run", "parameters": {"type": "object",
       "properties": {"code": {"type": "string"}}}}}])");
 }
@@ -351,11 +352,18 @@ TEST(ToolParsers, Qwen3XmlOnQwen3) {
              R"({"location": "New York", "days": 7, "metric": false, "ratio": 0.5, "opts": {"a": null}})"},
             {"run", "{\"code\": \"if a < b:\\n  print(\\\"x\\\")\\n\"}"}}))
         << name;
-    // Undeclared parameters are strings; "null" is null.
+    // Undeclared parameters are strings; a string keeps "null" as text unless its schema admits
+    // null; typed values read null/None as null; integral numbers become integers.
     o = check(tools_only(name, &tools), *tok,
               "<tool_call>\n<function=run>\n<parameter=extra>\n12\n</parameter>\n<parameter=code>"
-              "\nnull\n</parameter>\n</function>\n</tool_call>");
-    EXPECT_EQ(o.calls, (Calls{{"run", R"({"extra": "12", "code": null})"}}));
+              "\nnull\n</parameter>\n</function>\n</tool_call><tool_call>\n<function=get_weather>\n"
+              "<parameter=note>\nNone\n</parameter>\n<parameter=days>\nnull\n</parameter>\n"
+              "<parameter=ratio>\n2.0\n</parameter>\n<parameter=note>\nnonet\n</parameter>\n"
+              "</function>\n</tool_call>");
+    EXPECT_EQ(
+        o.calls,
+        (Calls{{"run", R"({"extra": "12", "code": "null"})"},
+               {"get_weather", R"({"note": null, "days": null, "ratio": 2, "note": "nonet"})"}}));
   }
 }
 
