@@ -678,36 +678,114 @@ OrderedJson convert_param(const std::string& value, const std::string& type) {
   return value;
 }
 
-// A DSML value given as JSON (string="false"), brought to the schema's type where it differs.
-OrderedJson coerce_json_param(const std::string& raw, const std::string& type) {
+// Every type a schema admits (type names and lists, enum values, anyOf/oneOf/allOf), with the
+// usual aliases folded in ("int" -> "integer", ...).
+void collect_types(const OrderedJson& sc, std::vector<std::string>* out) {
+  if (!sc.is_object()) return;
+  auto add = [&](std::string t) {
+    for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (t == "str" || t == "text" || t == "varchar" || t == "char" || t == "enum") t = "string";
+    if (t.rfind("int", 0) == 0 || t.rfind("uint", 0) == 0 || t == "long" || t == "short" ||
+        t == "unsigned")
+      t = "integer";
+    if (t == "float" || t == "float32" || t == "float64" || t == "double") t = "number";
+    if (t == "bool") t = "boolean";
+    if (t == "dict") t = "object";
+    if (t == "arr" || t == "list" || t == "sequence") t = "array";
+    out->push_back(std::move(t));
+  };
+  if (auto ty = sc.find("type"); ty != sc.end()) {
+    if (ty->is_string()) add(ty->get<std::string>());
+    if (ty->is_array())
+      for (const auto& x : *ty)
+        if (x.is_string()) add(x.get<std::string>());
+  }
+  if (auto e = sc.find("enum"); e != sc.end() && e->is_array()) {
+    for (const auto& v : *e) {
+      if (v.is_null())
+        add("null");
+      else if (v.is_boolean())
+        add("boolean");
+      else if (v.is_number_integer())
+        add("integer");
+      else if (v.is_number())
+        add("number");
+      else if (v.is_string())
+        add("string");
+      else if (v.is_array())
+        add("array");
+      else if (v.is_object())
+        add("object");
+    }
+  }
+  for (const char* k : {"anyOf", "oneOf", "allOf"})
+    if (auto a = sc.find(k); a != sc.end() && a->is_array())
+      for (const auto& alt : *a) collect_types(alt, out);
+}
+
+bool finite_json(const OrderedJson& v) {
+  if (v.is_number_float()) return std::isfinite(v.get<double>());
+  if (v.is_array() || v.is_object())
+    for (const auto& x : v)
+      if (!finite_json(x)) return false;
+  return true;
+}
+
+// A DSML value written as JSON (string="false"), read as the schema's types allow, tried in the
+// order null, integer, number, boolean, object, array, string (vLLM's coercion); an undeclared
+// parameter is a string. What fits none is the JSON value, or else the raw text.
+OrderedJson coerce_json_param(const std::string& raw, const OrderedJson* schema) {
+  std::vector<std::string> types;
+  if (schema) collect_types(*schema, &types);
+  if (types.empty()) types.push_back("string");
+  auto has = [&](const char* t) { return std::find(types.begin(), types.end(), t) != types.end(); };
+  std::string_view v(raw);
+  while (!v.empty() && is_ws(v.front())) v.remove_prefix(1);
+  while (!v.empty() && is_ws(v.back())) v.remove_suffix(1);
+  if (has("null") && iequals(raw, "null")) return nullptr;
+  if (has("integer")) {
+    std::string_view d = v;
+    if (!d.empty() && (d[0] == '-' || d[0] == '+')) d.remove_prefix(1);
+    if (!d.empty() &&
+        std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      auto j = try_parse(v[0] == '+' ? v.substr(1) : v);
+      if (j && j->is_number()) return *j;
+    }
+  }
+  if (has("number")) {
+    auto j = try_parse(v);
+    if (j && j->is_number()) {
+      const double d = j->get<double>();
+      if (std::isfinite(d)) {
+        if (d == std::trunc(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+        return d;
+      }
+    }
+  }
+  if (has("boolean")) {
+    if (iequals(v, "true") || v == "1") return true;
+    if (iequals(v, "false") || v == "0") return false;
+  }
+  if (has("object") || has("array")) {
+    auto j = try_parse(raw);
+    if (j && finite_json(*j)) return *j;
+  }
+  if (has("string")) return raw;
   auto j = try_parse(raw);
-  if (!j) return convert_param(raw, type);
-  if (type == "string" && !j->is_string())
-    return j->is_null() ? OrderedJson(nullptr) : OrderedJson(raw);
-  if ((type == "integer" || type == "number") && j->is_string()) {
-    auto n = try_parse(j->get<std::string>());
-    if (n && n->is_number()) return *n;
-  }
-  if (type == "boolean" && j->is_string()) {
-    if (iequals(j->get<std::string>(), "true")) return true;
-    if (iequals(j->get<std::string>(), "false")) return false;
-  }
-  if ((type == "object" || type == "array") && j->is_string()) {
-    auto n = try_parse(j->get<std::string>());
-    if (n && (n->is_object() || n->is_array())) return *n;
-  }
-  return *j;
+  if (j && finite_json(*j)) return *j;
+  return raw;
 }
 
 // One parameter of an XML/DSML call as read so far.
 struct RawParam {
   std::string name;
-  std::string value;       // raw text (stable part when !complete)
-  bool complete = false;   // the closing tag was seen (or the text ended)
-  bool as_string = true;   // DSML string="true"; XML: schema type is a string (or unknown)
-  std::string type;        // schema type
-  bool json_form = false;  // DSML string="false": value is JSON
-  bool null_word = false;  // XML: a string value "null" means null
+  std::string value;      // raw text (stable part when !complete)
+  bool complete = false;  // the closing tag was seen (or the text ended)
+  bool as_string = true;  // DSML string="true"; XML: schema type is a string (or unknown)
+  std::string type;       // schema type
+  const OrderedJson* schema = nullptr;  // the parameter's schema (null: undeclared)
+  bool json_form = false;               // DSML string="false": value is JSON
+  bool null_word = false;               // XML: a string value "null" means null
 };
 
 // Builds the arguments JSON of a call from its parameters: strings stream as they arrive,
@@ -735,7 +813,7 @@ std::string build_args(const std::vector<RawParam>& params, bool closed) {
     } else {
       if (!p.complete) return out;
       OrderedJson v =
-          p.json_form ? coerce_json_param(p.value, p.type) : convert_param(p.value, p.type);
+          p.json_form ? coerce_json_param(p.value, p.schema) : convert_param(p.value, p.type);
       out += piece + python_json_dumps(v);
     }
     first = false;
@@ -896,6 +974,7 @@ class DsmlFormat : public ToolFormat {
         std::string_view attrs = s.substr(pq + 1, gt - pq - 1);
         bool known = false;
         p.type = param_type(&tools_, c.name, p.name, &known);
+        p.schema = param_schema(&tools_, c.name, p.name);
         if (attrs.find("string=\"false\"") != std::string_view::npos) {
           p.as_string = false;
           p.json_form = true;
@@ -934,18 +1013,37 @@ class DsmlFormat : public ToolFormat {
   // arguments: unwrap it (held until the call closes, since only then is it known to be alone).
   std::string args_of(const std::string& fn, const std::vector<RawParam>& params,
                       bool closed) const {
-    if (!params.empty() && (params[0].name == "arguments" || params[0].name == "input")) {
-      bool known = false;
-      param_type(&tools_, fn, params[0].name, &known);
-      if (!known) {
+    if (!params.empty() && (params[0].name == "arguments" || params[0].name == "input") &&
+        params[0].schema == nullptr) {
+      const OrderedJson* props = properties_of(fn);
+      if (props != nullptr && !props->empty()) {
         if (!closed) return "";
         if (params.size() == 1) {
           auto j = try_parse(params[0].value);
-          if (j && j->is_object()) return python_json_dumps(*j);
+          if (j && j->is_string()) j = try_parse(j->get<std::string>());
+          bool fits = j && j->is_object();
+          if (fits)
+            for (auto it = j->begin(); it != j->end(); ++it)
+              fits = fits && props->contains(it.key());
+          if (fits) return python_json_dumps(*j);
         }
       }
     }
     return build_args(params, closed);
+  }
+
+  // The declared properties of function `fn` (null when none).
+  const OrderedJson* properties_of(const std::string& fn) const {
+    if (!tools_.is_array()) return nullptr;
+    for (const auto& t : tools_) {
+      if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+      const OrderedJson& f = t["function"];
+      if (!f.contains("name") || f["name"] != fn) continue;
+      if (!f.contains("parameters") || !f["parameters"].is_object()) return nullptr;
+      auto p = f["parameters"].find("properties");
+      return (p != f["parameters"].end() && p->is_object()) ? &*p : nullptr;
+    }
+    return nullptr;
   }
 
   OrderedJson tools_;

@@ -319,16 +319,31 @@ TEST(ToolParsers, DeepSeekDsmlV32AndV4) {
             {"run", R"({"code": "print(1)\nx = {}"})"}}))
         << parser;
   }
-  // Schema coercion of JSON-form values, and a lone undeclared "arguments" wrapper unwrapped.
-  Outcome o = check(tools_only("deepseek_v4", &tools), *tok,
-                    "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_weather\"><｜DSML｜parameter "
-                    "name=\"days\" string=\"false\">\"5\"</｜DSML｜parameter><｜DSML｜parameter "
-                    "name=\"location\" string=\"false\">42</｜DSML｜parameter></｜DSML｜invoke>"
-                    "<｜DSML｜invoke name=\"run\"><｜DSML｜parameter name=\"arguments\" "
-                    "string=\"false\">{\"code\": \"ls\"}</｜DSML｜parameter></｜DSML｜invoke>"
-                    "</｜DSML｜tool_calls>");
-  EXPECT_EQ(o.calls, (Calls{{"get_weather", R"({"days": 5, "location": "42"})"},
-                            {"run", R"({"code": "ls"})"}}));
+  // JSON-form values read by the schema's types in the order null, integer, number, boolean,
+  // object/array, string; undeclared ones stay text; a lone undeclared "arguments" object whose
+  // keys the tool declares is unwrapped (one with other keys is not).
+  auto param = [](const std::string& name, const std::string& value) {
+    return "<｜DSML｜parameter name=\"" + name + "\" string=\"false\">" + value +
+           "</｜DSML｜parameter>";
+  };
+  Outcome o =
+      check(tools_only("deepseek_v4", &tools), *tok,
+            "<｜DSML｜tool_calls><｜DSML｜invoke name=\"get_weather\">" + param("days", "7") +
+                param("location", "42") + param("ratio", "null") + param("metric", "1") +
+                param("opts", "{\"a\": [1]}") + param("extra", "12") + param("note", "\"x\"") +
+                "</｜DSML｜invoke><｜DSML｜invoke name=\"get_weather\">" + param("ratio", "2.50") +
+                param("days", "\"5\"") + "</｜DSML｜invoke><｜DSML｜invoke name=\"run\">" +
+                param("arguments", "{\"code\": \"ls\"}") +
+                "</｜DSML｜invoke><｜DSML｜invoke name=\"run\">" +
+                param("arguments", "{\"cmd\": \"ls\"}") + "</｜DSML｜invoke></｜DSML｜tool_calls>");
+  EXPECT_EQ(
+      o.calls,
+      (Calls{
+          {"get_weather",
+           R"({"days": 7, "location": "42", "ratio": null, "metric": true, "opts": {"a": [1]}, "extra": "12", "note": "\"x\""})"},
+          {"get_weather", R"({"ratio": 2.5, "days": "5"})"},
+          {"run", R"({"code": "ls"})"},
+          {"run", R"({"arguments": "{\"cmd\": \"ls\"}"})"}}));
 }
 
 TEST(ToolParsers, Qwen3XmlOnQwen3) {
