@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "sampling/sampler.h"
+#include "sampling/vector_math.h"
 
 namespace strata::apps {
 namespace {
@@ -21,6 +22,9 @@ void add_options(OptionSet& o) {
   o.add_int("threads", 1, "sampler thread pool size (rows are split across threads)");
   o.add_int("seed", 0, "seed for the synthetic logits and the engine generator");
   o.add_string("case", "", "run only the cases whose name contains this text");
+  o.add_string("kernels", "auto",
+               "build of the sampler's row-wide loops: auto (the fastest this CPU runs), "
+               "portable, avx2 or avx512 (all give the same tokens)");
 }
 
 int run(const Args& args) {
@@ -33,6 +37,23 @@ int run(const Args& args) {
                  "strata bench sampler: --vocab-size must be >= 2 and --batch-size, --iters and "
                  "--threads >= 1\n");
     return 2;
+  }
+  const std::string kernels = args.get("kernels");
+  if (kernels != "auto") {
+    if (kernels != "portable" && kernels != "avx2" && kernels != "avx512") {
+      std::fprintf(stderr,
+                   "strata bench sampler: --kernels must be auto, portable, avx2 or avx512, not "
+                   "'%s'\n",
+                   kernels.c_str());
+      return 2;
+    }
+    const sampling::VectorMathVariant v = sampling::vector_math_variant_for_kernels(kernels);
+    if (!sampling::vector_math_supported(v)) {
+      std::fprintf(stderr, "strata bench sampler: this CPU cannot run the %s build (--kernels)\n",
+                   kernels.c_str());
+      return 2;
+    }
+    sampling::vector_math_limit(v);
   }
   Rng rng(static_cast<uint64_t>(args.get_int("seed")));
   // Language-model-like rows: a normal tail and a handful of strong candidates.
@@ -78,8 +99,9 @@ int run(const Args& args) {
                              .eos_token_ids = {0},
                              .seed = static_cast<uint64_t>(args.get_int("seed")),
                              .pool = threads > 1 ? &pool : nullptr});
-  std::printf("vocab %lld, batch %lld, threads %d, %d calls per case\n",
-              static_cast<long long>(vocab), static_cast<long long>(batch), threads, iters);
+  std::printf("vocab %lld, batch %lld, threads %d, %d calls per case, vector math %s\n",
+              static_cast<long long>(vocab), static_cast<long long>(batch), threads, iters,
+              sampling::vector_math_variant_name(sampling::vector_math_variant()));
   std::printf("%-40s %12s %12s %12s\n", "case", "mean us/call", "min us/call", "us/token");
   std::vector<sampling::SampleOutput> out(batch);
   const std::string only = args.get("case");

@@ -1,6 +1,8 @@
 // `strata chat-template MODEL_OR_TOKENIZER_DIR --messages conversation.json`: prints the prompt the
 // model's chat template makes of a conversation, byte for byte as transformers'
 // apply_chat_template(tokenize=False) does (no newline is added after it).
+// `--tokenizer-mode deepseek_v4` uses the DeepSeek-V4 encoder instead of a template (no model
+// directory needed); --kwargs '{"thinking": false}' and --reasoning-effort set its mode.
 #include <chrono>
 #include <iostream>
 #include <iterator>
@@ -9,6 +11,7 @@
 #include "core/file_util.h"
 #include "core/json.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/deepseek_v4_encoding.h"
 
 namespace strata::apps {
 namespace {
@@ -31,6 +34,12 @@ void add_options(OptionSet& o) {
   o.add({.name = "kwargs",
          .help = "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'",
          .metavar = "JSON"});
+  o.add_string("tokenizer-mode", "auto",
+               "auto: the model's chat template; deepseek_v4: the DeepSeek-V4 encoder (no "
+               "template, MODEL_OR_TOKENIZER_DIR optional)");
+  o.add({.name = "reasoning-effort",
+         .help = "deepseek_v4 mode: the request's reasoning_effort (none, high, max, ...)",
+         .metavar = "EFFORT"});
   o.add_int("repeat", 1,
             "render this many times and print the time per render to stderr (a benchmark)");
 }
@@ -50,8 +59,32 @@ int fail(const Status& s) {
   return 1;
 }
 
+// --tokenizer-mode deepseek_v4: the DeepSeek-V4 encoder's prompt.
+Result<std::string> encode_v4(const Args& args, const OrderedJson& messages,
+                              const OrderedJson& tools, const OrderedJson& kwargs) {
+  OrderedJson effort;
+  if (args.is_set("reasoning-effort")) effort = args.get("reasoning-effort");
+  STRATA_ASSIGN_OR_RETURN(
+      DeepseekV4Mode mode,
+      deepseek_v4_mode(kwargs.is_null() ? nullptr : &kwargs, effort.is_null() ? nullptr : &effort));
+  DeepseekV4Inputs in;
+  in.messages = &messages;
+  in.tools = tools.is_null() ? nullptr : &tools;
+  in.mode = mode;
+  in.add_generation_prompt = args.get_bool("add-generation-prompt");
+  in.continue_final_message = args.get_bool("continue-final-message");
+  return encode_deepseek_v4(in);
+}
+
 int run(const Args& args) {
-  if (args.positional().size() != 1) {
+  const std::string mode = args.get("tokenizer-mode");
+  if (mode != "auto" && mode != "deepseek_v4") {
+    std::cerr << "strata chat-template: --tokenizer-mode must be auto or deepseek_v4, got '" << mode
+              << "'\n";
+    return 2;
+  }
+  const bool v4 = mode == "deepseek_v4";
+  if (args.positional().size() != 1 && !(v4 && args.positional().empty())) {
     std::cerr << "strata chat-template: expected one MODEL_OR_TOKENIZER_DIR (a directory with "
                  "tokenizer_config.json, a tokenizer_config.json or a .gguf file)\n";
     return 2;
@@ -60,9 +93,12 @@ int run(const Args& args) {
     std::cerr << "strata chat-template: --messages FILE is required\n";
     return 2;
   }
-  auto tmpl = load_chat_template(args.positional()[0], args.get("chat-template"),
-                                 args.get("chat-template-name"));
-  if (!tmpl.ok()) return fail(tmpl.status());
+  Result<ChatTemplate> tmpl = invalid_argument("no chat template in deepseek_v4 mode");
+  if (!v4) {
+    tmpl = load_chat_template(args.positional()[0], args.get("chat-template"),
+                              args.get("chat-template-name"));
+    if (!tmpl.ok()) return fail(tmpl.status());
+  }
 
   auto conversation = read_json_arg(args.get("messages"), "--messages");
   if (!conversation.ok()) return fail(conversation.status());
@@ -88,6 +124,12 @@ int run(const Args& args) {
     if (!k.ok()) return fail(k.status());
     kwargs = std::move(k).value();
     if (!kwargs.is_object()) return fail(invalid_argument("--kwargs must be a JSON object"));
+  }
+  if (v4) {
+    auto prompt = encode_v4(args, messages, tools, kwargs);
+    if (!prompt.ok()) return fail(prompt.status());
+    std::cout << *prompt << std::flush;
+    return 0;
   }
   ChatTemplateInputs in;
   in.messages = &messages;

@@ -27,6 +27,10 @@ struct Engine::Choice {
   std::vector<std::optional<sampling::TokenLogprobs>> prompt_logprobs;
   const SampledEntry* pending_sample = nullptr;  // this step's sample, if any
   bool sent_to_workers = false;                  // its NewRequestData went out
+  // Step trace: whether it has been scheduled yet, and its event in the current record.
+  bool trace_scheduled = false;
+  uint64_t trace_attempt = 0;  // Engine::trace_attempt_ when trace_event was set
+  size_t trace_event = 0;
 };
 
 struct Engine::RequestState {
@@ -34,6 +38,7 @@ struct Engine::RequestState {
   std::shared_ptr<RequestStream> stream;
   std::vector<std::unique_ptr<Choice>> choices;
   int num_finished = 0;
+  double arrival = 0;  // engine clock
 };
 
 namespace {
@@ -102,6 +107,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   c.model.limits.max_seq_len = sc.max_model_len;
   c.model.limits.max_logit_rows = std::max<int64_t>(sc.max_num_seqs, 64);
 
+  // The step trace's file first: a bad path fails before the model loads.
+  if (!c.step_trace.empty()) {
+    STRATA_ASSIGN_OR_RETURN(e->trace_, StepTraceWriter::open(c.step_trace));
+  }
+
   // Tokenizer: optional for dummy models run on token ids.
   std::string tok_path = c.tokenizer.empty() ? c.model.model : c.tokenizer;
   auto tok = Tokenizer::load(tok_path);
@@ -157,6 +167,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   info.backend = wi.backend;
   info.threads = wi.threads;
   info.kv_cache_tokens = plan.num_tokens();
+  if (e->trace_ != nullptr) {
+    e->trace_last_step_end_ = now_seconds();
+    STRATA_LOG(INFO) << "Step trace: appending one line per step to " << c.step_trace;
+  }
   STRATA_LOG(INFO) << "Engine ready: " << wi.threads << " threads, " << wi.backend << " kernels";
   return e;
 }
@@ -205,6 +219,7 @@ Status Engine::add_request(EngineRequest request, std::shared_ptr<RequestStream>
   r->request = std::move(request);
   const EngineRequest& req = r->request;
   const double arrival = req.arrival_time >= 0 ? req.arrival_time : now_seconds();
+  r->arrival = arrival;
   const uint64_t seq = next_seq_++;
   std::string salt = req.cache_salt;
   // Prompt logprobs need the prompt computed, so such requests never take cached blocks.
@@ -364,6 +379,9 @@ void Engine::emit(Choice& c, const sched::RequestOutput& out, const SampledEntry
 }
 
 Status Engine::step() {
+  // The step trace reads the clock between the phases; off, it costs these null checks.
+  StepTraceRecord* const tr = trace_ != nullptr ? &trace_record_ : nullptr;
+  const double t_start = tr != nullptr ? now_seconds() : 0;
   sched::StepPlan& plan = input_.plan;
   plan = scheduler_->schedule();
   if (plan.empty()) {  // every unfinished request is paused (or none is left)
@@ -373,6 +391,7 @@ Status Engine::step() {
                              plan.preempted_ids.end());
     return ok_status();
   }
+  const double t_scheduled = tr != nullptr ? now_seconds() : 0;
   if (!unsent_finished_.empty() || !unsent_preempted_.empty()) {
     plan.finished_ids.insert(plan.finished_ids.begin(), unsent_finished_.begin(),
                              unsent_finished_.end());
@@ -397,8 +416,42 @@ Status Engine::step() {
     n.prompt_token_ids = c->request->request.prompt_token_ids;
     n.params = c->params;
     n.wants_prompt_logprobs = c->wants_prompt_logprobs;
+    n.constraint = c->request->request.constraint;
   }
+  if (tr != nullptr) {
+    ++trace_attempt_;  // an attempt that fails is not written; its events must not be reused
+    tr->events.clear();
+    tr->running = scheduler_->num_running();
+    tr->waiting = scheduler_->num_waiting();
+    tr->prefill_requests = tr->prefill_tokens = tr->decode_tokens = 0;
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      const auto& s = plan.scheduled[i];
+      Choice* c = choices[i];
+      const int64_t prompt_len = static_cast<int64_t>(c->request->request.prompt_token_ids.size());
+      const int64_t prefill =
+          std::clamp<int64_t>(prompt_len - s.num_computed_tokens, 0, s.num_scheduled_tokens);
+      if (prefill > 0) {
+        tr->prefill_requests++;
+        tr->prefill_tokens += prefill;
+      }
+      tr->decode_tokens += s.num_scheduled_tokens - prefill;
+      StepTraceEvent& ev = tr->events.emplace_back();
+      ev.request_id = c->request->request.request_id;
+      ev.choice = c->request->request.params.n > 1 ? c->index : -1;
+      ev.tokens = s.num_scheduled_tokens;
+      ev.prefill = prefill > 0;
+      if (!c->trace_scheduled) {
+        c->trace_scheduled = true;
+        ev.first_scheduled = true;
+        ev.arrival = c->request->arrival;
+      }
+      c->trace_attempt = trace_attempt_;
+      c->trace_event = tr->events.size() - 1;
+    }
+  }
+  const double t_execute = tr != nullptr ? now_seconds() : 0;
   STRATA_RETURN_IF_ERROR(executor_->execute(input_, &output_));
+  const double t_executed = tr != nullptr ? now_seconds() : 0;
   if (output_.entries.size() != plan.scheduled.size())
     return internal_error("the executor returned " + std::to_string(output_.entries.size()) +
                           " results for a plan of " + std::to_string(plan.scheduled.size()));
@@ -418,8 +471,34 @@ Status Engine::step() {
     Choice* c = reinterpret_cast<Choice*>(out.user_data);
     if (c->finished) continue;
     RequestState* r = c->request;
+    if (tr != nullptr && c->first_chunk) {       // this output is the choice's first token
+      if (c->trace_attempt != trace_attempt_) {  // not scheduled itself this step
+        StepTraceEvent& ev = tr->events.emplace_back();
+        ev.request_id = r->request.request_id;
+        ev.choice = r->request.params.n > 1 ? c->index : -1;
+        c->trace_attempt = trace_attempt_;
+        c->trace_event = tr->events.size() - 1;
+      }
+      tr->events[c->trace_event].first_token = true;
+    }
     emit(*c, out, c->pending_sample);
     release_if_done(r);
+  }
+  if (tr != nullptr) {
+    const double t_end = now_seconds();
+    tr->start = t_start;
+    tr->duration = t_end - t_start;
+    tr->between = std::max(0.0, t_start - trace_last_step_end_ - tr->wait);
+    tr->schedule = t_scheduled - t_start;
+    tr->forward = output_.forward_seconds;
+    tr->sample = output_.sample_seconds;
+    tr->prepare = (t_execute - t_scheduled) +
+                  std::max(0.0, (t_executed - t_execute) - tr->forward - tr->sample);
+    tr->output = t_end - t_executed;
+    trace_->write(*tr);
+    tr->step++;
+    tr->wait = 0;
+    trace_last_step_end_ = t_end;
   }
   return ok_status();
 }

@@ -19,6 +19,7 @@
 #include "engine/engine_config.h"
 #include "engine/engine_types.h"
 #include "engine/executor.h"
+#include "engine/step_trace.h"
 #include "model/model_config.h"
 #include "sampling/sampling_params.h"
 #include "sampling/stop_checker.h"
@@ -60,6 +61,15 @@ class Engine {
   Status step();
   EngineStats stats() const;
 
+  // The step trace (--step-trace; engine/step_trace.h). tracing(): whether it is on. The driver
+  // of step() reports the time its thread blocked waiting for requests since the last step
+  // (added to the next step's "wait" phase), and flushes the file when it stops.
+  bool tracing() const { return trace_ != nullptr; }
+  void add_trace_wait(double seconds) { trace_record_.wait += seconds; }
+  void flush_trace() {
+    if (trace_ != nullptr) trace_->flush();
+  }
+
   const EngineInfo& info() const { return info_; }
   const ModelConfig& model_config() const { return model_config_; }
   const std::shared_ptr<const Tokenizer>& tokenizer() const { return tokenizer_; }
@@ -96,6 +106,11 @@ class Engine {
   // Finished and preempted ids of plans that scheduled nothing (so were not executed): they go
   // to the workers with the next plan that is.
   std::vector<std::string> unsent_finished_, unsent_preempted_;
+  // The step trace: null when off.
+  std::unique_ptr<StepTraceWriter> trace_;
+  StepTraceRecord trace_record_;
+  double trace_last_step_end_ = 0;
+  uint64_t trace_attempt_ = 0;  // steps begun with the trace on
   // Counters not kept by the scheduler.
   int64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;
 };

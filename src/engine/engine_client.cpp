@@ -160,6 +160,7 @@ void EngineClient::loop() {
       auto ready = [&] {
         return has_input() || may_step() || (stopping_ && !engine_->has_unfinished_requests());
       };
+      const double wait_start = engine_->tracing() ? now_seconds() : 0;
       if (stopping_ && engine_->has_unfinished_requests()) {
         // Draining: wake at the deadline even when nothing else happens (held or paused
         // requests are aborted then).
@@ -167,6 +168,7 @@ void EngineClient::loop() {
       } else if (!stopping_) {
         cv_.wait(lock, [&] { return ready() || stopping_; });
       }
+      if (engine_->tracing()) engine_->add_trace_wait(now_seconds() - wait_start);
       pending.swap(pending_);
       aborts.swap(aborts_);
       pauses.swap(pauses_);
@@ -201,6 +203,7 @@ void EngineClient::loop() {
     }
     if (stop_now) {
       engine_->abort_all(stop_reason_);
+      engine_->flush_trace();
       std::lock_guard<std::mutex> lock(mu_);
       stats_ = engine_->stats();
       unfinished_ = 0;

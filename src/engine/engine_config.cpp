@@ -46,6 +46,14 @@ void add_engine_options(OptionSet& o) {
              "cache too big for the machine fails at start; --no-kv-cache-commit backs pages on "
              "first use (quicker to start)",
              "Engine");
+  o.add({.name = "step-trace",
+         .kind = OptionKind::kString,
+         .default_value = "",
+         .help = "append one JSON line per engine step to PATH: phase times (schedule, prepare, "
+                 "forward, sample, output, waiting for requests), batch counts and each "
+                 "request's events; scripts/step_trace_summary.py summarises it",
+         .group = "Engine",
+         .metavar = "PATH"});
   kv::add_cache_options(o);
   sched::add_scheduler_options(o);
 }
@@ -78,6 +86,7 @@ Result<EngineConfig> engine_config_from_args(const Args& args) {
   if (c.threads < 0) return invalid_argument("--threads must be >= 0");
   c.kernels = args.get("kernels");
   c.commit_kv_cache = args.get_bool("kv-cache-commit");
+  c.step_trace = args.get("step-trace");
   STRATA_ASSIGN_OR_RETURN(c.cache, kv::cache_config_from_args(args));
   STRATA_ASSIGN_OR_RETURN(c.scheduler, sched::scheduler_config_from_args(args));
   return c;

@@ -29,6 +29,9 @@ struct EngineConfig {
   // big for the machine is a start-up error, not an out-of-memory kill under load. Off: pages
   // are backed on first use (quicker starts for tests and short benchmarks).
   bool commit_kv_cache = true;
+  // --step-trace: append one JSON line per engine step to this file (engine/step_trace.h);
+  // empty: off.
+  std::string step_trace;
 };
 
 // Declares model, tokenizer, cache, scheduler and engine options.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -15,6 +16,10 @@
 #include "core/status.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
+
+namespace strata::grammar {
+class CompiledGrammar;  // grammar/grammar.h
+}
 
 namespace strata::engine {
 
@@ -26,6 +31,9 @@ struct EngineRequest {
   std::string cache_salt;                 // requests with different salts never share KV
   double arrival_time = -1;               // now_seconds(); < 0: the time of submit()
   bool detokenize = true;                 // produce text (needs a tokenizer)
+  // Structured output: every choice's tokens are masked to this grammar (compiled against the
+  // model's vocabulary); null: unconstrained.
+  std::shared_ptr<const grammar::CompiledGrammar> constraint;
 };
 
 // Timestamps (now_seconds() clock) of one choice, final in its last chunk.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/clock.h"
+
 namespace strata::engine {
 
 ModelRunner::ModelRunner(Model& model, KvStorage& storage, const KernelOps& ops)
@@ -53,6 +55,7 @@ Status ModelRunner::update_tables(const sched::StepPlan& plan) {
 }
 
 Status ModelRunner::execute(const sched::StepPlan& plan, float* logits) {
+  forward_seconds_ = 0;
   STRATA_RETURN_IF_ERROR(update_tables(plan));
   positions_.clear();
   slots_.clear();
@@ -97,7 +100,10 @@ Status ModelRunner::execute(const sched::StepPlan& plan, float* logits) {
                  block_tables_,
                  max_blocks,
                  rows_};
-  return model_.forward(b, layers_, *ops_, logits);
+  const double t0 = now_seconds();
+  Status s = model_.forward(b, layers_, *ops_, logits);
+  forward_seconds_ = now_seconds() - t0;
+  return s;
 }
 
 Status ModelRunner::logits_for_rows(std::span<const int32_t> rows, float* logits) {

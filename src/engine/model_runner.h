@@ -27,6 +27,9 @@ class ModelRunner {
   // table, an unknown request without a whole table) or the model's limits.
   Status execute(const sched::StepPlan& plan, float* logits);
   const std::vector<int>& sample_plan_index() const { return sample_plan_index_; }
+  // Seconds the last execute() spent in the model's forward pass (the rest was the tables and
+  // the batch layout).
+  double forward_seconds() const { return forward_seconds_; }
   // First token row of plan entry i in the last batch.
   int32_t row_start(int i) const { return query_start_[i]; }
   // Logits of more rows of the last batch (prompt logprobs), in groups the model allows.
@@ -54,6 +57,7 @@ class ModelRunner {
   std::vector<int32_t> positions_, query_start_, seq_lens_, block_tables_, rows_;
   std::vector<int64_t> slots_;
   std::vector<int> sample_plan_index_;
+  double forward_seconds_ = 0;
 };
 
 }  // namespace strata::engine

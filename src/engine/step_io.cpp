@@ -1,6 +1,7 @@
 #include "engine/step_io.h"
 
 #include "core/byte_io.h"
+#include "core/check.h"
 
 namespace strata::engine {
 namespace {
@@ -110,6 +111,9 @@ std::string encode_step_input(const StepInput& in) {
     w.vec(n.prompt_token_ids);
     write_params(w, n.params);
     w.boolean(n.wants_prompt_logprobs);
+    // Only the in-process executor carries constrained requests so far (see step_io.h).
+    STRATA_CHECK(n.constraint == nullptr)
+        << "a structured-output request cannot be sent to another process yet";
   }
   return w.take();
 }
@@ -141,6 +145,8 @@ std::string encode_step_output(const StepOutput& out) {
     w.u64(e.prompt_logprobs.size());
     for (const auto& t : e.prompt_logprobs) write_logprobs(w, t);
   }
+  w.pod(out.forward_seconds);
+  w.pod(out.sample_seconds);
   return w.take();
 }
 
@@ -156,6 +162,8 @@ Result<StepOutput> decode_step_output(std::string_view bytes) {
     const uint64_t m = r.count(12 + 8);
     for (uint64_t i = 0; i < m && r.ok(); ++i) e.prompt_logprobs.push_back(read_logprobs(r));
   }
+  out.forward_seconds = r.pod<double>();
+  out.sample_seconds = r.pod<double>();
   STRATA_RETURN_IF_ERROR(r.finish());
   return out;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,10 @@
 #include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
 #include "sched/step_plan.h"
+
+namespace strata::grammar {
+class CompiledGrammar;
+}
 
 namespace strata::engine {
 
@@ -23,6 +28,9 @@ struct NewRequestData {
   std::vector<int32_t> prompt_token_ids;
   sampling::SamplingParams params;
   bool wants_prompt_logprobs = false;  // compute params.prompt_logprobs for this one
+  // The output grammar (structured outputs), shared; null: unconstrained. Not part of the binary
+  // encoding yet: a multi-process executor must refuse constrained requests until it is.
+  std::shared_ptr<const grammar::CompiledGrammar> constraint;
   friend bool operator==(const NewRequestData&, const NewRequestData&) = default;
 };
 
@@ -43,6 +51,11 @@ struct SampledEntry {
 
 struct StepOutput {
   std::vector<SampledEntry> entries;  // [plan.scheduled.size()]
+  // Seconds the worker (rank 0's) spent in the model's forward pass, and in sampling and prompt
+  // logprobs, this step: the engine's step trace (engine/step_trace.h) splits the executor's
+  // time with them.
+  double forward_seconds = 0;
+  double sample_seconds = 0;
 };
 
 std::string encode_step_input(const StepInput& input);

@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/logging.h"
 #include "core/strings.h"
+#include "sampling/vector_math.h"
 
 namespace strata::engine {
 namespace {
@@ -30,6 +31,9 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                                                            .threads = c.threads,
                                                            .commit_kv_cache = c.commit_kv_cache}));
   Backend& backend = *w->backend_;
+  // The sampler's row-wide loops follow the kernel choice (`--kernels avx2` keeps them on AVX2);
+  // every build gives the same tokens, so this changes the speed only.
+  sampling::vector_math_limit(sampling::vector_math_variant_for_kernels(backend.variant().name));
   LoadOptions lo = c.model;
   lo.pool = &backend.pool();
   lo.allocator = &backend.allocator();
@@ -151,6 +155,10 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     r.params = n.params;
     r.generator = sampling::make_generator(n.params);
     r.wants_prompt_logprobs = n.wants_prompt_logprobs;
+    if (n.constraint) {
+      r.matcher.emplace(n.constraint);
+      r.mask.resize(grammar::GrammarMatcher::mask_words(sampler_->vocab_size()));
+    }
   }
   entry_states_.assign(plan.scheduled.size(), nullptr);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
@@ -161,6 +169,7 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     entry_states_[i] = &it->second;
   }
   STRATA_RETURN_IF_ERROR(runner_->execute(plan, logits_.data()));
+  const double sample_start = now_seconds();
   const auto& index = runner_->sample_plan_index();
   const size_t R = index.size();
   rows_.resize(R);
@@ -171,6 +180,16 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     rows_[r] = {&st.params, tokens.first(static_cast<size_t>(st.num_prompt_tokens)),
                 tokens.subspan(static_cast<size_t>(st.num_prompt_tokens)),
                 st.generator ? &*st.generator : nullptr};
+    if (st.matcher) {
+      // The sequence's token budget: max_tokens, and the model's length.
+      const int64_t num_out = static_cast<int64_t>(st.token_ids.size()) - st.num_prompt_tokens;
+      int64_t remaining =
+          config_.engine.scheduler.max_model_len - static_cast<int64_t>(st.token_ids.size());
+      if (st.params.max_tokens)
+        remaining = std::min<int64_t>(remaining, *st.params.max_tokens - num_out);
+      st.matcher->fill_next_token_mask(st.mask, remaining);
+      rows_[r].allowed_tokens = st.mask.data();
+    }
   }
   sampler_->sample(logits_.data(), rows_, samples_);
   output->entries.resize(plan.scheduled.size());
@@ -186,8 +205,21 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     if (e.has_logprobs) e.logprobs = samples_[r].logprobs;
   }
   STRATA_RETURN_IF_ERROR(compute_prompt_logprobs(plan, output));
+  output->forward_seconds = runner_->forward_seconds();
+  output->sample_seconds = now_seconds() - sample_start;
   // The sampled tokens join each request's history (penalties and min_tokens see them next step).
-  for (size_t r = 0; r < R; ++r) entry_states_[index[r]]->token_ids.push_back(samples_[r].token_id);
+  for (size_t r = 0; r < R; ++r) {
+    RequestState& st = *entry_states_[index[r]];
+    st.token_ids.push_back(samples_[r].token_id);
+    // The mask allowed only what the grammar accepts (all -inf rows aside, which argmax turns
+    // into token 0): a refusal ends the constraint rather than the engine.
+    if (st.matcher && !st.matcher->accept_token(samples_[r].token_id)) {
+      STRATA_LOG(WARNING) << "request " << plan.scheduled[index[r]].request_id << ": sampled token "
+                          << samples_[r].token_id
+                          << " is outside its grammar; the constraint is dropped";
+      st.matcher.reset();
+    }
+  }
   return ok_status();
 }
 

@@ -15,6 +15,7 @@
 #include "engine/engine_config.h"
 #include "engine/model_runner.h"
 #include "engine/step_io.h"
+#include "grammar/grammar.h"
 #include "kernels/backend.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
@@ -70,6 +71,8 @@ class Worker {
     sampling::SamplingParams params;
     std::optional<Rng> generator;
     bool wants_prompt_logprobs = false;
+    std::optional<grammar::GrammarMatcher> matcher;  // structured outputs
+    std::vector<uint64_t> mask;                      // its allowed tokens this step
   };
   Worker() = default;
   Status compute_prompt_logprobs(const sched::StepPlan& plan, StepOutput* output);

@@ -30,6 +30,7 @@
 namespace strata::grammar {
 
 struct GrammarIr;  // grammar/grammar_ir.h
+struct Automaton;  // grammar/automaton.h
 
 class Grammar {
  public:
@@ -50,11 +51,12 @@ class Grammar {
   std::string to_ebnf() const;
 
   const GrammarIr& ir() const { return *ir_; }
+  const Automaton& automaton() const { return *automaton_; }
 
  private:
-  explicit Grammar(std::unique_ptr<GrammarIr> ir);
+  Grammar(std::unique_ptr<GrammarIr> ir, std::unique_ptr<Automaton> automaton);
   std::unique_ptr<GrammarIr> ir_;
-  friend class GrammarBuilder;
+  std::unique_ptr<Automaton> automaton_;
 };
 
 // What the matcher needs of a tokenizer, built once (e.g. from strata::Tokenizer).
@@ -63,7 +65,7 @@ struct TokenVocabulary {
   // (byte-level BPE bytes, SentencePiece's U+2581 as a space, <0xNN> as the byte). Special tokens
   // and ids with no text hold "".
   std::vector<std::string> token_bytes;
-  std::vector<uint8_t> is_special;  // [num_tokens] never allowed inside a constraint
+  std::vector<uint8_t> is_special;     // [num_tokens] never allowed inside a constraint
   std::vector<int32_t> eos_token_ids;  // allowed once the grammar is complete (and only then)
   int64_t vocab_size = 0;  // the logits row; ids >= token_bytes.size() are never allowed
 };
@@ -79,10 +81,16 @@ class GrammarMatcher {
   GrammarMatcher& operator=(GrammarMatcher&&) noexcept;
 
   // Words of a vocab_size-bit mask: bit (id % 64) of word (id / 64) set = id allowed next.
-  static size_t mask_words(int64_t vocab_size) { return static_cast<size_t>((vocab_size + 63) / 64); }
+  static size_t mask_words(int64_t vocab_size) {
+    return static_cast<size_t>((vocab_size + 63) / 64);
+  }
+  static constexpr int64_t kUnlimited = INT64_MAX;
   // Fills `mask` (mask_words(vocab_size) words) with the tokens allowed next. EOS ids are set
   // when the grammar is complete here; when nothing else can follow, only they are.
-  void fill_next_token_mask(std::span<uint64_t> mask);
+  // `remaining_tokens` (the sequence's budget: max_tokens or the model length): when it comes
+  // close to the bytes still needed to finish, only tokens on a shortest completion are
+  // allowed, so a sequence cut by its budget still ends as a whole sentence when it can.
+  void fill_next_token_mask(std::span<uint64_t> mask, int64_t remaining_tokens = kUnlimited);
   // Advances by one token. False (and no change) when the token is not allowed here; EOS is
   // accepted only when complete and then terminates the matcher.
   bool accept_token(int32_t id);

@@ -1,8 +1,9 @@
 // exp_approx: the sampler's fast e^x (vectorizable: no libm call, selects instead of branches).
 // std::exp is its reference; vector_math_test.cpp checks the error bound.
 //
-// Internal linkage on purpose (static): vector_math_avx2.cpp compiles it with AVX2 enabled, and a
-// shared inline copy could otherwise be picked by the linker for code that runs without AVX2.
+// Internal linkage on purpose (static): vector_math_avx2.cpp and vector_math_avx512.cpp compile it
+// with AVX2 / AVX-512 enabled, and a shared inline copy could otherwise be picked by the linker for
+// code that runs without them.
 #pragma once
 
 #include <cstdint>

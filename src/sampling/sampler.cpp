@@ -2,17 +2,35 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/check.h"
 
 namespace strata::sampling {
 
 struct Sampler::Scratch {
+  std::vector<float> masked;  // [vocab] a row with the disallowed tokens at -inf
   std::vector<float> logits;  // [vocab] processed copy of a row
   PenaltyScratch penalty;
   TokenSelector selector;
   LogprobsComputer logprobs;
 };
+
+void apply_token_mask(const float* logits, const uint64_t* allowed, int64_t vocab_size,
+                      float* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t base = 0; base < vocab_size; base += 64) {
+    const uint64_t bits = allowed[base / 64];
+    const int64_t n = std::min<int64_t>(64, vocab_size - base);
+    if (bits == 0) {
+      std::fill(out + base, out + base + n, kNegInf);
+    } else if (bits == ~uint64_t{0}) {
+      std::memcpy(out + base, logits + base, sizeof(float) * n);
+    } else {
+      for (int64_t j = 0; j < n; ++j) out[base + j] = (bits >> j) & 1 ? logits[base + j] : kNegInf;
+    }
+  }
+}
 
 std::optional<Rng> make_generator(const SamplingParams& params) {
   if (!params.seed) return std::nullopt;
@@ -27,6 +45,7 @@ Sampler::Sampler(SamplerConfig config) : config_(std::move(config)), engine_rng_
   for (int t = 0; t < threads; ++t) {
     auto s = std::make_unique<Scratch>();
     s->logits.reserve(config_.vocab_size);
+    s->masked.reserve(config_.vocab_size);
     s->penalty.prepare(config_.vocab_size);
     s->selector.reserve(config_.vocab_size);
     s->logprobs.reserve(config_.vocab_size, kDefaultMaxLogprobs);
@@ -76,6 +95,11 @@ void Sampler::sample_row(const float* raw, const SamplingRow& row, double u, Scr
   const int64_t vocab = config_.vocab_size;
   const int64_t num_output = static_cast<int64_t>(row.output_token_ids.size());
 
+  if (row.allowed_tokens != nullptr) {
+    s.masked.resize(vocab);
+    apply_token_mask(raw, row.allowed_tokens, vocab, s.masked.data());
+    raw = s.masked.data();
+  }
   // Processors edit a copy; rows that need none are read in place.
   const float* x = raw;
   const bool bias = !p.logit_bias.empty();

@@ -44,6 +44,10 @@ struct SamplingRow {
   std::span<const int32_t> prompt_token_ids;  // for the repetition penalty
   std::span<const int32_t> output_token_ids;  // tokens generated so far (penalties, min_tokens)
   Rng* generator = nullptr;  // the request's own generator (seeded requests); null: the engine's
+  // Structured outputs: a vocab_size-bit mask (bit id % 64 of word id / 64) of the tokens allowed
+  // at this step; every other logit is -inf before anything else (logprobs included, as vLLM's
+  // grammar bitmask). Null: no constraint.
+  const uint64_t* allowed_tokens = nullptr;
 };
 
 struct SampleOutput {
@@ -51,6 +55,9 @@ struct SampleOutput {
   bool has_logprobs = false;  // true when params->logprobs is set
   TokenLogprobs logprobs;
 };
+
+// out[i] = allowed bit i set ? logits[i] : -inf, for i < vocab_size (the structured-output mask).
+void apply_token_mask(const float* logits, const uint64_t* allowed, int64_t vocab_size, float* out);
 
 // A seeded request's generator; std::nullopt when the request has no seed.
 std::optional<Rng> make_generator(const SamplingParams& params);

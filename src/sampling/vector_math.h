@@ -1,9 +1,11 @@
-// Row-wide float helpers for the sampler, vectorized (SSE2 everywhere, AVX2 when the CPU has it,
-// chosen at run time; both give bit-identical results). exp_approx (exp_approx.h) is the fast
-// exp; std::exp is its reference in the tests.
+// Row-wide float helpers for the sampler, vectorized: SSE2 everywhere (portable), AVX2 or
+// AVX-512 (F, BW, VL, DQ) when the CPU has them, chosen at run time. Every variant gives
+// bit-identical results, so seeded sampling picks the same tokens on every x86-64 machine.
+// exp_approx (exp_approx.h) is the fast exp; std::exp is its reference in the tests.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "sampling/exp_approx.h"
 
@@ -49,9 +51,21 @@ void keep_at_or_above(const float* x, int64_t n, float v, int64_t last_tie, floa
 // sum of w[begin, end) in double with a fixed association (four interleaved partial sums).
 double sum_range(const float* w, int64_t begin, int64_t end);
 
-// Whether the AVX2 versions run (the CPU has AVX2 and they were not disabled).
-bool vector_math_uses_avx2();
-// Tests: force the SSE2 versions (true) or allow AVX2 again (false).
-void vector_math_force_generic(bool force);
+// The builds of the loops above, slowest first. All give bit-identical results; they differ in
+// speed only.
+enum class VectorMathVariant { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+// "portable", "avx2", "avx512" (for logs and `strata bench sampler`).
+const char* vector_math_variant_name(VectorMathVariant v);
+// Whether this CPU runs `v` (cpuid; portable always).
+bool vector_math_supported(VectorMathVariant v);
+// The variant in use: the fastest one this CPU supports that is no faster than the cap.
+VectorMathVariant vector_math_variant();
+// Caps the variant (process-wide; kAvx512, the default, is no cap). Tests use it to run each
+// variant; the engine passes its --kernels choice (vector_math_variant_for_kernels), so
+// `--kernels avx2` also keeps the sampler on AVX2 and `--kernels portable` on SSE2.
+void vector_math_limit(VectorMathVariant max);
+// The cap matching a kernel variant name (kernels/backend.h): reference and portable -> portable,
+// avx2 -> avx2, anything else (auto, avx512, avx512_bf16, ...) -> no cap.
+VectorMathVariant vector_math_variant_for_kernels(std::string_view kernels);
 
 }  // namespace strata::sampling

@@ -1,10 +1,12 @@
-// The loop bodies behind vector_math.h, compiled twice: by vector_math.cpp for any x86-64 (SSE2)
-// and by vector_math_avx2.cpp with AVX2. Both builds disable FP contraction, and every loop keeps
-// a fixed association, so the two give bit-identical results (checked in vector_math_test.cpp):
-// a seeded request samples the same tokens on every machine.
+// The loop bodies behind vector_math.h, compiled three times: by vector_math.cpp for any x86-64
+// (SSE2), by vector_math_avx2.cpp with AVX2 and by vector_math_avx512.cpp with AVX-512. Every
+// build disables FP contraction, and every loop keeps a fixed association (the reductions' lane
+// counts below are part of the result, so a wider build keeps them), so the three give
+// bit-identical results (checked in vector_math_test.cpp): a seeded request samples the same
+// tokens on every machine.
 //
-// Internal linkage (static) and no standard-library templates, so nothing compiled with AVX2 can
-// leak into code that runs without it. Include only from those two files.
+// Internal linkage (static) and no standard-library templates, so nothing compiled with AVX2 or
+// AVX-512 can leak into code that runs without it. Include only from those three files.
 #pragma once
 
 #include <cstdint>

@@ -143,6 +143,7 @@ class Scheduler {
   struct PrefillSlots {
     int64_t partial = 0;
     int64_t long_partial = 0;
+    int64_t prompt_tokens_left = INT64_MAX;  // max_prefill_tokens_with_decode's share left
   };
 
   Scheduler(const SchedulerConfig& config, const kv::CacheConfig& cache_config,

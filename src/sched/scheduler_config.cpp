@@ -29,6 +29,10 @@ Status validate_except_model_len(const SchedulerConfig& c) {
     return invalid_argument("--long-prefill-token-threshold must be 0 (off) or positive, got " +
                             std::to_string(c.long_prefill_token_threshold));
   }
+  if (c.max_prefill_tokens_with_decode < 0) {
+    return invalid_argument("--max-prefill-tokens-with-decode must be 0 (off) or positive, got " +
+                            std::to_string(c.max_prefill_tokens_with_decode));
+  }
   if (c.max_num_partial_prefills < 1) {
     return invalid_argument("--max-num-partial-prefills must be at least 1, got " +
                             std::to_string(c.max_num_partial_prefills));
@@ -140,6 +144,11 @@ void add_scheduler_options(OptionSet& options) {
                   "cap on one request's tokens per step; prefills with more left are 'long' "
                   "(0: no cap, or 4% of --max-model-len when --max-num-partial-prefills > 1)",
                   kGroup);
+  options.add_int("max-prefill-tokens-with-decode", 256,
+                  "while requests are decoding, prompt tokens per step at most (all prefills "
+                  "together; 0: no cap): keeps decodes flowing and lets prompts that arrive "
+                  "together finish one after another",
+                  kGroup);
   options.add_int("max-num-partial-prefills", 1,
                   "requests whose prompt is being prefilled across steps, at most", kGroup);
   options.add_int("max-long-partial-prefills", 1,
@@ -157,6 +166,7 @@ Result<SchedulerConfig> scheduler_config_from_args(const Args& args) {
   c.long_prefill_token_threshold = args.get_int("long-prefill-token-threshold");
   c.max_num_partial_prefills = args.get_int("max-num-partial-prefills");
   c.max_long_partial_prefills = args.get_int("max-long-partial-prefills");
+  c.max_prefill_tokens_with_decode = args.get_int("max-prefill-tokens-with-decode");
   STRATA_RETURN_IF_ERROR(validate_except_model_len(c));
   return c;
 }

@@ -22,6 +22,11 @@ struct SchedulerConfig {
   int64_t long_prefill_token_threshold = 0;
   int64_t max_num_partial_prefills = 1;   // requests whose prefill spans steps, at most
   int64_t max_long_partial_prefills = 1;  // of which long ones, at most
+  // > 0: while some request is decoding, a step runs at most this many prompt tokens (all
+  // prefills together), so decodes are not held up behind big prefill steps and prompts that
+  // arrive together get their first tokens one after another instead of all at the end of one
+  // long step. A lone prompt still uses the whole max_num_batched_tokens. 0: no cap.
+  int64_t max_prefill_tokens_with_decode = 0;
 
   // Ok, or an invalid-argument status naming the option. Requires max_model_len > 0.
   Status validate() const;

@@ -15,6 +15,14 @@ StepPlan Scheduler::schedule() {
   preempt_paused_prefills(&plan);
   int64_t budget = config_.max_num_batched_tokens;
   PrefillSlots slots;
+  if (config_.max_prefill_tokens_with_decode > 0) {
+    for (const Request* r : running_) {
+      if (!r->paused_ && r->num_tokens() - r->num_computed_tokens_ == 1) {  // decoding
+        slots.prompt_tokens_left = config_.max_prefill_tokens_with_decode;
+        break;
+      }
+    }
+  }
   schedule_running(&plan, &budget, &slots);
   schedule_waiting(&plan, &budget, &slots);
   plan.total_num_scheduled_tokens = config_.max_num_batched_tokens - budget;
@@ -111,7 +119,11 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
     r->num_scheduled_tokens_ = 0;  // a plan never given to update() is simply replaced
     if (r->paused_) continue;      // decoding (P2): needs no prefill slot
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens_;
-    const int64_t n = chunk_size(remaining, *budget);
+    int64_t n = chunk_size(remaining, *budget);
+    if (remaining > 1) {  // prompt tokens (a prefill, or a recompute after preemption)
+      n = std::min(n, slots->prompt_tokens_left);
+      slots->prompt_tokens_left -= n;
+    }
     if (n < remaining && remaining > 1) {  // still prefilling after this step: keeps its slot
       ++slots->partial;
       if (is_long(remaining)) ++slots->long_partial;
@@ -176,7 +188,7 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
   }
   bool older_seen = false;  // an unpaused waiting request before `it` (passed over or admitted)
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (*budget <= 0) return;
+    if (*budget <= 0 || slots->prompt_tokens_left <= 0) return;
     Request* w = *it;
     if (w->paused_) {
       ++it;
@@ -203,7 +215,7 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
       hit = kv_.get_computed_blocks(w->block_hashes_, w->num_tokens());
     }
     const int64_t remaining = w->num_tokens() - hit.num_tokens;
-    const int64_t n = chunk_size(remaining, *budget);
+    const int64_t n = std::min(chunk_size(remaining, *budget), slots->prompt_tokens_left);
     const bool partial = n < remaining && remaining > 1;
     if (partial &&
         (slots->partial >= config_.max_num_partial_prefills ||
@@ -232,6 +244,7 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
     insert_running(w);
     add_entry(plan, w, n, kv_.block_table(seq(*w)), /*new_table=*/true);
     *budget -= n;
+    slots->prompt_tokens_left -= n;
     older_seen = true;
     if (partial) {
       ++slots->partial;

@@ -9,6 +9,7 @@
 #include "server/request_common.h"
 #include "server/tool_parsers.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/deepseek_v4_encoding.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {
@@ -262,6 +263,39 @@ void read_tool_fields(JsonFields& f, const ParseContext& ctx, const OrderedJson*
   }
 }
 
+// --tokenizer-mode deepseek_v4: the prompt from the DeepSeek-V4 encoder instead of a template.
+// Thinking and effort come from chat_template_kwargs and the request's reasoning_effort and
+// thinking ({"type": ...}) fields.
+ApiResult<std::string> deepseek_v4_prompt(const OrderedJson& body, const OrderedJson& messages,
+                                          const OrderedJson* tools, const OrderedJson* kwargs,
+                                          bool add_generation_prompt, bool continue_final) {
+  auto field = [&](const char* name) -> const OrderedJson* {
+    auto it = body.find(name);
+    return it == body.end() ? nullptr : &*it;
+  };
+  auto mode = deepseek_v4_mode(kwargs, field("reasoning_effort"), field("thinking"));
+  if (!mode.ok()) {
+    const std::string& msg = mode.status().message();
+    const char* param = msg.rfind("reasoning_effort", 0) == 0 ? "reasoning_effort"
+                        : msg.rfind("thinking", 0) == 0       ? "thinking"
+                                                              : "chat_template_kwargs";
+    return ApiError{400, msg, param};
+  }
+  DeepseekV4Inputs in;
+  in.messages = &messages;
+  in.tools = tools;
+  in.mode = *mode;
+  in.add_generation_prompt = add_generation_prompt;
+  in.continue_final_message = continue_final;
+  auto prompt = encode_deepseek_v4(in);
+  if (!prompt.ok()) {
+    const std::string& msg = prompt.status().message();
+    return ApiError{400, "DeepSeek-V4 chat encoding: " + msg,
+                    msg.rfind("tools", 0) == 0 ? "tools" : "messages"};
+  }
+  return std::move(prompt).value();
+}
+
 }  // namespace
 
 ContentFormat detect_content_format(const std::string& src) {
@@ -322,9 +356,11 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
   if (f.failed()) return f.error();
   if (r.chat_output.tool_choice == ToolChoice::kNone && ctx.exclude_tools_when_tool_choice_none)
     tools = nullptr;
-  // reasoning_effort reaches the template as a variable (DeepSeek-V4, gpt-oss style templates).
+  // reasoning_effort reaches a Jinja template as a variable (gpt-oss style templates); the
+  // DeepSeek-V4 encoder reads and checks it itself.
   OrderedJson merged_kwargs;
-  if (auto effort = f.string("reasoning_effort")) {
+  const OrderedJson* template_kwargs = kwargs;
+  if (auto effort = ctx.deepseek_v4_encoding ? std::nullopt : f.string("reasoning_effort")) {
     static const char* const kEfforts[] = {"none", "minimal", "low", "medium",
                                            "high", "xhigh",   "max"};
     if (std::find_if(std::begin(kEfforts), std::end(kEfforts),
@@ -335,7 +371,7 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
                  *effort + "'");
     merged_kwargs = kwargs ? *kwargs : OrderedJson::object();
     if (!merged_kwargs.contains("reasoning_effort")) merged_kwargs["reasoning_effort"] = *effort;
-    kwargs = &merged_kwargs;
+    template_kwargs = &merged_kwargs;
   }
   const OrderedJson* documents = f.raw("documents");
   if (documents != nullptr && !documents->is_array())
@@ -345,28 +381,40 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
   const OrderedJson* messages_in = f.raw("messages");
   if (messages_in == nullptr) return ApiError{400, "messages is required", "messages"};
   OrderedJson messages;
-  if (!normalize_messages(*messages_in, ctx.content_format, &messages, f)) return f.error();
-  if (ctx.chat_template == nullptr) return ApiError{400, ctx.chat_template_error, "messages"};
+  const ContentFormat format =
+      ctx.deepseek_v4_encoding ? ContentFormat::kString : ctx.content_format;
+  if (!normalize_messages(*messages_in, format, &messages, f)) return f.error();
+  if (ctx.chat_template == nullptr && !ctx.deepseek_v4_encoding)
+    return ApiError{400, ctx.chat_template_error, "messages"};
   if (ctx.tokenizer == nullptr)
     return ApiError{400, "this model has no tokenizer, so chat requests cannot be served",
                     "messages"};
-  OrderedJson as_sent = messages;
-  const bool changed = postprocess_messages(&messages);
-  ChatTemplateInputs in;
-  in.messages = &messages;
-  in.tools = tools;
-  in.documents = documents;
-  in.add_generation_prompt = add_generation_prompt;
-  in.continue_final_message = continue_final;
-  in.extra_kwargs = kwargs;
-  auto prompt = ctx.chat_template->render(in);
-  if (!prompt.ok() && changed) {
-    // Some templates (DeepSeek V3/V3.1's own) join the arguments as text: give them the text.
-    in.messages = &as_sent;
-    auto retry = ctx.chat_template->render(in);
-    if (retry.ok()) prompt = std::move(retry);
+  Result<std::string> prompt = std::string();
+  if (ctx.deepseek_v4_encoding) {
+    auto p = deepseek_v4_prompt(j, messages, tools, kwargs, add_generation_prompt, continue_final);
+    if (!p.ok()) return p.error();
+    prompt = std::move(p).value();
+    add_special = false;  // the BOS is in the text (vLLM encodes with add_special_tokens=False)
+  } else {
+    OrderedJson templated = messages;
+    const bool changed = postprocess_messages(&templated);
+    ChatTemplateInputs in;
+    in.messages = &templated;
+    in.tools = tools;
+    in.documents = documents;
+    in.add_generation_prompt = add_generation_prompt;
+    in.continue_final_message = continue_final;
+    in.extra_kwargs = template_kwargs;
+    prompt = ctx.chat_template->render(in);
+    if (!prompt.ok() && changed) {
+      // Some templates (DeepSeek V3/V3.1's own) join the arguments as text: give them the text.
+      in.messages = &messages;
+      auto retry = ctx.chat_template->render(in);
+      if (retry.ok()) prompt = std::move(retry);
+    }
+    if (!prompt.ok())
+      return ApiError{400, "chat template: " + prompt.status().message(), "messages"};
   }
-  if (!prompt.ok()) return ApiError{400, "chat template: " + prompt.status().message(), "messages"};
   auto ids = ctx.tokenizer->encode(*prompt, add_special);
   if (!ids.ok()) return ApiError{400, ids.status().message(), "messages"};
   r.prompts.push_back({std::move(ids).value(), std::move(prompt).value()});

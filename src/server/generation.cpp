@@ -118,6 +118,7 @@ bool Generation::submit() {
     er.priority = request_.priority;
     er.cache_salt = request_.cache_salt;
     er.arrival_time = arrival_;
+    er.constraint = request_.constraint;
     const std::string engine_id = er.request_id;
     std::string param;  // the field at fault, as the engine names it
     auto stream = state_->engine->submit(std::move(er), &param);

@@ -6,6 +6,7 @@
 #include "core/options.h"
 #include "core/strings.h"
 #include "server/request_common.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {
@@ -113,18 +114,7 @@ void read_common_fields(JsonFields& f, const ParseContext& ctx, GenerationReques
   }
   r->return_tokens_as_token_ids = ctx.return_tokens_as_token_ids;
   if (auto v = f.boolean("return_tokens_as_token_ids")) r->return_tokens_as_token_ids = *v;
-  if (const OrderedJson* rf = f.object("response_format")) {
-    auto t = rf->find("type");
-    std::string type = (t != rf->end() && t->is_string()) ? t->get<std::string>() : "";
-    if (type != "text")
-      f.fail("response_format", "response_format type '" + type +
-                                    "' is not supported yet (structured outputs are not built); "
-                                    "only {\"type\": \"text\"} is accepted");
-  }
-  for (const char* guided : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
-    if (f.has(guided))
-      f.fail(guided, std::string(guided) + " is not supported yet (guided decoding is not built)");
-  }
+  read_structured_output(f, r);
 }
 
 void check_fan_out(JsonFields& f, const ParseContext& ctx, int n, size_t num_prompts) {
@@ -240,6 +230,18 @@ ApiResult<GenerationRequest> parse_completion_request(const std::string& body,
   if (r.echo && r.logprobs)
     r.params.prompt_logprobs = std::max(r.params.prompt_logprobs.value_or(0), *r.logprobs);
   return r;
+}
+
+std::optional<ApiError> attach_constraint(const ParseContext& ctx, GenerationRequest* r) {
+  if (r->structured.kind == StructuredOutput::Kind::kNone) return std::nullopt;
+  if (ctx.constraints == nullptr) {
+    return ApiError{400, "structured outputs need the model's tokenizer, and this server has none",
+                    r->structured.param};
+  }
+  auto c = ctx.constraints->compile(r->structured);
+  if (!c.ok()) return c.error();
+  r->constraint = c.value();
+  return std::nullopt;
 }
 
 ApiResult<TokenizeRequest> parse_tokenize_request(const std::string& body,

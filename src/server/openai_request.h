@@ -24,7 +24,13 @@ class Tokenizer;
 class ChatTemplate;
 }  // namespace strata
 
+namespace strata::grammar {
+class CompiledGrammar;
+}
+
 namespace strata::server {
+
+class ConstraintCompiler;
 
 // A value or the error to answer with.
 template <typename T>
@@ -105,6 +111,8 @@ struct GenerationRequest {
   std::string cache_salt;
   std::string echo_text;  // chat echo: the final message's content to prepend
   StructuredOutput structured;
+  // `structured` compiled (attach_constraint); null when unconstrained.
+  std::shared_ptr<const grammar::CompiledGrammar> constraint;
   ChatOutputOptions chat_output;  // chat only
 };
 
@@ -124,11 +132,15 @@ struct ParseContext {
   const Tokenizer* tokenizer = nullptr;         // null: text prompts are rejected
   const ChatTemplate* chat_template = nullptr;  // null: chat requests are rejected
   std::string chat_template_error;              // why there is none (shown to clients)
+  // --tokenizer-mode deepseek_v4: chat prompts come from encode_deepseek_v4 (no template needed)
+  // and are tokenized without added special tokens.
+  bool deepseek_v4_encoding = false;
   ContentFormat content_format = ContentFormat::kString;
   sampling::SamplingParams defaults;  // generation_config.json defaults
   std::string response_role = "assistant";
-  bool return_tokens_as_token_ids = false;  // server default (--return-tokens-as-token-ids)
-  int max_n = 256;                          // largest n (and prompts x n) per request
+  bool return_tokens_as_token_ids = false;    // server default (--return-tokens-as-token-ids)
+  int max_n = 256;                            // largest n (and prompts x n) per request
+  ConstraintCompiler* constraints = nullptr;  // null: no tokenizer, structured outputs refused
   // --enable-auto-tool-choice, --tool-call-parser, --reasoning-parser and
   // --exclude-tools-when-tool-choice-none.
   bool enable_auto_tool_choice = false;
@@ -140,6 +152,9 @@ struct ParseContext {
 ApiResult<GenerationRequest> parse_completion_request(const std::string& body,
                                                       const ParseContext& ctx);
 ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const ParseContext& ctx);
+// Compiles r->structured into r->constraint (ctx.constraints' cache); the 400 to answer when
+// the constraint is invalid or unsupported. Run after parsing, off the event loop.
+std::optional<ApiError> attach_constraint(const ParseContext& ctx, GenerationRequest* r);
 
 struct TokenizeRequest {
   std::string model;

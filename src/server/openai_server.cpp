@@ -1,5 +1,7 @@
 #include "server/openai_server.h"
 
+#include "grammar/vocabulary.h"
+
 #include <algorithm>
 #include <thread>
 
@@ -39,6 +41,8 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
     st.chat_template = std::make_shared<const ChatTemplate>(std::move(tmpl).value());
   } else if (!st.config.chat_template.empty()) {
     return tmpl.status().with_context("--chat-template");
+  } else if (st.config.tokenizer_mode == "deepseek_v4") {
+    // No template needed: chat prompts come from the DeepSeek-V4 encoder.
   } else {
     st.parse.chat_template_error =
         "this model has no chat template, so /v1/chat/completions cannot be served; start the "
@@ -47,7 +51,7 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
     STRATA_LOG(WARNING) << "no chat template: " << tmpl.status().message()
                         << "; chat requests will be refused (use --chat-template)";
   }
-  if (st.chat_template) {
+  if (st.chat_template && st.config.tokenizer_mode != "deepseek_v4") {
     const std::string& fmt = st.config.chat_template_content_format;
     st.parse.content_format = fmt == "openai"   ? ContentFormat::kOpenAi
                               : fmt == "string" ? ContentFormat::kString
@@ -56,6 +60,15 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
     if (fmt == "auto")
       STRATA_LOG(INFO) << "Chat template content format: '" << name
                        << "' (detected; --chat-template-content-format overrides it)";
+  }
+  st.parse.deepseek_v4_encoding = st.config.tokenizer_mode == "deepseek_v4";
+  if (st.parse.deepseek_v4_encoding)
+    STRATA_LOG(INFO) << "Chat prompts: DeepSeek-V4 encoding (--tokenizer-mode deepseek_v4); no "
+                        "chat template is used";
+  if (st.tokenizer) {
+    st.constraints = std::make_unique<ConstraintCompiler>(
+        grammar::make_token_vocabulary(*st.tokenizer, eng.vocab_size, eng.eos_token_ids));
+    st.parse.constraints = st.constraints.get();
   }
   st.parse.tokenizer = st.tokenizer.get();
   st.parse.chat_template = st.chat_template.get();

@@ -160,9 +160,12 @@ void Routes::generate(ApiKind kind, net::HttpRequest req, net::ResponseWriter w)
   ServerState* state = st;
   run_off_loop(
       st, size,
-      [kind, ctx, body = std::move(req.body)] {
-        return kind == ApiKind::kChat ? parse_chat_request(body, *ctx)
-                                      : parse_completion_request(body, *ctx);
+      [kind, ctx, body = std::move(req.body)]() -> ApiResult<GenerationRequest> {
+        auto r = kind == ApiKind::kChat ? parse_chat_request(body, *ctx)
+                                        : parse_completion_request(body, *ctx);
+        if (!r.ok()) return r;
+        if (auto e = attach_constraint(*ctx, &r.value())) return *e;
+        return r;
       },
       [state, w, arrival](ApiResult<GenerationRequest> parsed) mutable {
         start_generation(state, std::move(parsed), std::move(w), arrival);

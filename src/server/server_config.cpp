@@ -34,7 +34,6 @@ constexpr Ignored kIgnored[] = {
     {"revision", true, "Strata loads local model directories only"},
     {"code-revision", true, "Strata loads local model directories only"},
     {"tokenizer-revision", true, "Strata loads local model directories only"},
-    {"tokenizer-mode", true, "Strata has one tokenizer implementation"},
     {"config-format", true, "config.json (or GGUF metadata) is always read"},
     {"model-impl", true, "Strata has its own model implementations"},
     {"max-seq-len-to-capture", true, "there are no CUDA graphs on the CPU backend"},
@@ -132,6 +131,11 @@ void add_server_options(OptionSet& o) {
                "one string), openai (a list of {type, text} parts), or auto (openai when the "
                "template loops over message content)",
                kGroup);
+  o.add_string("tokenizer-mode", "auto",
+               "auto, hf or slow: the model's tokenizer and chat template (Strata has one "
+               "tokenizer implementation); deepseek_v4: chat prompts from the DeepSeek-V4 "
+               "encoder instead of a chat template (DeepSeek-V4 ships none)",
+               kGroup);
   o.add_string("response-role", "assistant", "role of the generated chat message", kGroup);
   o.add_int("max-log-len", -1,
             "prompt characters (or token ids) shown in request log lines (-1: all)", kGroup);
@@ -228,6 +232,14 @@ Result<ServerConfig> server_config_from_args(const Args& args, std::vector<std::
   if (fmt != "auto" && fmt != "string" && fmt != "openai")
     return invalid_argument("--chat-template-content-format must be auto, string or openai, got '" +
                             fmt + "'");
+  c.tokenizer_mode = args.get("tokenizer-mode");
+  if (c.tokenizer_mode != "auto" && c.tokenizer_mode != "hf" && c.tokenizer_mode != "slow" &&
+      c.tokenizer_mode != "deepseek_v4") {
+    warnings->push_back("--tokenizer-mode " + c.tokenizer_mode +
+                        " is accepted but has no effect: Strata's modes are auto (= hf, slow) "
+                        "and deepseek_v4; using the model's tokenizer and chat template");
+    c.tokenizer_mode = "auto";
+  }
   c.response_role = args.get("response-role");
   if (c.response_role.empty()) return invalid_argument("--response-role cannot be empty");
   c.max_log_len = args.get_int("max-log-len");

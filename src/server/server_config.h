@@ -22,6 +22,9 @@ struct ServerConfig {
   std::string chat_template;  // file or inline template; empty: the model's
   // --chat-template-content-format: auto (detected from the template), string or openai.
   std::string chat_template_content_format = "auto";
+  // --tokenizer-mode: "auto" (also for hf/slow) or "deepseek_v4" (chat prompts from the
+  // DeepSeek-V4 encoder, tokenizer/deepseek_v4_encoding.h, instead of a chat template).
+  std::string tokenizer_mode = "auto";
   std::string response_role = "assistant";
   int64_t max_log_len = -1;        // prompt characters / ids in request logs; < 0: all
   double log_stats_interval = 10;  // seconds between stats lines; <= 0: never

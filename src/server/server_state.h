@@ -15,6 +15,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/server_config.h"
+#include "server/structured_output.h"
 
 namespace strata::server {
 
@@ -35,6 +36,7 @@ struct ServerState {
   std::shared_ptr<const Tokenizer> tokenizer;         // may be null
   std::shared_ptr<const ChatTemplate> chat_template;  // may be null
   ParseContext parse;                                 // points into the two above
+  std::unique_ptr<ConstraintCompiler> constraints;    // structured outputs (with a tokenizer)
   int64_t max_model_len = 0;
   int32_t vocab_size = 0;
   bool priority_scheduling = false;

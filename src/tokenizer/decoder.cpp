@@ -26,7 +26,8 @@ Tokens byte_level(Tokens tokens) {
   return {utf8_lossy(bytes)};
 }
 
-// "<0x41>" -> 0x41, or -1.
+}  // namespace
+
 int byte_token_value(const std::string& t) {
   if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return -1;
   auto hex = [](char c) {
@@ -38,6 +39,8 @@ int byte_token_value(const std::string& t) {
   int hi = hex(t[3]), lo = hex(t[4]);
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
+
+namespace {
 
 Tokens byte_fallback(Tokens tokens) {
   Tokens out;
@@ -154,6 +157,13 @@ Tokens wordpiece(Tokens tokens, const DecoderStep& step) {
 }
 
 }  // namespace
+
+bool Decoder::has_step(DecoderStep::Kind kind) const {
+  for (const auto& step : steps_) {
+    if (step.kind == kind) return true;
+  }
+  return false;
+}
 
 std::string Decoder::decode(std::vector<std::string> tokens) const {
   if (steps_.empty()) {

@@ -25,6 +25,9 @@ struct DecoderStep {
   bool cleanup = true;
 };
 
+// "<0x41>" -> 0x41 (a SentencePiece byte-fallback piece), or -1.
+int byte_token_value(const std::string& piece);
+
 class Decoder {
  public:
   void add(DecoderStep step) { steps_.push_back(std::move(step)); }
@@ -33,6 +36,7 @@ class Decoder {
   bool is_byte_level_only() const {
     return steps_.size() == 1 && steps_[0].kind == DecoderStep::Kind::kByteLevel;
   }
+  bool has_step(DecoderStep::Kind kind) const;
   // Decodes `tokens` (consumed) into text. Without steps the pieces are joined with spaces.
   std::string decode(std::vector<std::string> tokens) const;
 

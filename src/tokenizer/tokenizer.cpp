@@ -190,6 +190,23 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return clean_up_tokenization_spaces ? clean_up_tokenization(std::move(text)) : text;
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const TokenizerImpl& m = *impl_;
+  if (id < 0 || id >= m.vocab_size) return "";
+  if (m.byte_level_decode) return m.decoded_bytes[id];
+  const std::string& piece = m.pieces[id];
+  if (m.special[id]) return piece;
+  const tok::Decoder& decoder = m.parts.decoder;
+  if (decoder.has_step(tok::DecoderStep::Kind::kByteFallback)) {
+    int b = tok::byte_token_value(piece);
+    if (b >= 0) return std::string(1, static_cast<char>(b));
+  }
+  // Decoded after an anchor token, so that steps which treat the first token specially (a
+  // leading space stripped) see this one in the middle of a text.
+  std::string text = decoder.decode({"a", piece});
+  return !text.empty() && text[0] == 'a' ? text.substr(1) : text;
+}
+
 int32_t Tokenizer::vocab_size() const {
   return impl_->vocab_size;
 }

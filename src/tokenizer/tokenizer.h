@@ -67,6 +67,11 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens,
                      bool clean_up_tokenization_spaces) const;
 
+  // The raw bytes `id` adds to the decoded text when it follows other text (no U+FFFD
+  // replacement: a byte-fallback or byte-level token may hold part of a UTF-8 character). For
+  // constrained decoding. Special tokens give their content; unknown ids "".
+  std::string token_bytes(int32_t id) const;
+
   int32_t vocab_size() const;  // one past the largest id, added tokens included
   std::optional<int32_t> bos_token_id() const;
   std::optional<int32_t> eos_token_id() const;

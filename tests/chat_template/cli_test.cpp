@@ -75,5 +75,36 @@ TEST(ChatTemplateCli, ErrorsAreClearAndExitNonZero) {
   EXPECT_NE(no_messages.out.find("--messages FILE is required"), std::string::npos);
 }
 
+// --tokenizer-mode deepseek_v4: the DeepSeek-V4 encoder, no model directory needed.
+TEST(ChatTemplateCli, DeepseekV4Encoding) {
+  std::string dir = temp_dir();
+  ASSERT_TRUE(write_file(dir + "/chat.json",
+                         R"({"messages": [{"role": "user", "content": "Q1"},
+                             {"role": "assistant", "reasoning_content": "r", "content": "A1"},
+                             {"role": "user", "content": "Q2"}]})")
+                  .ok());
+  const std::string base = "chat-template --tokenizer-mode deepseek_v4 --messages " + dir +
+                           "/chat.json --add-generation-prompt";
+  CliRun think = run_strata(base, true);
+  EXPECT_EQ(think.code, 0) << think.err;
+  EXPECT_EQ(think.out,
+            "<｜begin▁of▁sentence｜><｜User｜>Q1<｜Assistant｜></think>A1<｜end▁of▁sentence｜>"
+            "<｜User｜>Q2<｜Assistant｜><think>");
+  CliRun chat = run_strata(base + " --kwargs '{\"thinking\": false}'", true);
+  EXPECT_EQ(chat.code, 0) << chat.err;
+  const std::string chat_tail = "<｜User｜>Q2<｜Assistant｜></think>";
+  ASSERT_GE(chat.out.size(), chat_tail.size());
+  EXPECT_EQ(chat.out.substr(chat.out.size() - chat_tail.size()), chat_tail);
+  CliRun max = run_strata(base + " --reasoning-effort max", true);
+  EXPECT_EQ(max.code, 0) << max.err;
+  EXPECT_EQ(max.out.rfind("<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum", 0), 0u);
+
+  ASSERT_TRUE(write_file(dir + "/bad.json", R"([{"role": "assistant", "tool_calls": [1]}])").ok());
+  CliRun bad =
+      run_strata("chat-template --tokenizer-mode deepseek_v4 --messages " + dir + "/bad.json");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("messages[0].tool_calls[0]"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace strata

@@ -333,6 +333,8 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   out.entries[0].logprobs.chosen.logprob = -0.25f;
   out.entries[0].logprobs.top.push_back(out.entries[0].logprobs.chosen);
   out.entries[1].prompt_logprobs.resize(2);
+  out.forward_seconds = 0.125;
+  out.sample_seconds = 0.0625;
   const std::string ob = engine::encode_step_output(out);
   auto oback = engine::decode_step_output(ob);
   ASSERT_TRUE(oback.ok()) << oback.status().to_string();
@@ -340,6 +342,8 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   EXPECT_EQ(oback->entries[0].token_id, 42);
   EXPECT_EQ(oback->entries[0].logprobs, out.entries[0].logprobs);
   EXPECT_EQ(oback->entries[1].prompt_logprobs.size(), 2u);
+  EXPECT_EQ(oback->forward_seconds, 0.125);
+  EXPECT_EQ(oback->sample_seconds, 0.0625);
   for (size_t len = 0; len < ob.size(); ++len)
     EXPECT_FALSE(engine::decode_step_output(ob.substr(0, len)).ok()) << "truncated to " << len;
 }

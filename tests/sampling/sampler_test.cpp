@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -74,6 +75,46 @@ TEST(SamplerTest, GreedyPicksArgmaxWithTiesToLowestId) {
   sampler.sample(x.data(), {&row, 1}, {&out, 1});
   EXPECT_EQ(out.token_id, 1);
   EXPECT_FALSE(out.has_logprobs);
+}
+
+TEST(SamplerTest, TokenMaskRestrictsTheRowAndItsLogprobs) {
+  constexpr int64_t kV = 130;  // three mask words, the last partial
+  Sampler sampler({.vocab_size = kV});
+  const auto x = step_logits(5, 0, kV);
+  std::vector<uint64_t> mask(3, 0);
+  const std::vector<int32_t> allowed = {3, 64, 77, 129};
+  for (int32_t id : allowed) mask[id / 64] |= uint64_t{1} << (id % 64);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.logprobs = 5;
+  SamplingParams random = random_params(17);
+  random.logprobs = 5;
+  for (const SamplingParams* p : {&greedy, &random}) {
+    Rng gen(17);
+    SamplingRow masked{p, {}, {}, &gen};
+    masked.allowed_tokens = mask.data();
+    SampleOutput out;
+    sampler.sample(x.data(), {&masked, 1}, {&out, 1});
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), out.token_id), allowed.end());
+    if (p == &greedy) {
+      int32_t best = allowed[0];
+      for (int32_t id : allowed) best = x[id] > x[best] ? id : best;
+      EXPECT_EQ(out.token_id, best);
+    }
+    // Logprobs are those of the masked row: the allowed tokens share all the probability.
+    int finite = 0;
+    for (const auto& alt : out.logprobs.top) finite += std::isfinite(alt.logprob) ? 1 : 0;
+    EXPECT_EQ(finite, 4);
+    double total = 0;
+    for (const auto& alt : out.logprobs.top)
+      total += std::isfinite(alt.logprob) ? std::exp(alt.logprob) : 0.0;
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  }
+  // The same row unmasked is the plain argmax.
+  SamplingRow plain{&greedy};
+  SampleOutput out;
+  sampler.sample(x.data(), {&plain, 1}, {&out, 1});
+  EXPECT_EQ(out.token_id, std::max_element(x.begin(), x.end()) - x.begin());
 }
 
 TEST(SamplerTest, GreedyUsesProcessedLogits) {

@@ -60,6 +60,21 @@ TEST(SchedulerTest, TwoPartialSlotsLetTwoPromptsPrefillTogether) {
   EXPECT_EQ(traces[0], "A0+8[1,2,3,4,5] B0+4[6,7,8,9,10]");
 }
 
+TEST(SchedulerTest, PromptTokensAreCappedWhileRequestsDecode) {
+  Driver d({.max_num_batched_tokens = 32, .max_model_len = 128, .max_prefill_tokens_with_decode = 6},
+           {.block_size = 4}, 65);
+  // Alone, a prompt takes the whole step budget.
+  ASSERT_TRUE(d.add("A", prompt(20, 1), 4).ok());
+  EXPECT_EQ(d.step().trace, "A0+20[1,2,3,4,5]*");
+  // A decodes: prompts that arrive now share 6 prompt tokens per step. B (4 tokens) gets its
+  // first token from the first step, C the rest of the 6 and its first token one step later,
+  // rather than both waiting for one step of 9 prompt tokens.
+  ASSERT_TRUE(d.add("B", prompt(4, 100), 2).ok());
+  ASSERT_TRUE(d.add("C", prompt(5, 200), 2).ok());
+  EXPECT_EQ(d.step().trace, "A20+1+[6]* B0+4[7]* C0+2[8,9]");
+  EXPECT_EQ(d.step().trace, "A21+1+[]* B4+1+[10]* C2+3+[]* B=length");
+}
+
 TEST(SchedulerTest, PreemptsTheYoungestAndResumesFromThePrefixCache) {
   // 5 usable blocks of 2 tokens; admission keeps a 1-block watermark while others run.
   Driver d({.max_num_batched_tokens = 16, .max_model_len = 64}, {.block_size = 2}, 6);

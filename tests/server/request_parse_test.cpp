@@ -147,8 +147,20 @@ TEST_F(RequestParse, ErrorsNameTheField) {
        "stream_options", "include_usage must be a boolean"},
       {R"({"prompt": "x", "best_of": 3})", "best_of", "not supported"},
       {R"({"prompt": "x", "suffix": "y"})", "suffix", "not supported"},
-      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format",
-       "not supported yet"},
+      {R"({"prompt": "x", "response_format": {"type": "xml"}})", "response_format",
+       "must be 'text', 'json_object' or 'json_schema'"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema"}})", "response_format",
+       "json_schema must be an object"},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["b"]}})",
+       "structured_outputs", "exactly one of"},
+      {R"({"prompt": "x", "structured_outputs": {"json": 3}})", "structured_outputs",
+       "must be a JSON Schema"},
+      {R"({"prompt": "x", "structured_outputs": {"regexp": "a"}})", "structured_outputs",
+       "unknown structured_outputs field 'regexp'"},
+      {R"({"prompt": "x", "guided_choice": []})", "guided_choice", "non-empty array"},
+      {R"({"prompt": "x", "guided_json": "{not json"})", "guided_json", "not valid JSON"},
+      {R"({"prompt": "x", "guided_regex": "a", "response_format": {"type": "json_object"}})",
+       "guided_regex", "only one output constraint"},
       {R"({"prompt": "x", "seed": 1e40})", "seed", "must be an integer in"},
       {R"({"prompt": "x", "cache_salt": ""})", "cache_salt", "cannot be empty"},
       {R"({"prompt": "x", "model": 5})", "model", "must be a string"},
@@ -387,6 +399,80 @@ TEST_F(ChatParse, TokenizeMessages) {
   auto t = parse_tokenize_request(R"({"messages": [{"role": "user", "content": "Hi"}]})", ctx_);
   ASSERT_TRUE(t.ok()) << t.error().message;
   EXPECT_EQ(t.value().token_ids, *tok_->encode("<|user|>Hi<|eos|><|assistant|>", false));
+}
+
+// --tokenizer-mode deepseek_v4: no template needed; the DeepSeek-V4 encoder makes the prompt
+// (tools block, tool results as user turns, thinking from chat_template_kwargs) and it is
+// tokenized without added special tokens. The encoding itself is tested in
+// tests/tokenizer/deepseek_v4_encoding_test.cpp.
+TEST_F(RequestParse, DeepseekV4EncodingReplacesTheTemplate) {
+  ctx_.deepseek_v4_encoding = true;  // and ctx_.chat_template stays null
+  const std::string body = R"({"model": "m", "messages": [
+      {"role": "system", "content": "S"},
+      {"role": "user", "content": "Q"},
+      {"role": "assistant", "content": null, "reasoning_content": "hidden",
+       "tool_calls": [{"id": "c1", "type": "function",
+                       "function": {"name": "f", "arguments": "{\"a\": 1}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "R"}],
+      "chat_template_kwargs": {"thinking": false}})";
+  auto r = parse_chat_request(body, ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::string want =
+      "<｜begin▁of▁sentence｜>S<｜User｜>Q<｜Assistant｜></think>\n\n<｜DSML｜tool_calls>\n"
+      "<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"false\">1"
+      "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>"
+      "<｜User｜><tool_result>R</tool_result><｜Assistant｜></think>";
+  EXPECT_EQ(r.value().prompts[0].text, want);
+  EXPECT_EQ(r.value().prompts[0].token_ids, *tok_->encode(want, false));
+  // /tokenize with messages gives the same ids.
+  auto t = parse_tokenize_request(body, ctx_);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t.value().token_ids, *tok_->encode(want, false));
+
+  // Thinking is on by default; reasoning_effort max adds its paragraph, none turns thinking off.
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "Q"}]})", ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().prompts[0].text, "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><think>");
+  r = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "Q"}], "reasoning_effort": "max"})", ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().prompts[0].text.rfind("<｜begin▁of▁sentence｜>Reasoning Effort: Absolute "
+                                            "maximum",
+                                            0),
+            0u);
+  r = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "Q"}], "reasoning_effort": "none"})", ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().prompts[0].text, "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜></think>");
+  // Request tools: a "## Tools" block on the system message (tool_choice "none" still shows
+  // them; "auto" would need --enable-auto-tool-choice).
+  r = parse_chat_request(
+      R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}],
+          "tool_choice": "none",
+          "tools": [{"type": "function", "function": {"name": "get_time"}}]})",
+      ctx_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().prompts[0].text.rfind("<｜begin▁of▁sentence｜>S\n\n## Tools\n", 0), 0u);
+  EXPECT_NE(r.value().prompts[0].text.find("\n{\"name\": \"get_time\"}\n"), std::string::npos);
+
+  // Errors are 400s naming the field.
+  auto e = parse_chat_request(
+      R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function",
+          "function": {"name": "f", "arguments": "{oops"}}]}]})",
+      ctx_);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().status, 400);
+  EXPECT_EQ(e.error().param, "messages");
+  EXPECT_NE(e.error().message.find("messages[0].tool_calls[0].function.arguments"),
+            std::string::npos)
+      << e.error().message;
+  e = parse_chat_request(R"({"messages": [{"role": "ipython", "content": "x"}]})", ctx_);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("'ipython'"), std::string::npos) << e.error().message;
+  e = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "Q"}], "reasoning_effort": 3})", ctx_);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().param, "reasoning_effort");
 }
 
 TEST_F(RequestParse, TokenizeAndDetokenize) {

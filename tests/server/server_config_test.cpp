@@ -100,6 +100,27 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
   EXPECT_EQ(e->generation_config, "none");
 }
 
+TEST(ServerConfig, TokenizerMode) {
+  OptionSet o = serve_options();
+  std::vector<std::string> w;
+  auto args = o.parse({"m"});
+  ASSERT_TRUE(args.ok());
+  EXPECT_EQ(server_config_from_args(*args, &w)->tokenizer_mode, "auto");
+  args = o.parse({"m", "--tokenizer-mode", "deepseek_v4"});
+  ASSERT_TRUE(args.ok());
+  EXPECT_EQ(server_config_from_args(*args, &w)->tokenizer_mode, "deepseek_v4");
+  args = o.parse({"m", "--tokenizer-mode", "slow"});
+  ASSERT_TRUE(args.ok());
+  EXPECT_EQ(server_config_from_args(*args, &w)->tokenizer_mode, "slow");
+  EXPECT_TRUE(w.empty());
+  // A mode Strata does not have is accepted with one warning (vLLM command lines keep working).
+  args = o.parse({"m", "--tokenizer-mode", "mistral"});
+  ASSERT_TRUE(args.ok());
+  EXPECT_EQ(server_config_from_args(*args, &w)->tokenizer_mode, "auto");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].rfind("--tokenizer-mode mistral", 0), 0u) << w[0];
+}
+
 TEST(ServerConfig, UnknownFlagIsNamed) {
   OptionSet o = serve_options();
   auto args = o.parse({"m", "--max-num-seqz", "4"});

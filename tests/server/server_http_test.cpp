@@ -345,6 +345,44 @@ TEST(ServerHttpConfig, ApiKey) {
   EXPECT_EQ(h.get("/metrics").status, 200);
 }
 
+// --tokenizer-mode deepseek_v4 on the tiny model: /tokenize with messages gives the ids of the
+// encoder's prompt string (tokenized without added special tokens), chat completions run on it,
+// and a malformed tool call in the history is a 400.
+TEST(ServerHttpConfig, DeepseekV4TokenizerMode) {
+  ServerConfig c = testing::local_server_config();
+  c.tokenizer_mode = "deepseek_v4";
+  ServerHarness h(testing::tiny_engine_config(), c);
+  ASSERT_TRUE(h.ok());
+  const std::string messages =
+      R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+          {"role": "user", "content": "More"}])";
+  auto r = h.post("/tokenize", R"({"messages": )" + messages + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string prompt =
+      "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜></think>Yo<｜end▁of▁sentence｜>"
+      "<｜User｜>More<｜Assistant｜><think>";
+  Json want_body;
+  want_body["prompt"] = prompt;
+  want_body["add_special_tokens"] = false;
+  auto want = h.post("/tokenize", want_body.dump());
+  ASSERT_EQ(want.status, 200) << want.body;
+  EXPECT_EQ(testing::parse(r.body)["tokens"], testing::parse(want.body)["tokens"]);
+  EXPECT_GT(testing::parse(r.body)["count"].get<int>(), 10);
+
+  r = h.post("/v1/chat/completions",
+             R"({"messages": )" + messages + R"(, "max_tokens": 2, "temperature": 0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json body = testing::parse(r.body);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], testing::parse(want.body)["count"]);
+
+  r = h.post("/v1/chat/completions",
+             R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function"}]}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  Json err = testing::parse(r.body)["error"];
+  EXPECT_EQ(err["param"], "messages");
+  EXPECT_NE(err["message"].get<std::string>().find("tool_calls[0]"), std::string::npos) << r.body;
+}
+
 TEST(ServerHttpConfig, BodyOverTheLimitIs413) {
   ServerConfig c = testing::local_server_config();
   c.max_request_body_bytes = 4096;
