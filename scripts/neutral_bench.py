@@ -19,7 +19,7 @@ import time
 import urllib.parse
 
 
-def one_request(url, model, prompt, output_len):
+def one_request(url, model, prompt, output_len, extra=None):
     """Streams one completion; returns (ttft seconds, output tokens, total seconds)."""
     u = urllib.parse.urlparse(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
@@ -27,6 +27,8 @@ def one_request(url, model, prompt, output_len):
             "ignore_eos": True, "stream_options": {"include_usage": True}}
     if model:
         body["model"] = model
+    if extra:
+        body.update(extra)
     start = time.perf_counter()
     conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     resp = conn.getresponse()
@@ -62,7 +64,10 @@ def main():
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--vocab", type=int, default=32000, help="token ids are drawn below this")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--extra", default="",
+                    help="JSON object merged into every request body, e.g. a response_format")
     args = ap.parse_args()
+    extra = json.loads(args.extra) if args.extra else None
     rng = random.Random(args.seed)
     prompts = [[rng.randrange(100, args.vocab - 100) for _ in range(args.input_len)]
                for _ in range(args.num_prompts)]
@@ -77,7 +82,7 @@ def main():
             if i >= len(prompts):
                 return
             try:
-                r = one_request(args.base_url, args.model, prompts[i], args.output_len)
+                r = one_request(args.base_url, args.model, prompts[i], args.output_len, extra)
                 with lock:
                     results.append(r)
             except Exception as e:  # noqa: BLE001 - reported, counted as a failure

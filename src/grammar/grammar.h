@@ -92,7 +92,7 @@ class GrammarMatcher {
   // allowed, so a sequence cut by its budget still ends as a whole sentence when it can.
   void fill_next_token_mask(std::span<uint64_t> mask, int64_t remaining_tokens = kUnlimited);
   // Advances by one token. False (and no change) when the token is not allowed here; EOS is
-  // accepted only when complete and then terminates the matcher.
+  // accepted only when complete and then terminates the matcher (which accepts EOS only).
   bool accept_token(int32_t id);
   // Advances by raw bytes (tests, forced prefixes). False (no change) when they cannot continue.
   bool accept_bytes(std::string_view bytes);

@@ -329,7 +329,8 @@ void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask, int64_t rema
 
 bool GrammarMatcher::accept_token(int32_t id) {
   State& s = *s_;
-  if (s.terminated) return false;
+  // After the end, EOS is all there is (a request with ignore_eos keeps sampling it).
+  if (s.terminated) return s.is_eos(id);
   if (s.is_eos(id)) {
     if (!s.machine.complete(s.set)) return false;
     s.terminated = true;

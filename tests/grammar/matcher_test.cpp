@@ -149,6 +149,7 @@ TEST(Matcher, CompleteTerminatedAndEos) {
   EXPECT_EQ(mask[0], uint64_t{1} << 3);  // only EOS
   EXPECT_TRUE(m.accept_token(3));
   EXPECT_FALSE(m.accept_token(0));
+  EXPECT_TRUE(m.accept_token(3));  // ignore_eos: EOS again
 }
 
 TEST(Matcher, SpecialAndEmptyTokensAreNeverAllowed) {
