@@ -7,6 +7,7 @@
 #include "core/json.h"
 #include "server/openai_request.h"
 #include "server/request_common.h"
+#include "server/tool_parsers.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/deepseek_v4_encoding.h"
 #include "tokenizer/tokenizer.h"
@@ -90,6 +91,176 @@ bool normalize_messages(const OrderedJson& in, ContentFormat format, OrderedJson
     out->push_back(std::move(copy));
   }
   return true;
+}
+
+// Assistant tool_calls carry their arguments as JSON text; templates expect the object (as vLLM
+// gives it to them). `reasoning` and `reasoning_content` (older clients, DeepSeek's API) are
+// made to mirror each other, since templates read one or the other.
+// Returns true when a tool call's arguments were changed.
+bool postprocess_messages(OrderedJson* messages) {
+  bool changed = false;
+  for (auto& m : *messages) {
+    auto calls = m.find("tool_calls");
+    if (m["role"] == "assistant" && calls != m.end() && calls->is_array()) {
+      for (auto& call : *calls) {
+        if (!call.is_object()) continue;
+        auto fn = call.find("function");
+        if (fn == call.end() || !fn->is_object()) continue;
+        auto args = fn->find("arguments");
+        if (args == fn->end() || args->is_null() ||
+            (args->is_string() && args->get_ref<const std::string&>().empty())) {
+          (*fn)["arguments"] = OrderedJson::object();
+          changed = true;
+          continue;
+        }
+        if (!args->is_string()) continue;
+        auto parsed = parse_ordered_json(args->get<std::string>(), "tool call arguments");
+        if (parsed.ok() && (parsed->is_object() || parsed->is_array())) {
+          *args = std::move(parsed).value();
+          changed = true;
+        }
+      }
+    }
+    auto r = m.find("reasoning");
+    auto rc = m.find("reasoning_content");
+    if (r != m.end() && r->is_string() && rc == m.end())
+      m["reasoning_content"] = *r;
+    else if (rc != m.end() && rc->is_string() && r == m.end())
+      m["reasoning"] = *rc;
+  }
+  return changed;
+}
+
+bool truthy(const OrderedJson& v) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0;
+  if (v.is_string()) return !v.get<std::string>().empty();
+  return !v.is_null();
+}
+
+// tools, tool_choice, parallel_tool_calls and the reasoning parser, as vLLM reads them. `auto`
+// (the default when tools are given) needs --enable-auto-tool-choice and --tool-call-parser;
+// `required` and a named function become a JSON-schema constraint on the output.
+void read_tool_fields(JsonFields& f, const ParseContext& ctx, const OrderedJson* kwargs,
+                      GenerationRequest* r) {
+  ChatOutputOptions& o = r->chat_output;
+  o.reasoning_parser = ctx.reasoning_parser;
+  if (kwargs != nullptr) {
+    for (const char* k : {"thinking", "enable_thinking"}) {
+      auto it = kwargs->find(k);
+      if (it != kwargs->end() && !it->is_null()) o.thinking = truthy(*it);
+    }
+  }
+  const OrderedJson* tools = f.raw("tools");
+  if (tools != nullptr) {
+    if (!tools->is_array()) {
+      f.fail("tools", "tools must be an array of tool definitions, got " + json_type_name(*tools));
+      return;
+    }
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const OrderedJson& t = (*tools)[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object()) {
+        f.fail("tools", where + " must be an object, got " + json_type_name(t));
+        return;
+      }
+      auto type = t.find("type");
+      if (type == t.end() || !type->is_string() || type->get<std::string>() != "function") {
+        f.fail("tools", where + ".type must be \"function\"" +
+                            (type == t.end() ? std::string(" (it is missing)")
+                                             : ", got " + json_brief(*type)));
+        return;
+      }
+      auto fn = t.find("function");
+      if (fn == t.end() || !fn->is_object()) {
+        f.fail("tools", where + ".function must be an object with a \"name\"");
+        return;
+      }
+      auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string() || name->get<std::string>().empty()) {
+        f.fail("tools", where + ".function.name is required and must be a non-empty string");
+        return;
+      }
+      auto params = fn->find("parameters");
+      if (params != fn->end() && !params->is_null() && !params->is_object()) {
+        f.fail("tools", where + ".function.parameters must be a JSON Schema object, got " +
+                            json_type_name(*params));
+        return;
+      }
+    }
+    if (!tools->empty()) o.tools = std::make_shared<const OrderedJson>(*tools);
+  }
+  if (auto v = f.boolean("parallel_tool_calls")) o.parallel_tool_calls = *v;
+  std::string choice = o.tools ? "auto" : "none";
+  const OrderedJson* named = nullptr;
+  if (const OrderedJson* tc = f.raw("tool_choice")) {
+    if (tc->is_string()) {
+      choice = tc->get<std::string>();
+    } else if (tc->is_object()) {
+      auto type = tc->find("type");
+      auto fn = tc->find("function");
+      auto name = (fn != tc->end() && fn->is_object()) ? fn->find("name") : tc->end();
+      if (type == tc->end() || *type != "function" || fn == tc->end() || !fn->is_object() ||
+          name == fn->end() || !name->is_string()) {
+        f.fail("tool_choice",
+               "a tool_choice object must be {\"type\": \"function\", \"function\": {\"name\": "
+               "NAME}}");
+        return;
+      }
+      choice = "named";
+      o.named_tool = name->get<std::string>();
+    } else {
+      choice = "";
+    }
+    if (choice != "none" && choice != "auto" && choice != "required" && choice != "named") {
+      f.fail("tool_choice",
+             "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+             "\"function\": {\"name\": NAME}}; got " +
+                 json_brief(*tc));
+      return;
+    }
+  }
+  if ((choice == "required" || choice == "named") && !o.tools) {
+    f.fail("tool_choice",
+           "tool_choice " +
+               (choice == "named" ? "naming a function" : std::string("\"required\"")) +
+               " needs a non-empty tools array");
+    return;
+  }
+  if (choice == "named") {
+    for (const auto& t : *o.tools)
+      if (t["function"]["name"] == o.named_tool) named = &t;
+    if (named == nullptr) {
+      f.fail("tool_choice",
+             "tool_choice names the function '" + o.named_tool + "', which is not among the tools");
+      return;
+    }
+  }
+  if (choice == "auto" && o.tools) {
+    if (!ctx.enable_auto_tool_choice || ctx.tool_call_parser.empty()) {
+      f.fail("tool_choice",
+             "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to "
+             "be set (or send tool_choice \"none\", \"required\" or a named function)");
+      return;
+    }
+    o.tool_choice = ToolChoice::kAuto;
+    o.tool_parser = ctx.tool_call_parser;
+    r->params.skip_special_tokens = false;  // marker tokens must reach the parser
+  } else if (choice == "required" || choice == "named") {
+    if (r->structured.kind != StructuredOutput::Kind::kNone) {
+      f.fail("tool_choice", "tool_choice \"" +
+                                std::string(choice == "named" ? "function" : choice) +
+                                "\" cannot be combined with " + r->structured.param +
+                                " (both constrain the output)");
+      return;
+    }
+    o.tool_choice = choice == "named" ? ToolChoice::kNamed : ToolChoice::kRequired;
+    r->structured.kind = StructuredOutput::Kind::kJsonSchema;
+    r->structured.text = choice == "named"
+                             ? named_tool_choice_schema(*named)
+                             : required_tool_choice_schema(*o.tools, o.parallel_tool_calls);
+    r->structured.param = "tool_choice";
+  }
 }
 
 // --tokenizer-mode deepseek_v4: the prompt from the DeepSeek-V4 encoder instead of a template.
@@ -181,23 +352,26 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
            "a per-request chat_template is not supported; start the server with --chat-template");
   const OrderedJson* kwargs = f.object("chat_template_kwargs");
   const OrderedJson* tools = f.raw("tools");
-  if (tools != nullptr && !tools->is_array())
-    f.fail("tools", "tools must be an array of tool definitions, got " + json_type_name(*tools));
-  if (const OrderedJson* tc = f.raw("tool_choice")) {
-    std::string choice = tc->is_string() ? tc->get<std::string>() : "";
-    if (choice == "none") {
-      tools = nullptr;  // the model is told about no tools
-    } else if (choice != "auto") {
-      std::string what = "tool_choice objects";
-      if (!choice.empty()) {
-        what = "tool_choice '";
-        what += choice;
-        what += "'";
-      }
-      f.fail("tool_choice", what +
-                                " is not supported yet (tool-call parsing is not built); use "
-                                "\"auto\" or \"none\"");
-    }
+  read_tool_fields(f, ctx, kwargs, &r);
+  if (f.failed()) return f.error();
+  if (r.chat_output.tool_choice == ToolChoice::kNone && ctx.exclude_tools_when_tool_choice_none)
+    tools = nullptr;
+  // reasoning_effort reaches a Jinja template as a variable (gpt-oss style templates); the
+  // DeepSeek-V4 encoder reads and checks it itself.
+  OrderedJson merged_kwargs;
+  const OrderedJson* template_kwargs = kwargs;
+  if (auto effort = ctx.deepseek_v4_encoding ? std::nullopt : f.string("reasoning_effort")) {
+    static const char* const kEfforts[] = {"none", "minimal", "low", "medium",
+                                           "high", "xhigh",   "max"};
+    if (std::find_if(std::begin(kEfforts), std::end(kEfforts),
+                     [&](const char* e) { return *effort == e; }) == std::end(kEfforts))
+      f.fail("reasoning_effort",
+             "reasoning_effort must be one of none, minimal, low, medium, "
+             "high, xhigh or max; got '" +
+                 *effort + "'");
+    merged_kwargs = kwargs ? *kwargs : OrderedJson::object();
+    if (!merged_kwargs.contains("reasoning_effort")) merged_kwargs["reasoning_effort"] = *effort;
+    template_kwargs = &merged_kwargs;
   }
   const OrderedJson* documents = f.raw("documents");
   if (documents != nullptr && !documents->is_array())
@@ -222,14 +396,22 @@ ApiResult<GenerationRequest> parse_chat_request(const std::string& body, const P
     prompt = std::move(p).value();
     add_special = false;  // the BOS is in the text (vLLM encodes with add_special_tokens=False)
   } else {
+    OrderedJson templated = messages;
+    const bool changed = postprocess_messages(&templated);
     ChatTemplateInputs in;
-    in.messages = &messages;
+    in.messages = &templated;
     in.tools = tools;
     in.documents = documents;
     in.add_generation_prompt = add_generation_prompt;
     in.continue_final_message = continue_final;
-    in.extra_kwargs = kwargs;
+    in.extra_kwargs = template_kwargs;
     prompt = ctx.chat_template->render(in);
+    if (!prompt.ok() && changed) {
+      // Some templates (DeepSeek V3/V3.1's own) join the arguments as text: give them the text.
+      in.messages = &messages;
+      auto retry = ctx.chat_template->render(in);
+      if (retry.ok()) prompt = std::move(retry);
+    }
     if (!prompt.ok())
       return ApiError{400, "chat template: " + prompt.status().message(), "messages"};
   }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <variant>
@@ -72,6 +73,25 @@ struct StructuredOutput {
   std::string param = "response_format";  // the request field it came from (for 400s)
 };
 
+// How a chat choice's output is read (tools, tool_choice, --tool-call-parser,
+// --reasoning-parser); the response assembler runs the parsers of server/reasoning_parsers.h.
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+struct ChatOutputOptions {
+  ToolChoice tool_choice = ToolChoice::kNone;
+  std::string tool_parser;  // kAuto: the --tool-call-parser name ("" when tools are not parsed)
+  std::string named_tool;   // kNamed: the function's name
+  bool parallel_tool_calls = true;
+  std::shared_ptr<const nlohmann::ordered_json> tools;  // the validated `tools` (null: none)
+  std::string reasoning_parser;                         // --reasoning-parser ("" none)
+  std::optional<bool> thinking;  // chat_template_kwargs thinking / enable_thinking, when set
+  // True when the output goes through a parser (otherwise it is plain content).
+  bool parsed() const {
+    return !reasoning_parser.empty() ||
+           (tool_choice == ToolChoice::kAuto && !tool_parser.empty()) ||
+           tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kNamed;
+  }
+};
+
 struct GenerationRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::string model;                 // as sent; empty when absent
@@ -93,6 +113,7 @@ struct GenerationRequest {
   StructuredOutput structured;
   // `structured` compiled (attach_constraint); null when unconstrained.
   std::shared_ptr<const grammar::CompiledGrammar> constraint;
+  ChatOutputOptions chat_output;  // chat only
 };
 
 // How message content reaches the chat template (vLLM's --chat-template-content-format):
@@ -120,6 +141,12 @@ struct ParseContext {
   bool return_tokens_as_token_ids = false;    // server default (--return-tokens-as-token-ids)
   int max_n = 256;                            // largest n (and prompts x n) per request
   ConstraintCompiler* constraints = nullptr;  // null: no tokenizer, structured outputs refused
+  // --enable-auto-tool-choice, --tool-call-parser, --reasoning-parser and
+  // --exclude-tools-when-tool-choice-none.
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
+  std::string reasoning_parser;
+  bool exclude_tools_when_tool_choice_none = false;
 };
 
 ApiResult<GenerationRequest> parse_completion_request(const std::string& body,

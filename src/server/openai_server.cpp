@@ -75,6 +75,20 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::create(ServerConfig config,
   st.parse.defaults = eng.default_sampling_params;
   st.parse.response_role = st.config.response_role;
   st.parse.return_tokens_as_token_ids = st.config.return_tokens_as_token_ids;
+  st.parse.enable_auto_tool_choice = st.config.enable_auto_tool_choice;
+  st.parse.tool_call_parser = st.config.tool_call_parser;
+  st.parse.reasoning_parser = st.config.reasoning_parser;
+  st.parse.exclude_tools_when_tool_choice_none = st.config.exclude_tools_when_tool_choice_none;
+  if (!st.config.tool_call_parser.empty() || !st.config.reasoning_parser.empty())
+    STRATA_LOG(INFO) << "Output parsing: tool-call parser '"
+                     << (st.config.tool_call_parser.empty() ? "none" : st.config.tool_call_parser)
+                     << "' (tool_choice \"auto\" "
+                     << (st.config.enable_auto_tool_choice ? "enabled"
+                                                           : "disabled: no "
+                                                             "--enable-auto-tool-choice")
+                     << "), reasoning parser '"
+                     << (st.config.reasoning_parser.empty() ? "none" : st.config.reasoning_parser)
+                     << "'";
   st.parse.max_n = static_cast<int>(std::max<int64_t>(1, eng.max_num_seqs));
 
   net::HttpServerOptions ho;

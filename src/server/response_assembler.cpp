@@ -8,6 +8,7 @@
 
 #include "core/json.h"
 #include "net/sse.h"
+#include "server/reasoning_parsers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {
@@ -61,6 +62,8 @@ struct ResponseAssembler::Choice {
   OrderedJson completion_lp;
   // Chat logprobs "content" (one-body responses).
   OrderedJson content = OrderedJson::array();
+  // Streams whose output is parsed (tools, reasoning): the choice's parser.
+  std::unique_ptr<ChatOutputParser> parser;
 };
 
 struct ResponseAssembler::Prompt {
@@ -110,7 +113,49 @@ int64_t ResponseAssembler::completion_tokens() const {
   return n;
 }
 
+std::unique_ptr<ChatOutputParser> ResponseAssembler::make_output_parser(int prompt_index) const {
+  const ChatOutputOptions& o = request_.chat_output;
+  std::unique_ptr<ReasoningParser> reasoning;
+  if (!o.reasoning_parser.empty()) {
+    auto r = ReasoningParser::create(o.reasoning_parser, prompts_[prompt_index].text, o.thinking);
+    if (r.ok()) reasoning = std::move(r).value();  // names are checked at start-up
+  }
+  std::unique_ptr<ToolCallParser> tools;
+  if (o.tool_choice == ToolChoice::kAuto && !o.tool_parser.empty()) {
+    auto t = make_tool_parser(o.tool_parser, o.tools.get(), o.parallel_tool_calls);
+    if (t.ok()) tools = std::move(t).value();
+  } else if (o.tool_choice == ToolChoice::kRequired) {
+    tools = make_required_tool_parser(o.parallel_tool_calls);
+  } else if (o.tool_choice == ToolChoice::kNamed) {
+    tools = make_named_tool_parser(o.named_tool);
+  }
+  return std::make_unique<ChatOutputParser>(std::move(reasoning), std::move(tools));
+}
+
 namespace {
+
+// A streaming delta's tool_calls entries, as OpenAI (and vLLM) send them.
+OrderedJson tool_call_deltas_json(const std::vector<ToolCallDelta>& calls) {
+  OrderedJson out = OrderedJson::array();
+  for (const auto& t : calls) {
+    OrderedJson e;
+    e["index"] = t.index;
+    if (t.first) {
+      e["id"] = t.id;
+      e["type"] = "function";
+      e["function"]["name"] = t.name;
+    }
+    e["function"]["arguments"] = t.arguments;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// The finish reason of a choice whose output was parsed: "tool_calls" when it made calls and
+// stopped by itself.
+std::string parsed_finish_reason(const std::string& reason, const ChatOutputParser& p) {
+  return (reason == "stop" && !p.tool_calls().empty()) ? "tool_calls" : reason;
+}
 
 OrderedJson usage_object(int64_t prompt, int64_t completion) {
   OrderedJson u;
@@ -293,6 +338,29 @@ std::string ResponseAssembler::render_chunk(int prompt_index, const engine::Outp
                              *request_.logprobs, text_of, &c.text_offset);
     ch["text"] = text;
     ch["logprobs"] = std::move(lp);
+  } else if (request_.chat_output.parsed()) {
+    if (!c.parser) c.parser = make_output_parser(prompt_index);
+    OutputDelta d = c.parser->feed(chunk.text);
+    if (chunk.finished) d.append(c.parser->finish());
+    // Nothing to say (a marker being read): no event, as vLLM skips the chunk.
+    if (d.empty() && !chunk.finished && !request_.logprobs) return "";
+    OrderedJson delta = OrderedJson::object();
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.reasoning.empty()) {
+      delta["reasoning"] = d.reasoning;
+      delta["reasoning_content"] = d.reasoning;
+    }
+    if (!d.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas_json(d.tool_calls);
+    ch["delta"] = std::move(delta);
+    OrderedJson lp = nullptr;
+    if (request_.logprobs) {
+      lp = OrderedJson::object();
+      lp["content"] = OrderedJson::array();
+      for (size_t k = 0; k < chunk.token_ids.size() && k < chunk.logprobs.size(); ++k)
+        lp["content"].push_back(chat_lp_entry(token_text(chunk.token_ids[k]), chunk.logprobs[k],
+                                              *request_.logprobs, text_of));
+    }
+    ch["logprobs"] = std::move(lp);
   } else {
     OrderedJson delta = OrderedJson::object();
     if (!chunk.text.empty() || !chunk.finished) delta["content"] = chunk.text;
@@ -307,7 +375,9 @@ std::string ResponseAssembler::render_chunk(int prompt_index, const engine::Outp
     }
     ch["logprobs"] = std::move(lp);
   }
-  ch["finish_reason"] = chunk.finished ? OrderedJson(chunk.finish_reason) : OrderedJson(nullptr);
+  std::string reason = chunk.finish_reason;
+  if (chunk.finished && c.parser) reason = parsed_finish_reason(reason, *c.parser);
+  ch["finish_reason"] = chunk.finished ? OrderedJson(reason) : OrderedJson(nullptr);
   ch["stop_reason"] = chunk.finished ? c.stop_reason : OrderedJson(nullptr);
   if (first && chunk.index == 0 && request_.report_prompt_logprobs)
     ch["prompt_logprobs"] = prompt_logprobs_json(p.prompt_logprobs, text_of);
@@ -379,6 +449,7 @@ std::string ResponseAssembler::final_body() const {
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
     const Prompt& p = prompts_[i / n];
+    std::string parsed_reason;  // the finish reason after parsing ("" when not parsed)
     OrderedJson ch;
     ch["index"] = i;
     if (request_.kind == ApiKind::kCompletion) {
@@ -412,6 +483,28 @@ std::string ResponseAssembler::final_body() const {
       msg["content"] = request_.echo_text + c.text;
       msg["refusal"] = nullptr;
       msg["tool_calls"] = OrderedJson::array();
+      if (request_.chat_output.parsed()) {
+        // Non-streaming extraction: the whole text through the same parsers.
+        auto parser = make_output_parser(static_cast<int>(i / n));
+        parser->feed(c.text);
+        parser->finish();
+        const std::string content = request_.echo_text + parser->content();
+        msg["content"] = content.empty() ? OrderedJson(nullptr) : OrderedJson(content);
+        for (const auto& call : parser->tool_calls()) {
+          OrderedJson tc;
+          tc["id"] = call.id;
+          tc["type"] = "function";
+          tc["function"]["name"] = call.name;
+          tc["function"]["arguments"] = call.arguments;
+          msg["tool_calls"].push_back(std::move(tc));
+        }
+        if (parser->has_reasoning_parser()) {
+          const std::string& rs = parser->reasoning();
+          msg["reasoning"] = rs.empty() ? OrderedJson(nullptr) : OrderedJson(rs);
+          msg["reasoning_content"] = msg["reasoning"];
+        }
+        if (c.finished) parsed_reason = parsed_finish_reason(c.finish_reason, *parser);
+      }
       ch["message"] = std::move(msg);
       if (request_.logprobs) {
         OrderedJson lp;
@@ -421,7 +514,9 @@ std::string ResponseAssembler::final_body() const {
         ch["logprobs"] = nullptr;
       }
     }
-    ch["finish_reason"] = c.finished ? OrderedJson(c.finish_reason) : OrderedJson(nullptr);
+    ch["finish_reason"] = c.finished
+                              ? OrderedJson(parsed_reason.empty() ? c.finish_reason : parsed_reason)
+                              : OrderedJson(nullptr);
     ch["stop_reason"] = c.stop_reason;
     if (request_.report_prompt_logprobs)
       ch["prompt_logprobs"] = prompt_logprobs_json(p.prompt_logprobs, text_of);

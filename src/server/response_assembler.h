@@ -21,6 +21,8 @@ class Tokenizer;
 
 namespace strata::server {
 
+class ChatOutputParser;
+
 struct ResponseContext {
   std::string id;                              // "cmpl-..." or "chatcmpl-..."
   int64_t created = 0;                         // Unix seconds
@@ -58,6 +60,8 @@ class ResponseAssembler {
   std::string render_chunk(int prompt_index, const engine::OutputChunk& chunk);
   void absorb(int prompt_index, const engine::OutputChunk& chunk, Choice& c);
   std::string token_text(int32_t id) const;
+  // The parser pipeline for a chat choice of prompt `prompt_index` (request_.chat_output).
+  std::unique_ptr<ChatOutputParser> make_output_parser(int prompt_index) const;
 
   GenerationRequest request_;
   ResponseContext ctx_;

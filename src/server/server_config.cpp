@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "server/reasoning_parsers.h"
+#include "server/tool_parsers.h"
+
 namespace strata::server {
 namespace {
 
@@ -61,10 +64,8 @@ constexpr Ignored kIgnored[] = {
     {"swap-space", true, "CPU swap space for preempted requests is not built yet"},
     {"cpu-offload-gb", true, "weight offloading is not built yet (weights live in RAM)"},
     {"num-gpu-blocks-override", true, "the KV pool size comes from --kv-cache-memory"},
-    {"tool-call-parser", true, "tool-call parsing is not built yet"},
-    {"tool-parser-plugin", true, "tool-call parsing is not built yet"},
-    {"enable-auto-tool-choice", false, "tool-call parsing is not built yet"},
-    {"reasoning-parser", true, "reasoning parsing is not built yet"},
+    {"tool-parser-plugin", true,
+     "parser plugins are Python modules; use a built-in --tool-call-parser"},
     {"speculative-config", true, "speculative decoding is not built yet"},
     {"guided-decoding-backend", true, "guided decoding is not built yet"},
     {"structured-outputs-config", true, "structured outputs are not built yet"},
@@ -93,6 +94,12 @@ constexpr SizeFlag kParallelSizes[] = {
     {"pipeline-parallel-size", "pipeline parallelism"},
     {"data-parallel-size", "data parallelism"},
 };
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
 
 }  // namespace
 
@@ -165,6 +172,24 @@ void add_server_options(OptionSet& o) {
               "seconds a stream may stay paused for a client that reads nothing before it is "
               "aborted, its KV freed and its connection closed (0: no limit)",
               kGroup);
+  const char* kTools = "Tool calls and reasoning";
+  o.add_bool(
+      "enable-auto-tool-choice", false,
+      "let the model choose its tool calls (tool_choice \"auto\", the default when a request "
+      "has tools); needs --tool-call-parser",
+      kTools);
+  o.add({.name = "tool-call-parser",
+         .help = "how tool calls are read from the output: " + join_names(tool_parser_names()),
+         .group = kTools,
+         .metavar = "NAME"});
+  o.add({.name = "reasoning-parser",
+         .help = "split the model's reasoning into the message's \"reasoning\" (and "
+                 "\"reasoning_content\"): " +
+                 join_names(reasoning_parser_names()),
+         .group = kTools,
+         .metavar = "NAME"});
+  o.add_bool("exclude-tools-when-tool-choice-none", false,
+             "leave the tools out of the prompt when a request says tool_choice \"none\"", kTools);
   o.add_bool("return-tokens-as-token-ids", false,
              "logprob tokens are \"token_id:N\" instead of text", kGroup);
   for (const auto& s : kParallelSizes)
@@ -244,6 +269,20 @@ Result<ServerConfig> server_config_from_args(const Args& args, std::vector<std::
   if (!(c.stream_stall_timeout >= 0))
     return invalid_argument("--stream-stall-timeout must be >= 0 (0: no limit)");
   c.return_tokens_as_token_ids = args.get_bool("return-tokens-as-token-ids");
+  c.enable_auto_tool_choice = args.get_bool("enable-auto-tool-choice");
+  c.tool_call_parser = args.get("tool-call-parser");
+  c.reasoning_parser = args.get("reasoning-parser");
+  c.exclude_tools_when_tool_choice_none = args.get_bool("exclude-tools-when-tool-choice-none");
+  if (!c.tool_call_parser.empty() && !is_tool_parser_name(c.tool_call_parser))
+    return invalid_argument("--tool-call-parser: unknown parser '" + c.tool_call_parser +
+                            "'; known parsers: " + join_names(tool_parser_names()));
+  if (!c.reasoning_parser.empty() && !is_reasoning_parser_name(c.reasoning_parser))
+    return invalid_argument("--reasoning-parser: unknown parser '" + c.reasoning_parser +
+                            "'; known parsers: " + join_names(reasoning_parser_names()));
+  if (c.enable_auto_tool_choice && c.tool_call_parser.empty())
+    return invalid_argument(
+        "--enable-auto-tool-choice needs --tool-call-parser NAME to read the tool calls (one of " +
+        join_names(tool_parser_names()) + ")");
   for (const auto& s : kParallelSizes) {
     int64_t v = args.get_int(s.name);
     if (v < 1) return invalid_argument("--" + std::string(s.name) + " must be at least 1");

@@ -44,7 +44,11 @@ struct ServerConfig {
   double stream_stall_timeout = 60;
   int socket_send_buffer = 0;  // SO_SNDBUF of client sockets; 0: the kernel's (no flag: tests)
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N"
-  std::string version;                      // reported by GET /version
+  bool enable_auto_tool_choice = false;     // tool_choice "auto" allowed
+  std::string tool_call_parser;             // "" none; else a name from tool_parser_names()
+  std::string reasoning_parser;             // "" none; else from reasoning_parser_names()
+  bool exclude_tools_when_tool_choice_none = false;
+  std::string version;  // reported by GET /version
 
   // The name reported in responses.
   const std::string& model_name() const {

@@ -1,6 +1,6 @@
 // End-to-end tests of `strata serve` driven by the official `openai` npm client: completions,
-// chat, streaming with usage, n > 1, logprobs, stop strings, errors, and stories260K's greedy
-// output over the API against the golden file.
+// chat, streaming with usage, n > 1, logprobs, stop strings, errors, stories260K's greedy
+// output over the API against the golden file, and tool_choice required/named on stories260K.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -228,5 +228,84 @@ describe('stories260K greedy output over the API', () => {
       // detokenizer drops ("text"); other continuations keep it ("completion_text").
       assert.equal(r.choices[0].text, c.prompt === '' ? c.text : c.completion_text);
     }
+  });
+});
+
+// Tool calls forced by tool_choice on stories260K (a model that cannot choose tools): the server
+// constrains the output with a schema built from the tools and returns tool_calls, which the
+// client's own stream helper assembles from the deltas.
+describe('tool_choice required and named on stories260K', () => {
+  const modelDir = path.join(sharedData, 'models/stories260K-hf');
+  let server;
+  let client;
+  const tools = [
+    { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+      parameters: { type: 'object', properties: {
+        city: { type: 'string', maxLength: 10 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+      required: ['city', 'days'], additionalProperties: false } } },
+    { type: 'function', function: { name: 'get_time', parameters: { type: 'object',
+      properties: { tz: { enum: ['UTC', 'CET'] } }, required: ['tz'],
+      additionalProperties: false } } },
+  ];
+  const base = { model: 'stories', tools, temperature: 1, seed: 7, max_tokens: 200,
+                 messages: [{ role: 'user', content: 'Once upon a time' }] };
+  const checkCall = (call) => {
+    assert.equal(call.type, 'function');
+    assert.ok(call.id.length > 0);
+    const args = JSON.parse(call.function.arguments);
+    if (call.function.name === 'get_weather') {
+      assert.deepEqual(Object.keys(args).sort(), ['city', 'days']);
+      assert.equal(typeof args.city, 'string');
+      assert.ok([...args.city].length <= 10, args.city);
+      assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7, `${args.days}`);
+    } else {
+      assert.equal(call.function.name, 'get_time');
+      assert.deepEqual(Object.keys(args), ['tz']);
+      assert.ok(['UTC', 'CET'].includes(args.tz), args.tz);
+    }
+  };
+  before(async () => {
+    server = await startServer([modelDir, '--kv-cache-memory', '8MiB', '--threads', '1',
+                                '--served-model-name', 'stories', '--chat-template',
+                                "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"]);
+    client = new OpenAI({ baseURL: `http://127.0.0.1:${server.port}/v1`, apiKey: 'unused',
+                          maxRetries: 0 });
+  });
+  after(async () => {
+    if (server) assert.equal(await server.stop(), 0);
+  });
+
+  test('required: valid calls, body and stream', async () => {
+    const r = await client.chat.completions.create({ ...base, tool_choice: 'required' });
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+    assert.equal(r.choices[0].message.content, null);
+    assert.ok(r.choices[0].message.tool_calls.length >= 1);
+    r.choices[0].message.tool_calls.forEach(checkCall);
+    const stream = client.chat.completions.stream({ ...base, tool_choice: 'required',
+                                                    parallel_tool_calls: false });
+    const final = await stream.finalChatCompletion();
+    assert.equal(final.choices[0].finish_reason, 'tool_calls');
+    assert.equal(final.choices[0].message.tool_calls.length, 1);
+    final.choices[0].message.tool_calls.forEach(checkCall);
+  });
+
+  test('named: one call of that function, body and stream', async () => {
+    const choice = { type: 'function', function: { name: 'get_weather' } };
+    const r = await client.chat.completions.create({ ...base, tool_choice: choice });
+    assert.equal(r.choices[0].message.tool_calls.length, 1);
+    assert.equal(r.choices[0].message.tool_calls[0].function.name, 'get_weather');
+    checkCall(r.choices[0].message.tool_calls[0]);
+    const final = await client.chat.completions
+      .stream({ ...base, tool_choice: choice }).finalChatCompletion();
+    assert.equal(final.choices[0].message.tool_calls.length, 1);
+    checkCall(final.choices[0].message.tool_calls[0]);
+  });
+
+  test('auto without --enable-auto-tool-choice is a 400 naming tool_choice', async () => {
+    await assert.rejects(client.chat.completions.create({ ...base }), (e) => {
+      assert.equal(e.status, 400);
+      assert.match(e.message, /--enable-auto-tool-choice/);
+      return true;
+    });
   });
 });

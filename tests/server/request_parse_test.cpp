@@ -325,7 +325,7 @@ TEST_F(ChatParse, ErrorsNameTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs",
        "must be a boolean"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
-       "tool_choice", "not supported yet"},
+       "tool_choice", "needs a non-empty tools array"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools",
        "must be an array"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{ x }}"})",
@@ -444,9 +444,11 @@ TEST_F(RequestParse, DeepseekV4EncodingReplacesTheTemplate) {
       R"({"messages": [{"role": "user", "content": "Q"}], "reasoning_effort": "none"})", ctx_);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r.value().prompts[0].text, "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜></think>");
-  // Request tools: a "## Tools" block on the system message.
+  // Request tools: a "## Tools" block on the system message (tool_choice "none" still shows
+  // them; "auto" would need --enable-auto-tool-choice).
   r = parse_chat_request(
       R"({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}],
+          "tool_choice": "none",
           "tools": [{"type": "function", "function": {"name": "get_time"}}]})",
       ctx_);
   ASSERT_TRUE(r.ok()) << r.error().message;

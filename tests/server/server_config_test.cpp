@@ -70,13 +70,12 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
   for (const char* flag :
        {"--trust-remote-code", "--enforce-eager", "--compilation-config",
         "--enable-flashinfer-autotune", "--device", "--distributed-executor-backend",
-        "--tensor-parallel-size 2", "--tool-call-parser", "--enable-auto-tool-choice",
-        "--reasoning-parser", "--swap-space"}) {
+        "--tensor-parallel-size 2", "--swap-space"}) {
     int n = 0;
     for (const auto& w : warnings) n += w.rfind(flag, 0) == 0;
     EXPECT_EQ(n, 1) << flag;
   }
-  EXPECT_EQ(warnings.size(), 11u);
+  EXPECT_EQ(warnings.size(), 8u);
   for (const auto& w : warnings) EXPECT_NE(w.find("no effect"), std::string::npos) << w;
   EXPECT_EQ(c->host, "127.0.0.1");
   EXPECT_EQ(c->port, 9000);
@@ -91,6 +90,10 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
   EXPECT_EQ(c->max_queued_requests, 3);
   EXPECT_DOUBLE_EQ(c->request_timeout, 30);
   EXPECT_FALSE(c->log_requests);
+  // The tool-call and reasoning flags are real (no warning).
+  EXPECT_TRUE(c->enable_auto_tool_choice);
+  EXPECT_EQ(c->tool_call_parser, "hermes");
+  EXPECT_EQ(c->reasoning_parser, "deepseek_r1");
   auto e = engine::engine_config_from_args(*args);
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_EQ(e->scheduler.max_model_len, 256);
@@ -171,6 +174,42 @@ TEST(ServerConfig, ApiKeyFromTheEnvironment) {
   auto c = server_config_from_args(*args, &w);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->api_key, "secret");
+}
+
+}  // namespace
+}  // namespace strata::server
+
+namespace strata::server {
+namespace {
+
+TEST(ServerConfig, ToolAndReasoningParserNamesAreChecked) {
+  struct Case {
+    std::vector<std::string> argv;
+    const char* error;  // "" when accepted
+  };
+  const Case cases[] = {
+      {{"m", "--tool-call-parser", "deepseek_v4", "--enable-auto-tool-choice", "--reasoning-parser",
+        "deepseek_v4"},
+       ""},
+      {{"m", "--tool-call-parser", "qwen3_coder"}, ""},
+      {{"m", "--tool-call-parser", "hermes2"}, "known parsers: deepseek_v3, deepseek_v31"},
+      {{"m", "--reasoning-parser", "r1"}, "known parsers: deepseek_r1, deepseek_v3"},
+      {{"m", "--enable-auto-tool-choice"}, "needs --tool-call-parser"},
+  };
+  for (const auto& c : cases) {
+    OptionSet o = serve_options();
+    auto args = o.parse(c.argv);
+    ASSERT_TRUE(args.ok()) << args.status().message();
+    std::vector<std::string> warnings;
+    auto cfg = server_config_from_args(*args, &warnings);
+    if (*c.error == 0) {
+      EXPECT_TRUE(cfg.ok()) << cfg.status().message();
+      EXPECT_TRUE(warnings.empty());
+    } else {
+      ASSERT_FALSE(cfg.ok()) << c.argv[1];
+      EXPECT_NE(cfg.status().message().find(c.error), std::string::npos) << cfg.status().message();
+    }
+  }
 }
 
 }  // namespace

@@ -508,5 +508,79 @@ TEST(ServerHttpConfig, ShutdownLetsShortRequestsFinish) {
   EXPECT_TRUE(h.wait_shutdown(120));
 }
 
+// Tools and reasoning through the whole server. The dummy model cannot call tools, so what is
+// checked is the plumbing: 400s for what vLLM refuses, tools accepted with the flags, and the
+// reasoning parser moving the (same greedy) output into reasoning, streamed and not.
+const char* kChatTools = R"("tools": [{"type": "function", "function": {"name": "f",
+  "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}])";
+
+TEST_F(ServerHttp, AutoToolChoiceNeedsTheServerFlags) {
+  auto r = h_->post(
+      "/v1/chat/completions",
+      std::string(R"({"messages": [{"role": "user", "content": "Hi"}], )") + kChatTools + "}");
+  ASSERT_EQ(r.status, 400) << r.body;
+  Json e = testing::parse(r.body)["error"];
+  EXPECT_EQ(e["param"], "tool_choice");
+  EXPECT_NE(e["message"].get<std::string>().find(
+                "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser"),
+            std::string::npos)
+      << r.body;
+  r = h_->post(
+      "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]})");
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(testing::parse(r.body)["error"]["param"], "tools");
+}
+
+TEST(ServerHttpTools, ParsersRunOnTheOutput) {
+  const std::string chat = R"("messages": [{"role": "user", "content": "Hi"}], "max_tokens": 12,
+                              "temperature": 0, "ignore_eos": true)";
+  std::string plain;
+  {
+    ServerHarness h(testing::tiny_engine_config(), testing::local_server_config());
+    ASSERT_TRUE(h.ok());
+    auto r = h.post("/v1/chat/completions", "{" + chat + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    plain = testing::parse(r.body)["choices"][0]["message"]["content"];
+  }
+  ASSERT_FALSE(plain.empty());
+  ServerConfig c = testing::local_server_config();
+  c.enable_auto_tool_choice = true;
+  c.tool_call_parser = "hermes";
+  c.reasoning_parser = "deepseek_r1";  // all text before </think> is reasoning
+  ServerHarness h(testing::tiny_engine_config(), c);
+  ASSERT_TRUE(h.ok());
+  for (const std::string& extra : {std::string(""), std::string(", ") + kChatTools}) {
+    auto r = h.post("/v1/chat/completions", "{" + chat + extra + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    Json j = testing::parse(r.body);
+    const Json& m = j["choices"][0]["message"];
+    EXPECT_EQ(m["reasoning"], plain) << extra;
+    EXPECT_EQ(m["reasoning_content"], plain);
+    EXPECT_TRUE(m["content"].is_null()) << r.body;
+    EXPECT_TRUE(m["tool_calls"].empty());
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    r = h.post("/v1/chat/completions", "{" + chat + extra + R"(, "stream": true})");
+    ASSERT_EQ(r.status, 200);
+    auto data = testing::sse_data(r.body);
+    ASSERT_EQ(data.back(), "[DONE]");
+    std::string reasoning, reasoning_content, content, finish;
+    for (size_t i = 0; i + 1 < data.size(); ++i) {
+      Json ch = testing::parse(data[i])["choices"][0];
+      const Json& d = ch["delta"];
+      if (d.contains("reasoning")) reasoning += d["reasoning"].get<std::string>();
+      if (d.contains("reasoning_content"))
+        reasoning_content += d["reasoning_content"].get<std::string>();
+      if (d.contains("content")) content += d["content"].get<std::string>();
+      EXPECT_FALSE(d.contains("tool_calls"));
+      if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+    }
+    EXPECT_EQ(reasoning, plain) << extra;
+    EXPECT_EQ(reasoning_content, plain);
+    EXPECT_EQ(content, "");  // only the opening role chunk's empty content
+    EXPECT_EQ(finish, "length");
+  }
+}
+
 }  // namespace
 }  // namespace strata::server

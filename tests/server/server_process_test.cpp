@@ -63,6 +63,25 @@ TEST(ServeBinary, UnknownFlagIsAnErrorNamingIt) {
   EXPECT_NE(p.output().find("--no-such-flag"), std::string::npos) << p.output();
 }
 
+TEST(ServeBinary, ToolAndReasoningParserFlags) {
+  {
+    ServerProcess p(tiny_serve_args({"--tool-call-parser", "hermes3"}));
+    EXPECT_FALSE(p.ok());
+    EXPECT_NE(p.wait_exit(120), 0);
+    EXPECT_NE(p.output().find("--tool-call-parser: unknown parser 'hermes3'; known parsers: "
+                              "deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, hermes"),
+              std::string::npos)
+        << p.output();
+  }
+  ServerProcess p(tiny_serve_args({"--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v4",
+                                   "--reasoning-parser", "deepseek_v4"}));
+  ASSERT_TRUE(p.ok()) << p.output();
+  EXPECT_EQ(p.output().find("not built yet"), std::string::npos) << p.output();
+  EXPECT_NE(p.output().find("tool-call parser 'deepseek_v4'"), std::string::npos) << p.output();
+  p.signal(SIGINT);
+  EXPECT_EQ(p.wait_exit(120), 0) << p.output();
+}
+
 TEST(ServeBinary, PortInUseIsAClearError) {
   ServerProcess a(tiny_serve_args());
   ASSERT_TRUE(a.ok()) << a.output();
