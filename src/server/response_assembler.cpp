@@ -152,8 +152,10 @@ OrderedJson tool_call_deltas_json(const std::vector<ToolCallDelta>& calls) {
 }
 
 // The finish reason of a choice whose output was parsed: "tool_calls" when it made calls and
-// stopped by itself.
-std::string parsed_finish_reason(const std::string& reason, const ChatOutputParser& p) {
+// stopped by itself, except under a named tool_choice, where vLLM and OpenAI keep "stop".
+std::string parsed_finish_reason(const std::string& reason, const ChatOutputParser& p,
+                                 ToolChoice choice) {
+  if (choice == ToolChoice::kNamed) return reason;
   return (reason == "stop" && !p.tool_calls().empty()) ? "tool_calls" : reason;
 }
 
@@ -376,7 +378,8 @@ std::string ResponseAssembler::render_chunk(int prompt_index, const engine::Outp
     ch["logprobs"] = std::move(lp);
   }
   std::string reason = chunk.finish_reason;
-  if (chunk.finished && c.parser) reason = parsed_finish_reason(reason, *c.parser);
+  if (chunk.finished && c.parser)
+    reason = parsed_finish_reason(reason, *c.parser, request_.chat_output.tool_choice);
   ch["finish_reason"] = chunk.finished ? OrderedJson(reason) : OrderedJson(nullptr);
   ch["stop_reason"] = chunk.finished ? c.stop_reason : OrderedJson(nullptr);
   if (first && chunk.index == 0 && request_.report_prompt_logprobs)
@@ -503,7 +506,9 @@ std::string ResponseAssembler::final_body() const {
           msg["reasoning"] = rs.empty() ? OrderedJson(nullptr) : OrderedJson(rs);
           msg["reasoning_content"] = msg["reasoning"];
         }
-        if (c.finished) parsed_reason = parsed_finish_reason(c.finish_reason, *parser);
+        if (c.finished)
+          parsed_reason =
+              parsed_finish_reason(c.finish_reason, *parser, request_.chat_output.tool_choice);
       }
       ch["message"] = std::move(msg);
       if (request_.logprobs) {
