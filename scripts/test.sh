@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test (README command 2; .ci/run calls exactly this). Stages:
-#  1. Dependencies: Debian packages (scripts/install-deps.sh) and the `openai` npm client that the
+#  1. Dependencies: Debian packages (scripts/install-deps.sh) and the npm packages (openai, ai, zod,
+#     ajv) that the
 #     e2e tests drive (tests/e2e).
 #  2. Release build (GCC) in build/, then every test except those labelled `slow`.
 #  3. Sanitizer build (clang, ASan + UBSan, -O1 with line tables) in build-asan/: every suite and
@@ -46,7 +47,7 @@ check() {
   if "$@"; then end "$name" ok; else end "$name" FAILED; fi
 }
 
-begin "1. Dependencies (apt packages, openai npm client)"
+begin "1. Dependencies (apt packages, the e2e npm packages)"
 scripts/install-deps.sh
 npm ci --prefix tests/e2e --no-audit --no-fund --loglevel=error
 end "1. Dependencies" ok
