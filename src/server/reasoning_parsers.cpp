@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/tool_formats.h"
+
 namespace strata::server {
 namespace {
 
@@ -11,13 +13,7 @@ constexpr std::string_view kDsmlToolCalls = "<｜DSML｜tool_calls>";
 
 const char* const kReasoningParserNames[] = {"deepseek_r1", "deepseek_v3", "deepseek_v4", "qwen3"};
 
-// Length of the longest proper prefix of `marker` that ends `s`.
-size_t partial_marker(std::string_view s, std::string_view marker) {
-  const size_t max = std::min(s.size(), marker.size() - 1);
-  for (size_t k = max; k > 0; --k)
-    if (s.substr(s.size() - k) == marker.substr(0, k)) return k;
-  return 0;
-}
+using tool_formats::partial_marker;
 
 // The prompt ends inside a think span: its last <think> has no </think> after it.
 bool prompt_opens_think(std::string_view prompt) {
