@@ -61,8 +61,9 @@ TEST(SchedulerTest, TwoPartialSlotsLetTwoPromptsPrefillTogether) {
 }
 
 TEST(SchedulerTest, PromptTokensAreCappedWhileRequestsDecode) {
-  Driver d({.max_num_batched_tokens = 32, .max_model_len = 128, .max_prefill_tokens_with_decode = 6},
-           {.block_size = 4}, 65);
+  Driver d(
+      {.max_num_batched_tokens = 32, .max_model_len = 128, .max_prefill_tokens_with_decode = 6},
+      {.block_size = 4}, 65);
   // Alone, a prompt takes the whole step budget.
   ASSERT_TRUE(d.add("A", prompt(20, 1), 4).ok());
   EXPECT_EQ(d.step().trace, "A0+20[1,2,3,4,5]*");
