@@ -1,7 +1,8 @@
 // libFuzzer targets: each takes one input and runs it through a parser or loader that reads
 // untrusted bytes (HTTP requests, request JSON, GGUF and safetensors files, tokenizer files, chat
-// templates), then checks what the code promises (no crash, errors that say something, the same
-// result whatever way the bytes are split). A broken promise aborts with a message.
+// templates, grammars and JSON Schemas), then checks what the code promises (no crash, errors that
+// say something, the same result whatever way the bytes are split). A broken promise aborts with a
+// message.
 //
 // Each target is built twice: with -DSTRATA_FUZZ=ON (clang) as a libFuzzer binary fuzz_<name>
 // (libfuzzer_main.cpp), and in every build into fuzz_replay_tests, which runs each file under
@@ -22,6 +23,7 @@ int safetensors(const uint8_t* data, size_t size);
 int tokenizer_json(const uint8_t* data, size_t size);
 int vocab(const uint8_t* data, size_t size);
 int jinja(const uint8_t* data, size_t size);
+int grammar(const uint8_t* data, size_t size);
 
 struct Target {
   const char* name;  // also the corpus directory tests/fuzz/<name>/
@@ -36,6 +38,7 @@ inline constexpr Target kTargets[] = {
     {"tokenizer_json", tokenizer_json},
     {"vocab", vocab},
     {"jinja", jinja},
+    {"grammar", grammar},
 };
 
 }  // namespace strata::fuzz
