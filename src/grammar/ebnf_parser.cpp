@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "grammar/grammar_ir.h"
+#include "tokenizer/unicode.h"
 
 namespace strata::grammar {
 
@@ -14,24 +15,6 @@ namespace {
 constexpr int kMaxRepeat = 10000;
 // Nesting of groups (bounds the recursion of the parser on hostile input).
 constexpr int kMaxDepth = 200;
-
-void append_utf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 bool is_name_char(char c, bool first) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
@@ -187,7 +170,7 @@ class Parser {
         }
         auto cp = read_char();
         if (!cp.ok()) return cp.status();
-        append_utf8(*cp, &n.bytes);
+        tok::utf8_append(&n.bytes, static_cast<char32_t>(*cp));
       }
       if (n.bytes.empty()) n.kind = IrNode::Kind::kEmpty;
       return ir_->add(std::move(n));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "tokenizer/unicode.h"
+
 namespace strata::grammar {
 
 CodePointSet CodePointSet::range(uint32_t lo, uint32_t hi) {
@@ -101,21 +103,7 @@ std::u32string decode_utf8(std::string_view s) {
 }
 
 void append_utf8(std::string& out, uint32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
+  tok::utf8_append(&out, static_cast<char32_t>(c));
 }
 
 namespace {

@@ -50,7 +50,6 @@ class Grammar {
   // The grammar back as EBNF text (normalised; for messages and tests).
   std::string to_ebnf() const;
 
-  const GrammarIr& ir() const { return *ir_; }
   const Automaton& automaton() const { return *automaton_; }
 
  private:

@@ -186,8 +186,10 @@ struct GrammarMatcher::State {
   StackMachine machine;
   std::vector<int32_t> set;
   bool terminated = false;
-  std::vector<std::vector<int32_t>> levels;  // scratch: stack sets by depth
-  std::vector<int32_t> next;
+  // Scratch reused across calls (no allocation per step once grown).
+  std::vector<std::vector<int32_t>> levels;  // stack sets by depth
+  std::vector<int32_t> cur, next;
+  std::vector<std::pair<int32_t, int32_t>> tables_done;  // (rule, state) ORed into this mask
 
   explicit State(std::shared_ptr<const CompiledGrammar> grammar)
       : g(std::move(grammar)), machine(g->grammar().automaton()) {
@@ -301,7 +303,8 @@ void GrammarMatcher::fill_next_token_mask(std::span<uint64_t> mask, int64_t rema
   // table's largest rise, and the exact cost after each uncertain token that survives.
   int64_t max_cost_after = 0;
   // Frames sharing (rule, state) share a table; OR each accepted set once.
-  std::vector<std::pair<int32_t, int32_t>> done;
+  std::vector<std::pair<int32_t, int32_t>>& done = s.tables_done;
+  done.clear();
   for (int32_t f : s.set) {
     const auto& fr = s.machine.frame(f);
     if (!g.automaton->rules[fr.rule].has_bytes[fr.state]) continue;
@@ -351,7 +354,8 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   State& s = *s_;
   if (s.terminated) return false;
   const size_t mark = s.machine.checkpoint();
-  std::vector<int32_t> cur = s.set;
+  std::vector<int32_t>& cur = s.cur;
+  cur.assign(s.set.begin(), s.set.end());
   for (char c : bytes) {
     s.machine.step(cur, static_cast<uint8_t>(c), &s.next);
     cur.swap(s.next);

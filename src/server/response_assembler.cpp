@@ -340,32 +340,23 @@ std::string ResponseAssembler::render_chunk(int prompt_index, const engine::Outp
                              *request_.logprobs, text_of, &c.text_offset);
     ch["text"] = text;
     ch["logprobs"] = std::move(lp);
-  } else if (request_.chat_output.parsed()) {
-    if (!c.parser) c.parser = make_output_parser(prompt_index);
-    OutputDelta d = c.parser->feed(chunk.text);
-    if (chunk.finished) d.append(c.parser->finish());
-    // Nothing to say (a marker being read): no event, as vLLM skips the chunk.
-    if (d.empty() && !chunk.finished && !request_.logprobs) return "";
-    OrderedJson delta = OrderedJson::object();
-    if (!d.content.empty()) delta["content"] = d.content;
-    if (!d.reasoning.empty()) {
-      delta["reasoning"] = d.reasoning;
-      delta["reasoning_content"] = d.reasoning;
-    }
-    if (!d.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas_json(d.tool_calls);
-    ch["delta"] = std::move(delta);
-    OrderedJson lp = nullptr;
-    if (request_.logprobs) {
-      lp = OrderedJson::object();
-      lp["content"] = OrderedJson::array();
-      for (size_t k = 0; k < chunk.token_ids.size() && k < chunk.logprobs.size(); ++k)
-        lp["content"].push_back(chat_lp_entry(token_text(chunk.token_ids[k]), chunk.logprobs[k],
-                                              *request_.logprobs, text_of));
-    }
-    ch["logprobs"] = std::move(lp);
   } else {
     OrderedJson delta = OrderedJson::object();
-    if (!chunk.text.empty() || !chunk.finished) delta["content"] = chunk.text;
+    if (request_.chat_output.parsed()) {
+      if (!c.parser) c.parser = make_output_parser(prompt_index);
+      OutputDelta d = c.parser->feed(chunk.text);
+      if (chunk.finished) d.append(c.parser->finish());
+      // Nothing to say (a marker being read): no event, as vLLM skips the chunk.
+      if (d.empty() && !chunk.finished && !request_.logprobs) return "";
+      if (!d.content.empty()) delta["content"] = d.content;
+      if (!d.reasoning.empty()) {
+        delta["reasoning"] = d.reasoning;
+        delta["reasoning_content"] = d.reasoning;
+      }
+      if (!d.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas_json(d.tool_calls);
+    } else if (!chunk.text.empty() || !chunk.finished) {
+      delta["content"] = chunk.text;
+    }
     ch["delta"] = std::move(delta);
     OrderedJson lp = nullptr;
     if (request_.logprobs) {

@@ -227,10 +227,8 @@ ApiResult<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::c
     auto it = index_.find(key);
     if (it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
-      ++hits_;
       return it->second->second;
     }
-    ++misses_;
   }
   auto ebnf = to_ebnf(so);
   if (!ebnf.ok()) return ApiError{400, ebnf.status().message(), so.param};
@@ -253,15 +251,6 @@ ApiResult<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::c
     }
   }
   return compiled;
-}
-
-size_t ConstraintCompiler::cache_hits() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return hits_;
-}
-size_t ConstraintCompiler::cache_misses() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return misses_;
 }
 
 }  // namespace strata::server

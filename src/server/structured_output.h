@@ -33,16 +33,12 @@ class ConstraintCompiler {
   // EBNF text of a constraint (what compile() parses); an error for invalid input.
   static Result<std::string> to_ebnf(const StructuredOutput& so);
 
-  size_t cache_hits() const;
-  size_t cache_misses() const;
-
  private:
   std::shared_ptr<const grammar::TokenVocabulary> vocabulary_;
   size_t capacity_;
   mutable std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<const grammar::CompiledGrammar>>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
-  size_t hits_ = 0, misses_ = 0;
 };
 
 }  // namespace strata::server

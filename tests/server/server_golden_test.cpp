@@ -35,14 +35,7 @@ Served greedy_completion(ServerHarness& h, const std::string& model, const Json&
   auto r = h.post("/v1/completions", req.dump());
   EXPECT_EQ(r.status, 200) << r.body;
   if (r.status != 200) return out;
-  std::vector<Json> bodies;
-  if (stream) {
-    for (const auto& d : testing::sse_data(r.body))
-      if (d != "[DONE]") bodies.push_back(testing::parse(d));
-  } else {
-    bodies.push_back(testing::parse(r.body));
-  }
-  for (const Json& b : bodies) {
+  for (const Json& b : testing::response_bodies(r.body, stream)) {
     const Json& ch = b["choices"][0];
     out.text += ch["text"].get<std::string>();
     for (const auto& t : ch["logprobs"]["tokens"]) {

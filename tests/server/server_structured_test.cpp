@@ -44,14 +44,7 @@ class ServerStructured : public ::testing::Test {
     EXPECT_EQ(r.status, 200) << r.body;
     std::vector<std::string> texts;
     if (r.status != 200) return texts;
-    std::vector<Json> bodies;
-    if (stream) {
-      for (const auto& d : testing::sse_data(r.body))
-        if (d != "[DONE]") bodies.push_back(testing::parse(d));
-    } else {
-      bodies.push_back(testing::parse(r.body));
-    }
-    for (const Json& b : bodies) {
+    for (const Json& b : testing::response_bodies(r.body, stream)) {
       for (const auto& ch : b["choices"]) {
         size_t i = ch["index"].get<size_t>();
         if (texts.size() <= i) texts.resize(i + 1);

@@ -186,6 +186,18 @@ inline std::vector<std::string> sse_data(const std::string& body) {
   return out;
 }
 
+// The JSON objects of a response: its body, or each event of a streamed one ("[DONE]" left out).
+inline std::vector<Json> response_bodies(const std::string& body, bool stream) {
+  std::vector<Json> out;
+  if (!stream) {
+    out.push_back(parse(body));
+    return out;
+  }
+  for (const auto& d : sse_data(body))
+    if (d != "[DONE]") out.push_back(parse(d));
+  return out;
+}
+
 // A blocking loopback socket with a receive timeout (a safety net against hangs, not a test of
 // speed); -1 on failure.
 inline int connect_raw(int port, double recv_timeout_s = 120.0) {
