@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
 #include "grammar/ebnf_text.h"
 #include "grammar/json_schema.h"
 
@@ -520,6 +521,9 @@ bool narrow_lengths(Node& tree, int64_t min_len, int64_t max_len, bool& empty) {
 
 Result<std::string> regex_to_ebnf_expression(std::string_view regex, bool json_string_body,
                                              int64_t min_len, int64_t max_len) {
+  // Found by the grammar fuzz target: bytes that are not UTF-8 (e.g. a sequence past U+10FFFF)
+  // would reach the grammar as code points it rightly refuses.
+  if (!is_valid_utf8(regex)) return invalid_argument("the regular expression is not valid UTF-8");
   RegexParser parser(regex);
   auto tree = parser.parse();
   if (!tree.ok()) return tree.status();
