@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -399,6 +400,50 @@ TEST_F(DiskTierTest, RewriteReplacesWithoutDoubleCounting) {
   ASSERT_TRUE(t->get(key(1), out).ok());
   EXPECT_EQ(out, second);
   EXPECT_EQ(files_under(dir_ + "/cache").size(), 1u);
+}
+
+TEST_F(DiskTierTest, RewriteOfAPresentKeyEvictsNothingElse) {
+  auto t = open_tier(config(/*capacity_files=*/2));
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->put(key(0), payload_of(key(0))).ok());
+  ASSERT_TRUE(t->put(key(1), payload_of(key(1))).ok());
+  ASSERT_TRUE(t->put(key(1), payload_of(key(1))).ok());
+  ASSERT_TRUE(t->put(key(0), payload_of(key(0))).ok());
+  EXPECT_EQ(t->keys(), (std::vector<BlockHash>{key(1), key(0)}));
+  EXPECT_EQ(t->stats().evictions, 0);
+  EXPECT_EQ(t->stats().bytes, 2 * t->file_bytes());
+}
+
+// A header whose checksum matches but whose fields do not (a future format, or a writer bug) is
+// refused field by field.
+TEST_F(DiskTierTest, HeaderFieldsAreCheckedBeyondTheChecksum) {
+  auto t = open_tier(config());
+  ASSERT_NE(t, nullptr);
+  struct Case {
+    int offset;
+    uint8_t value;
+    const char* needle;
+  };
+  const Case cases[] = {{8, 2, "version"},
+                        {12, 65, "header size"},
+                        {32, 1, "payload size"},
+                        {16, 0xff, "another block"},
+                        {0, 'X', "not a Strata"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.needle);
+    ASSERT_TRUE(t->put(key(9), payload_of(key(9))).ok());
+    const std::string path = t->path_of(key(9));
+    Bytes b = read_all(path);
+    b[c.offset] = static_cast<std::byte>(c.value);
+    const uint64_t sum = XXH3_64bits(b.data(), 56);
+    for (int i = 0; i < 8; ++i) b[56 + i] = static_cast<std::byte>(sum >> (8 * i));
+    write_all(path, b);
+    Bytes out(kBlock);
+    const Status st = t->get(key(9), out);
+    EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+    EXPECT_NE(st.message().find(c.needle), std::string::npos) << st.message();
+    EXPECT_FALSE(fs::exists(path));
+  }
 }
 
 TEST_F(DiskTierTest, WriteFaultLeavesNoFileAndTheKeyAbsent) {
