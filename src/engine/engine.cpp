@@ -153,6 +153,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
                    << ", prefix caching " << (c.cache.enable_prefix_caching ? "on" : "off");
   STRATA_ASSIGN_OR_RETURN(e->scheduler_,
                           sched::Scheduler::create(sc, c.cache, plan.num_blocks + 1));
+  e->scheduler_->set_kv_tiers(e->executor_->kv_tiers());
 
   EngineInfo& info = e->info_;
   info.model_path = c.model.model;
@@ -384,7 +385,10 @@ Status Engine::step() {
   const double t_start = tr != nullptr ? now_seconds() : 0;
   sched::StepPlan& plan = input_.plan;
   plan = scheduler_->schedule();
-  if (plan.empty()) {  // every unfinished request is paused (or none is left)
+  // Nothing to run: every unfinished request is paused (or none is left). A plan that only moves
+  // KV blocks, or that waits for loads in flight, still goes to the executor.
+  if (plan.empty() && plan.kv_stores.empty() && plan.kv_loads.empty() &&
+      !scheduler_->has_kv_loads_in_flight()) {
     unsent_finished_.insert(unsent_finished_.end(), plan.finished_ids.begin(),
                             plan.finished_ids.end());
     unsent_preempted_.insert(unsent_preempted_.end(), plan.preempted_ids.begin(),
@@ -466,6 +470,7 @@ Status Engine::step() {
     c->pending_sample = plan.scheduled[i].will_sample ? &e : nullptr;
     if (plan.scheduled[i].will_sample) sampled_[i] = e.token_id;
   }
+  scheduler_->finish_kv_loads(output_.kv_loads_done);
   std::vector<sched::RequestOutput> outputs = scheduler_->update(plan, sampled_);
   for (const auto& out : outputs) {
     Choice* c = reinterpret_cast<Choice*>(out.user_data);
@@ -516,6 +521,24 @@ EngineStats Engine::stats() const {
   e.kv_cache_usage = s.kv.usage();
   e.prefix_cache_queries = s.prefix_cache.queries;
   e.prefix_cache_hits = s.prefix_cache.hits;
+  if (kv::KvTiers* tiers = executor_->kv_tiers()) {
+    e.has_kv_tiers = true;
+    e.external_prefix_cache_queries = s.external_prefix_cache.queries;
+    e.external_prefix_cache_hits = s.external_prefix_cache.hits;
+    const kv::KvTierStats t = tiers->stats();
+    auto copy = [](const kv::KvTierUsage& u, bool present, EngineStats::Tier* out) {
+      *out = {present, u.blocks, u.capacity_blocks, u.hits, u.stores, u.bytes_in, u.bytes_out};
+    };
+    copy(t.ram, t.has_ram, &e.cpu_tier);
+    copy(t.disk, t.has_disk, &e.disk_tier);
+    e.kv_tier_block_bytes = t.block_bytes;
+    e.kv_tier_loads = t.loads;
+    e.kv_tier_load_missing = t.load_missing;
+    e.kv_tier_load_corrupt = t.load_corrupt;
+    e.kv_tier_load_io_errors = t.load_io_errors;
+    e.kv_tier_stores_dropped = t.stores_dropped;
+    e.kv_tier_disk_write_failures = t.disk_write_failures;
+  }
   e.num_preemptions = s.num_preemptions;
   e.prompt_tokens = s.prompt_tokens;
   e.generation_tokens = s.generation_tokens;

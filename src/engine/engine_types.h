@@ -108,6 +108,28 @@ struct EngineStats {
   double kv_cache_usage = 0;         // referenced / total
   int64_t prefix_cache_queries = 0;  // tokens
   int64_t prefix_cache_hits = 0;     // tokens
+  // KV tiers (kv/kv_tiers.h): the scheduler's lookups in them, and their own counters.
+  bool has_kv_tiers = false;
+  int64_t external_prefix_cache_queries = 0;  // tokens
+  int64_t external_prefix_cache_hits = 0;     // tokens
+  struct Tier {
+    bool present = false;
+    int64_t blocks = 0, capacity_blocks = 0;  // held / can hold
+    int64_t hits = 0;                         // blocks loaded from it
+    int64_t stores = 0;                       // blocks written into it
+    int64_t bytes_in = 0, bytes_out = 0;
+    double usage() const {
+      return capacity_blocks ? static_cast<double>(blocks) / capacity_blocks : 0;
+    }
+  };
+  Tier cpu_tier, disk_tier;
+  int64_t kv_tier_block_bytes = 0;
+  int64_t kv_tier_loads = 0;          // blocks loaded or failed
+  int64_t kv_tier_load_missing = 0;   // failed: gone
+  int64_t kv_tier_load_corrupt = 0;   // failed: verification
+  int64_t kv_tier_load_io_errors = 0; // failed: I/O error
+  int64_t kv_tier_stores_dropped = 0;
+  int64_t kv_tier_disk_write_failures = 0;
   int64_t num_preemptions = 0;
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;

@@ -21,6 +21,8 @@ class Executor {
   virtual const WorkerInfo& info() const = 0;
   // One step. Errors are internal failures (a worker rejected the step).
   virtual Status execute(const StepInput& input, StepOutput* output) = 0;
+  // The KV tiers the scheduler looks blocks up in (rank 0's worker's); nullptr when none.
+  virtual kv::KvTiers* kv_tiers() { return nullptr; }
 };
 
 class UniprocExecutor final : public Executor {
@@ -30,6 +32,7 @@ class UniprocExecutor final : public Executor {
   Status execute(const StepInput& input, StepOutput* output) override {
     return worker_->execute(input, output);
   }
+  kv::KvTiers* kv_tiers() override { return worker_->kv_tiers(); }
   Worker& worker() { return *worker_; }
 
  private:

@@ -147,6 +147,12 @@ std::string encode_step_output(const StepOutput& out) {
   }
   w.pod(out.forward_seconds);
   w.pod(out.sample_seconds);
+  w.u64(out.kv_loads_done.size());
+  for (const kv::KvLoadResult& l : out.kv_loads_done) {
+    w.i32(l.block);
+    w.boolean(l.ok);
+    w.u32(static_cast<uint32_t>(l.tier));
+  }
   return w.take();
 }
 
@@ -164,6 +170,16 @@ Result<StepOutput> decode_step_output(std::string_view bytes) {
   }
   out.forward_seconds = r.pod<double>();
   out.sample_seconds = r.pod<double>();
+  const uint64_t loads = r.count(4 + 1 + 4);
+  for (uint64_t i = 0; i < loads && r.ok(); ++i) {
+    kv::KvLoadResult l;
+    l.block = r.i32();
+    l.ok = r.boolean();
+    const uint32_t tier = r.u32();
+    if (tier > static_cast<uint32_t>(kv::Tier::kDisk)) return data_loss("step output: bad KV tier");
+    l.tier = static_cast<kv::Tier>(tier);
+    out.kv_loads_done.push_back(l);
+  }
   STRATA_RETURN_IF_ERROR(r.finish());
   return out;
 }

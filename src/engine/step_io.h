@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kv/kv_tiers.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
 #include "sched/step_plan.h"
@@ -56,6 +57,9 @@ struct StepOutput {
   // time with them.
   double forward_seconds = 0;
   double sample_seconds = 0;
+  // KV tier loads that finished (plan.kv_loads of this or earlier steps), for
+  // Scheduler::finish_kv_loads().
+  std::vector<kv::KvLoadResult> kv_loads_done;
 };
 
 std::string encode_step_input(const StepInput& input);

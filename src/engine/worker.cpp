@@ -1,12 +1,15 @@
 #include "engine/worker.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/logging.h"
+#include "core/file_util.h"
 #include "core/strings.h"
+#include "kv/fingerprint.h"
 #include "sampling/vector_math.h"
 
 namespace strata::engine {
@@ -16,6 +19,44 @@ DType default_kv_dtype(DType weights) {
   return (weights == DType::kF32 || weights == DType::kF16 || weights == DType::kBF16)
              ? weights
              : DType::kBF16;
+}
+
+// The digest naming this configuration's disk-tier blocks (kv/fingerprint.h): the weights (their
+// files, or the dummy seed), the model config, dtypes, the KV layout and block size, and the
+// kernels (different kernel variants may round differently, and a loaded block must equal the
+// one this server would compute).
+std::string kv_fingerprint(const EngineConfig& c, const std::string& format, const Model& model,
+                           const KvStorageSpec& spec, const std::string& backend) {
+  kv::Fingerprint f;
+  f.add("format", format);
+  if (format == "dummy") {
+    f.add("seed", static_cast<int64_t>(c.model.seed));
+  } else if (is_directory(c.model.model)) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(c.model.model, ec))
+      if (const std::string name = e.path().filename().string();
+          ends_with(name, ".safetensors") || ends_with(name, ".gguf") || ends_with(name, ".bin") ||
+          name == "config.json")
+        files.push_back(name);
+    std::sort(files.begin(), files.end());
+    for (const std::string& name : files) f.add_file("file", path_join(c.model.model, name));
+  } else {
+    f.add_file("file", c.model.model);
+  }
+  f.add("config", model.config().summary());
+  f.add("hf_overrides", c.model.hf_overrides);
+  f.add("quantization", c.model.quantization);
+  f.add("weight_dtype", dtype_name(model.weight_dtype()));
+  f.add("kv_dtype", dtype_name(spec.dtype));
+  f.add("layers", spec.num_layers);
+  f.add("kv_heads", spec.num_kv_heads);
+  f.add("head_dim", spec.head_dim);
+  f.add("has_v", spec.has_v ? 1 : 0);
+  f.add("block_size", spec.block_size);
+  f.add("kernels", backend);
+  f.add("tokenizer", c.tokenizer.empty() ? c.model.model : c.tokenizer);
+  return f.hex();
 }
 
 }  // namespace
@@ -131,6 +172,24 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
     STRATA_LOG(INFO) << "KV cache committed: "
                      << format_bytes(static_cast<double>(w->storage_.bytes())) << " of RAM in "
                      << now_seconds() - t0 << " s";
+  if (c.cache.has_kv_tiers()) {
+    kv::KvTierConfig tc;
+    tc.ram_bytes = c.cache.kv_offloading_bytes;
+    tc.disk_path = c.cache.kv_disk_path;
+    tc.disk_bytes = c.cache.kv_disk_bytes;
+    tc.fingerprint = kv_fingerprint(c, loaded.format, model, w->storage_.spec(), backend.name());
+    STRATA_ASSIGN_OR_RETURN(w->tiers_, kv::KvTiers::create(tc, &w->storage_));
+    const kv::KvTierStats ts = w->tiers_->stats();
+    STRATA_LOG(INFO) << "KV tiers: block " << format_bytes(static_cast<double>(ts.block_bytes))
+                     << "; CPU " << ts.ram.capacity_blocks << " blocks ("
+                     << format_bytes(static_cast<double>(ts.ram.capacity_blocks * ts.block_bytes))
+                     << ")"
+                     << (ts.has_disk ? "; disk " + std::to_string(ts.disk.capacity_blocks) +
+                                           " blocks in " + tc.disk_path + " (" +
+                                           std::to_string(ts.disk.blocks) + " found, " +
+                                           "configuration " + tc.fingerprint + ")"
+                                     : std::string());
+  }
   sampling::SamplerConfig samp;
   samp.vocab_size = V;
   samp.eos_token_ids = w->config_.eos_token_ids;
@@ -159,6 +218,24 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
       r.matcher.emplace(n.constraint);
       r.mask.resize(grammar::GrammarMatcher::mask_words(sampler_->vocab_size()));
     }
+  }
+  // KV tiers: copy the plan's stores out of the pool before the forward pass may reuse their
+  // blocks, then queue the loads (they run on the tiers' thread, into blocks no entry computes).
+  if (tiers_ != nullptr) {
+    for (const sched::KvTransfer& t : plan.kv_stores) tiers_->store(t.block, {t.key_lo, t.key_hi});
+    for (const sched::KvTransfer& t : plan.kv_loads) tiers_->load(t.block, {t.key_lo, t.key_hi});
+  } else if (!plan.kv_stores.empty() || !plan.kv_loads.empty()) {
+    return internal_error("plan moves KV blocks but this worker has no KV tiers");
+  }
+  output->kv_loads_done.clear();
+  if (plan.scheduled.empty()) {  // only loads to wait for: nothing else can progress
+    output->entries.clear();
+    output->forward_seconds = output->sample_seconds = 0;
+    if (tiers_ != nullptr) {
+      tiers_->wait_for_loads();
+      output->kv_loads_done = tiers_->take_finished_loads();
+    }
+    return ok_status();
   }
   entry_states_.assign(plan.scheduled.size(), nullptr);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
@@ -220,6 +297,7 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
       st.matcher.reset();
     }
   }
+  if (tiers_ != nullptr) output->kv_loads_done = tiers_->take_finished_loads();
   return ok_status();
 }
 

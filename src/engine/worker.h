@@ -18,6 +18,7 @@
 #include "grammar/grammar.h"
 #include "kernels/backend.h"
 #include "kv/kv_storage.h"
+#include "kv/kv_tiers.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 
@@ -63,6 +64,8 @@ class Worker {
   Backend& backend() { return *backend_; }
   ModelRunner& runner() { return *runner_; }
   size_t num_requests() const { return requests_.size(); }
+  // The KV tiers under the pool; nullptr when none is configured.
+  kv::KvTiers* kv_tiers() { return tiers_.get(); }
 
  private:
   struct RequestState {
@@ -82,6 +85,7 @@ class Worker {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   KvStorage storage_;
+  std::unique_ptr<kv::KvTiers> tiers_;  // after storage_: it copies into it until destroyed
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<sampling::Sampler> sampler_;
   std::unordered_map<std::string, RequestState> requests_;

@@ -25,6 +25,14 @@ Status CacheConfig::validate() const {
     return invalid_argument("--gpu-memory-utilization must be in (0, 1], got " +
                             std::to_string(gpu_memory_utilization));
   }
+  if (kv_offloading_bytes < 0 || kv_disk_bytes < 0)
+    return invalid_argument("--kv-offloading-size and --kv-disk-size must not be negative");
+  if (!kv_disk_path.empty() && kv_disk_bytes <= 0)
+    return invalid_argument("--kv-disk-path needs a positive --kv-disk-size (e.g. 64 for 64 GiB)");
+  if (has_kv_tiers() && !enable_prefix_caching)
+    return invalid_argument(
+        "the KV tiers (--kv-offloading-size, --swap-space, --kv-disk-path) keep prefix-cached "
+        "blocks: they need prefix caching (drop --no-enable-prefix-caching)");
   if (kv_cache_memory_bytes < 0) {
     return invalid_argument("--kv-cache-memory must be a positive size such as 4GiB, got " +
                             std::to_string(kv_cache_memory_bytes));
@@ -75,7 +83,53 @@ void add_cache_options(OptionSet& options) {
                        "for the KV cache",
                .group = kGroup,
                .metavar = "BYTES"});
+  options.add({.name = "kv-offloading-size",
+               .kind = OptionKind::kString,
+               .default_value = "",
+               .help = "host-RAM tier under the KV pool, in GiB (or a size such as 512MiB): "
+                       "prefix blocks evicted from the pool are kept there and loaded back",
+               .group = kGroup,
+               .metavar = "GIB"});
+  options.add({.name = "kv-offloading-backend",
+               .kind = OptionKind::kString,
+               .default_value = "native",
+               .help = "KV offloading implementation: native (Strata's tiers)",
+               .group = kGroup,
+               .metavar = "NAME"});
+  options.add({.name = "swap-space",
+               .kind = OptionKind::kString,
+               .default_value = "",
+               .help = "the host-RAM KV tier's size in GiB when --kv-offloading-size is not given",
+               .group = kGroup,
+               .metavar = "GIB"});
+  options.add({.name = "kv-disk-path",
+               .kind = OptionKind::kString,
+               .default_value = "",
+               .help = "directory of the disk KV tier: prefix blocks kept across restarts",
+               .group = kGroup,
+               .metavar = "DIR"});
+  options.add({.name = "kv-disk-size",
+               .kind = OptionKind::kString,
+               .default_value = "",
+               .help = "disk KV tier size in GiB (or a size such as 20GB); default 16 GiB",
+               .group = kGroup,
+               .metavar = "GIB"});
 }
+
+namespace {
+
+// vLLM's sizes in GiB ("100", "0.5"), or a size with a unit ("512MiB").
+Result<int64_t> parse_gib(const std::string& text, const std::string& what) {
+  const std::string t(trim(text));
+  if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos) {
+    STRATA_ASSIGN_OR_RETURN(double gib, parse_float(t, what));
+    if (!(gib >= 0)) return invalid_argument(what + " must not be negative, got " + t);
+    return static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
+  }
+  return parse_byte_size(t, what);
+}
+
+}  // namespace
 
 Result<CacheConfig> cache_config_from_args(const Args& args) {
   CacheConfig c;
@@ -89,6 +143,21 @@ Result<CacheConfig> cache_config_from_args(const Args& args) {
       return invalid_argument("--kv-cache-memory must be a positive size such as 4GiB, got '" +
                               mem + "'");
     }
+  }
+  const std::string backend = to_lower(std::string(trim(args.get("kv-offloading-backend"))));
+  if (backend != "native")
+    return unimplemented("--kv-offloading-backend " + backend +
+                         " is not supported: Strata's KV tiers are built in; use native");
+  if (std::string v = args.get("kv-offloading-size"); !v.empty()) {
+    STRATA_ASSIGN_OR_RETURN(c.kv_offloading_bytes, parse_gib(v, "--kv-offloading-size"));
+  } else if (std::string v = args.get("swap-space"); !v.empty()) {
+    STRATA_ASSIGN_OR_RETURN(c.kv_offloading_bytes, parse_gib(v, "--swap-space"));
+  }
+  c.kv_disk_path = args.get("kv-disk-path");
+  if (std::string v = args.get("kv-disk-size"); !v.empty()) {
+    STRATA_ASSIGN_OR_RETURN(c.kv_disk_bytes, parse_gib(v, "--kv-disk-size"));
+  } else if (!c.kv_disk_path.empty()) {
+    c.kv_disk_bytes = int64_t{16} << 30;
   }
   STRATA_RETURN_IF_ERROR(c.validate());
   return c;

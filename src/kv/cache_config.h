@@ -23,6 +23,12 @@ struct CacheConfig {
   double gpu_memory_utilization = 0.9;
   // Explicit KV size in bytes; when set (> 0) it overrides gpu_memory_utilization for KV.
   int64_t kv_cache_memory_bytes = 0;
+  // KV tiers under the pool (kv/kv_tiers.h): host RAM (--kv-offloading-size, or --swap-space)
+  // and disk (--kv-disk-path, --kv-disk-size). 0 / empty: none.
+  int64_t kv_offloading_bytes = 0;
+  std::string kv_disk_path;
+  int64_t kv_disk_bytes = 0;
+  bool has_kv_tiers() const { return kv_offloading_bytes > 0 || !kv_disk_path.empty(); }
 
   // Ok, or an invalid-argument status naming the bad option and the accepted values.
   Status validate() const;

@@ -98,7 +98,8 @@ std::optional<std::span<const BlockId>> KvCacheManager::allocate_slots(
 }
 
 void KvCacheManager::cache_blocks(SeqId seq, std::span<const BlockHash> block_hashes,
-                                  int64_t num_computed_tokens) {
+                                  int64_t num_computed_tokens,
+                                  std::vector<std::pair<BlockId, BlockHash>>* newly_cached) {
   if (!pool_.caching_enabled()) return;
   SeqBlocks& s = seq_state(seq);
   const int64_t num_full =
@@ -106,7 +107,8 @@ void KvCacheManager::cache_blocks(SeqId seq, std::span<const BlockHash> block_ha
   STRATA_CHECK_LE(num_full, static_cast<int64_t>(block_hashes.size()))
       << "seq " << seq << " has fewer block hashes than computed full blocks";
   for (int64_t i = s.num_cached_blocks; i < num_full; ++i) {
-    pool_.cache_block(s.blocks[i], block_hashes[i]);
+    if (pool_.cache_block(s.blocks[i], block_hashes[i]) && newly_cached != nullptr)
+      newly_cached->emplace_back(s.blocks[i], block_hashes[i]);
   }
   s.num_cached_blocks = std::max(s.num_cached_blocks, num_full);
 }
@@ -119,6 +121,23 @@ void KvCacheManager::free(SeqId seq) {
   pool_.free(scratch_);
   s.blocks.clear();
   s.num_cached_blocks = 0;
+}
+
+void KvCacheManager::pin(BlockId id) {
+  if (static_cast<size_t>(id) >= pins_.size()) pins_.resize(static_cast<size_t>(id) + 1, 0);
+  const BlockId ids[1] = {id};
+  pool_.touch(ids);
+  ++pins_[static_cast<size_t>(id)];
+  ++num_pinned_;
+}
+
+void KvCacheManager::unpin(BlockId id) {
+  STRATA_CHECK(static_cast<size_t>(id) < pins_.size() && pins_[static_cast<size_t>(id)] > 0)
+      << "unpin of block " << id << " that is not pinned";
+  --pins_[static_cast<size_t>(id)];
+  --num_pinned_;
+  const BlockId ids[1] = {id};
+  pool_.free(ids);
 }
 
 KvUsage KvCacheManager::usage() const {
@@ -146,6 +165,7 @@ void KvCacheManager::check_invariants() const {
       ++refs[static_cast<size_t>(id)];
     }
   }
+  for (size_t id = 0; id < pins_.size(); ++id) refs[id] += pins_[id];
   for (BlockId id = 1; id < static_cast<BlockId>(pool_.num_blocks()); ++id) {
     STRATA_CHECK_EQ(refs[static_cast<size_t>(id)], pool_.ref_cnt(id))
         << "block " << id << " ref count disagrees with the block tables";

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <vector>
+#include <utility>
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
@@ -101,9 +102,21 @@ class KvCacheManager {
 
   // Publishes the sequence's full blocks below `num_computed_tokens` in the prefix cache.
   // `block_hashes` are the sequence's block hashes (at least num_computed_tokens / block_size of
-  // them). No-op when caching is off.
+  // them). No-op when caching is off. `newly_cached`, when given, gets the blocks this call made
+  // findable (the KV tiers copy them down).
   void cache_blocks(SeqId seq, std::span<const BlockHash> block_hashes,
-                    int64_t num_computed_tokens);
+                    int64_t num_computed_tokens,
+                    std::vector<std::pair<BlockId, BlockHash>>* newly_cached = nullptr);
+
+  // Pins: a reference held by something other than a sequence (a KV tier load writing into the
+  // block), so that the block is not handed out again while it is in use, even if its sequence
+  // is freed. unpin() drops one; a block reaching no reference goes to the free list.
+  void pin(BlockId id);
+  void unpin(BlockId id);
+  int64_t num_pinned() const { return num_pinned_; }
+  // Makes a referenced block findable under `hash` (a block loaded from a lower tier); false when
+  // caching is off, it already has a hash or another block holds this one.
+  bool publish_block(BlockId id, const BlockHash& hash) { return pool_.cache_block(id, hash); }
 
   // Releases every block of `seq`, last block first, so that a request's tail is evicted before
   // its (more shareable) head. No-op for a sequence holding nothing.
@@ -131,6 +144,8 @@ class KvCacheManager {
   BlockPool pool_;
   std::vector<SeqBlocks> seqs_;
   std::vector<BlockId> scratch_;
+  std::vector<int32_t> pins_;  // per block, grown on demand
+  int64_t num_pinned_ = 0;
   PrefixCacheStats stats_;
 };
 

@@ -1,6 +1,9 @@
 #include "kv/kv_storage.h"
 
+#include <cstring>
 #include <string>
+
+#include "core/check.h"
 
 namespace strata {
 
@@ -20,6 +23,46 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec, DeviceAllocator
   STRATA_ASSIGN_OR_RETURN(s.memory_, allocator.allocate(static_cast<size_t>(spec.total_bytes()),
                                                         MemoryUse::kKvCache));
   return s;
+}
+
+namespace {
+
+// Calls fn(pool address, length) for each contiguous piece of `block`, in the packed order.
+template <typename Fn>
+void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t layer_bytes,
+                          int64_t values_bytes, int64_t block, Fn&& fn) {
+  STRATA_CHECK(block >= 0 && block < spec.num_blocks) << "KV block " << block << " out of range";
+  const int64_t rows = spec.num_kv_heads * spec.block_size;  // rows of one block
+  const int64_t row_bytes = spec.head_dim * dtype_block_bytes(spec.dtype);
+  const int64_t parts = spec.has_v ? 2 : 1;
+  for (int64_t l = 0; l < spec.num_layers; ++l) {
+    std::byte* layer = base + l * layer_bytes;
+    for (int64_t p = 0; p < parts; ++p)
+      fn(layer + p * values_bytes + block * rows * row_bytes, rows * row_bytes);
+    if (spec.has_row_scales()) {
+      std::byte* scales = layer + parts * values_bytes;
+      const int64_t scale_bytes = spec.num_blocks * rows * 4;  // of K (then V)
+      for (int64_t p = 0; p < parts; ++p) fn(scales + p * scale_bytes + block * rows * 4, rows * 4);
+    }
+  }
+}
+
+}  // namespace
+
+void KvStorage::copy_block_out(int64_t block, std::byte* dst) const {
+  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_,
+                       block, [&](std::byte* p, int64_t n) {
+                         std::memcpy(dst, p, static_cast<size_t>(n));
+                         dst += n;
+                       });
+}
+
+void KvStorage::copy_block_in(int64_t block, const std::byte* src) {
+  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, block,
+                       [&](std::byte* p, int64_t n) {
+                         std::memcpy(p, src, static_cast<size_t>(n));
+                         src += n;
+                       });
 }
 
 }  // namespace strata

@@ -111,6 +111,8 @@ class Request {
   int64_t num_preemptions() const { return num_preemptions_; }
   // Paused by Scheduler::pause_request(): not scheduled until resumed.
   bool paused() const { return paused_; }
+  // Admitted with prefix blocks coming from a lower KV tier: not scheduled until they arrive.
+  bool loading() const { return num_loading_ > 0; }
   // Hashes of the full blocks of token_ids() (kept only with prefix caching on).
   std::span<const kv::BlockHash> block_hashes() const { return block_hashes_; }
 
@@ -139,6 +141,14 @@ class Request {
   bool has_leader_ = false;
   RequestHandle leader_;
   int64_t share_tokens_ = 0;
+  // KV tier loads (Scheduler::finish_kv_loads): blocks [load_first_block_, + load_state_.size())
+  // of its table are being loaded; 0 pending, 1 loaded, 2 failed. load_epoch_ tells this
+  // admission's loads from those of an earlier one (preempted or aborted meanwhile).
+  int64_t num_loading_ = 0;
+  uint64_t load_epoch_ = 0;
+  int64_t load_first_block_ = 0;
+  std::vector<uint8_t> load_state_;
+  bool table_sent_ = true;  // its block table went to the workers with an entry
 };
 
 }  // namespace strata::sched

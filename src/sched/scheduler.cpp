@@ -207,6 +207,7 @@ void Scheduler::finish(Request* r, FinishReason reason, double now) {
   }
   if (r->status_ == RequestStatus::kRunning) {
     erase_running(r);
+    drop_loads(r);
     kv_.free(seq(*r));
   } else {
     STRATA_CHECK(waiting_.erase(r) == 1) << "request " << r->id_ << " missing from the queue";
@@ -256,7 +257,16 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
         << "request " << r->id_ << ": plan applied twice or out of order";
     r->num_computed_tokens_ += s.num_scheduled_tokens;
     r->num_scheduled_tokens_ = 0;
-    if (caching) kv_.cache_blocks(seq(*r), r->block_hashes_, r->num_computed_tokens_);
+    if (caching) {
+      newly_cached_.clear();
+      kv_.cache_blocks(seq(*r), r->block_hashes_, r->num_computed_tokens_,
+                       tiers_ != nullptr ? &newly_cached_ : nullptr);
+      for (const auto& [block, hash] : newly_cached_) {  // copied down at the next step's start
+        if (tiers_->find(hash) != kv::Tier::kNone) continue;
+        pending_stores_.push_back({block, 0, hash.lo, hash.hi});
+        ++tier_stats_.stores;
+      }
+    }
     if (r->num_computed_tokens_ < r->num_tokens()) continue;  // a prefill chunk: no token yet
     const int32_t token = sampled_token_ids[i];
     STRATA_CHECK_GE(token, 0) << "request " << r->id_ << " reached its last token but no token "
@@ -298,6 +308,7 @@ SchedulerStats Scheduler::stats() const {
   s.num_paused = num_paused_;
   s.kv = kv_.usage();
   s.prefix_cache = kv_.prefix_cache_stats();
+  s.external_prefix_cache = tier_stats_;
   s.num_preemptions = num_preemptions_;
   s.prompt_tokens = prompt_tokens_;
   s.generation_tokens = generation_tokens_;
@@ -323,7 +334,8 @@ void Scheduler::check_invariants() const {
     STRATA_CHECK_LE(held, kv_.blocks_for(r->num_tokens())) << r->id_ << " holds extra blocks";
     if (remaining > 1) {
       STRATA_CHECK_EQ(held, kv_.blocks_for(r->num_tokens())) << r->id_ << " prefill not reserved";
-      // A partial prefill: more than one token left, and not all of it in the pending plan.
+      // A partial prefill: more than one token left, and not all of it in the pending plan
+      // (a request waiting for its tier loads holds a slot too).
       if (r->num_scheduled_tokens_ < remaining) {
         ++partial;
         if (is_long(remaining)) ++long_partial;
@@ -345,6 +357,19 @@ void Scheduler::check_invariants() const {
     STRATA_CHECK(by_id_.count(r->id_));
   }
   STRATA_CHECK_EQ(by_id_.size(), running_.size() + waiting_.size()) << "id map out of sync";
+  int64_t loading_blocks = 0;
+  for (const Request* r : running_) {
+    if (r->num_loading_ == 0) continue;
+    STRATA_CHECK(!r->table_sent_) << r->id_ << " has a block table at the workers while loading";
+    STRATA_CHECK_EQ(r->num_scheduled_tokens_, 0) << r->id_ << " scheduled while loading";
+    int64_t pending = 0;
+    for (uint8_t st : r->load_state_) pending += st == 0;
+    STRATA_CHECK_EQ(pending, r->num_loading_) << r->id_ << " load count out of sync";
+    loading_blocks += pending;
+  }
+  STRATA_CHECK_LE(loading_blocks, static_cast<int64_t>(loads_in_flight_.size()));
+  STRATA_CHECK_EQ(kv_.num_pinned(), static_cast<int64_t>(loads_in_flight_.size()))
+      << "pinned blocks and loads in flight disagree";
   int64_t paused = 0;
   for (const Request* r : running_) paused += r->paused_;
   for (const Request* r : waiting_) paused += r->paused_;

@@ -56,6 +56,7 @@
 #include "core/status.h"
 #include "kv/cache_config.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_tiers.h"
 #include "sched/clock.h"
 #include "sched/request.h"
 #include "sched/scheduler_config.h"
@@ -87,13 +88,27 @@ class Scheduler {
   Status pause_request(std::string_view request_id);
   Status resume_request(std::string_view request_id);
 
-  // Plans one step. Never empty while a request is unfinished.
+  // Plans one step. Never empty while a request is unfinished, except while requests wait for KV
+  // tier loads (has_kv_loads_in_flight()): the executor then runs the plan anyway (it waits for
+  // the loads) and the next plan schedules them.
   StepPlan schedule();
   // Applies a step: `sampled_token_ids[i]` is the token sampled for plan.scheduled[i]
   // (required when will_sample, ignored otherwise). Returns one output per sampled token.
   // Requests aborted or finished since schedule() are skipped.
   std::vector<RequestOutput> update(const StepPlan& plan,
                                     std::span<const int32_t> sampled_token_ids);
+
+  // KV TIERS. With `tiers` set (and prefix caching on), admission continues a prefix lookup that
+  // misses the pool in the tiers: a request whose next blocks are there is admitted holding
+  // blocks for all its tokens, the tier blocks go in plan.kv_loads (pinned until they finish),
+  // and it is not scheduled until finish_kv_loads() has seen them all; then its computed prefix
+  // extends over the loaded blocks up to the first failed one, and the rest is recomputed.
+  // Blocks a step makes findable in the pool go in the next plan's kv_stores unless the tiers
+  // hold them already, so a preempted or finished request's work survives pool eviction.
+  // `tiers` (not owned) must outlive the scheduler; nullptr turns them off.
+  void set_kv_tiers(const kv::KvTierDirectory* tiers) { tiers_ = tiers; }
+  void finish_kv_loads(std::span<const kv::KvLoadResult> results);
+  bool has_kv_loads_in_flight() const { return !loads_in_flight_.empty(); }
 
   // The current block table of a scheduled request (valid until the next schedule()).
   std::span<const kv::BlockId> block_table(const ScheduledRequest& s) const;
@@ -196,6 +211,23 @@ class Scheduler {
   int64_t generation_tokens_ = 0;
   int64_t num_finished_ = 0;
   int64_t num_paused_ = 0;  // unfinished paused requests
+
+  // KV tiers.
+  struct PendingLoad {
+    RequestHandle handle;
+    uint64_t epoch = 0;
+    int64_t index = 0;  // into the request's load_state_
+    kv::BlockHash hash;
+  };
+  void admit_with_tier_loads(Request* w, const kv::ComputedBlocks& hit, int64_t num_loads,
+                             StepPlan* plan, double now);
+  void drop_loads(Request* r);
+  const kv::KvTierDirectory* tiers_ = nullptr;
+  std::unordered_map<kv::BlockId, PendingLoad> loads_in_flight_;
+  std::vector<std::pair<kv::BlockId, kv::BlockHash>> newly_cached_;
+  std::vector<KvTransfer> pending_stores_;
+  uint64_t next_load_epoch_ = 0;
+  kv::TierHitStats tier_stats_;
 };
 
 }  // namespace strata::sched

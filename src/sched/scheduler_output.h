@@ -31,6 +31,7 @@ struct SchedulerStats {
   int64_t num_paused = 0;  // running or waiting, paused by pause_request()
   kv::KvUsage kv;
   kv::PrefixCacheStats prefix_cache;  // cumulative
+  kv::TierHitStats external_prefix_cache;  // cumulative: lookups in the KV tiers
   int64_t num_preemptions = 0;        // cumulative
   int64_t prompt_tokens = 0;          // cumulative: prompts of requests that got a first token
   int64_t generation_tokens = 0;      // cumulative: sampled tokens

@@ -11,6 +11,10 @@ StepPlan Scheduler::schedule() {
   plan.step = ++step_;
   plan.scheduled.reserve(running_.size() + 8);
   plan.token_ids.reserve(static_cast<size_t>(config_.max_num_batched_tokens));
+  // Blocks published by the last update(): copied down before this step's forward pass can
+  // reuse them.
+  plan.kv_stores = std::move(pending_stores_);
+  pending_stores_.clear();
   release_finished(&plan);
   preempt_paused_prefills(&plan);
   int64_t budget = config_.max_num_batched_tokens;
@@ -85,6 +89,7 @@ void Scheduler::preempt(Request* victim, StepPlan* plan) {
   STRATA_CHECK(!running_.empty() && (running_.back() == victim || victim->paused_))
       << "only the youngest or a paused request is preempted";
   erase_running(victim);
+  drop_loads(victim);
   kv_.free(seq(*victim));
   victim->num_computed_tokens_ = 0;
   victim->status_ = RequestStatus::kPreempted;
@@ -119,6 +124,11 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
     r->num_scheduled_tokens_ = 0;  // a plan never given to update() is simply replaced
     if (r->paused_) continue;      // decoding (P2): needs no prefill slot
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens_;
+    if (r->num_loading_ > 0) {  // waits for its tier blocks; holds a prefill slot meanwhile
+      ++slots->partial;
+      if (is_long(remaining)) ++slots->long_partial;
+      continue;
+    }
     int64_t n = chunk_size(remaining, *budget);
     if (remaining > 1) {  // prompt tokens (a prefill, or a recompute after preemption)
       n = std::min(n, slots->prompt_tokens_left);
@@ -130,6 +140,12 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
     }
     if (n == 0) continue;
     const int64_t total = r->num_computed_tokens_ + n;
+    if (!r->table_sent_) {  // first entry after its tier loads: send the whole table
+      r->table_sent_ = true;
+      add_entry(plan, r, n, kv_.block_table(seq(*r)), /*new_table=*/true);
+      *budget -= n;
+      continue;
+    }
     if (kv_.num_blocks_to_allocate(seq(*r), total) == 0) {  // the common case: no new block
       add_entry(plan, r, n, {}, /*new_table=*/false);
       *budget -= n;
@@ -214,6 +230,43 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
     } else {
       hit = kv_.get_computed_blocks(w->block_hashes_, w->num_tokens());
     }
+    // The pool's hit continued in the KV tiers: blocks to load rather than compute.
+    int64_t tier_blocks = 0;
+    if (tiers_ != nullptr && !hit.from_fork && kv_.prefix_caching_enabled()) {
+      const int64_t max_blocks = std::min<int64_t>((w->num_tokens() - 1) / kv_.block_size(),
+                                                   static_cast<int64_t>(w->block_hashes_.size()));
+      for (int64_t i = static_cast<int64_t>(hit.blocks.size()); i < max_blocks; ++i) {
+        if (tiers_->find(w->block_hashes_[i]) == kv::Tier::kNone) break;
+        ++tier_blocks;
+      }
+    }
+    if (tier_blocks > 0) {
+      // Admitted now, computes nothing until the loads finish, and holds a prefill slot.
+      const int64_t left = w->num_tokens() - hit.num_tokens;
+      if (slots->partial >= config_.max_num_partial_prefills ||
+          (is_long(left) && slots->long_partial >= config_.max_long_partial_prefills)) {
+        if (oldest) return;
+        older_seen = true;
+        ++it;
+        continue;
+      }
+      const int64_t watermark = running_.empty() ? 0 : watermark_blocks_;
+      const int64_t need = kv_.num_blocks_to_allocate(seq(*w), w->num_tokens(), &hit);
+      if (need + watermark > kv_.num_allocatable_blocks(&hit)) {
+        Request* victim = youngest_paused_running();
+        if (victim == nullptr) return;
+        preempt(victim, plan);
+        continue;
+      }
+      it = waiting_.erase(it);
+      admit_with_tier_loads(w, hit, tier_blocks, plan, now);
+      ++slots->partial;
+      if (is_long(left)) ++slots->long_partial;
+      older_seen = true;
+      continue;
+    }
+    if (tiers_ != nullptr && !hit.from_fork && kv_.prefix_caching_enabled())
+      tier_stats_.queries += w->num_tokens() - hit.num_tokens;
     const int64_t remaining = w->num_tokens() - hit.num_tokens;
     const int64_t n = std::min(chunk_size(remaining, *budget), slots->prompt_tokens_left);
     const bool partial = n < remaining && remaining > 1;
@@ -250,6 +303,77 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
       ++slots->partial;
       if (is_long(remaining)) ++slots->long_partial;
     }
+  }
+}
+
+// Admits `w` (already out of the waiting queue, its blocks known to fit) with blocks for all its
+// tokens: `hit` from the pool, then `num_loads` blocks to load from the tiers, pinned until
+// finish_kv_loads() has them, then the rest to compute.
+void Scheduler::admit_with_tier_loads(Request* w, const kv::ComputedBlocks& hit,
+                                      int64_t num_loads, StepPlan* plan, double now) {
+  auto blocks = kv_.allocate_slots(seq(*w), 0, 0, &hit, w->num_tokens() - hit.num_tokens);
+  STRATA_CHECK(blocks.has_value()) << "allocation failed after the fit check";
+  w->has_leader_ = false;
+  w->num_computed_tokens_ = hit.num_tokens;
+  w->status_ = RequestStatus::kRunning;
+  if (w->times_.first_scheduled < 0) w->times_.first_scheduled = now;
+  insert_running(w);
+  w->table_sent_ = false;
+  w->load_epoch_ = ++next_load_epoch_;
+  w->load_first_block_ = static_cast<int64_t>(hit.blocks.size());
+  w->load_state_.assign(static_cast<size_t>(num_loads), 0);
+  w->num_loading_ = num_loads;
+  tier_stats_.queries += w->num_tokens() - hit.num_tokens;
+  tier_stats_.loads += num_loads;
+  const auto table = kv_.block_table(seq(*w));
+  for (int64_t j = 0; j < num_loads; ++j) {
+    const int64_t index = w->load_first_block_ + j;
+    const kv::BlockId b = table[static_cast<size_t>(index)];
+    const kv::BlockHash& h = w->block_hashes_[static_cast<size_t>(index)];
+    kv_.pin(b);
+    loads_in_flight_[b] = PendingLoad{w->handle_, w->load_epoch_, j, h};
+    plan->kv_loads.push_back({b, static_cast<uint32_t>(tiers_->find(h)), h.lo, h.hi});
+  }
+}
+
+// Forgets the loads of `r` (preempted or finished): their pins keep the blocks out of the free
+// list until they finish, and finish_kv_loads() then only publishes what arrived.
+void Scheduler::drop_loads(Request* r) {
+  r->num_loading_ = 0;
+  r->load_state_.clear();
+  r->table_sent_ = true;
+  ++r->load_epoch_;
+}
+
+void Scheduler::finish_kv_loads(std::span<const kv::KvLoadResult> results) {
+  for (const kv::KvLoadResult& res : results) {
+    auto found = loads_in_flight_.find(res.block);
+    STRATA_CHECK(found != loads_in_flight_.end())
+        << "KV tier load result for block " << res.block << " that is not loading";
+    const PendingLoad p = found->second;
+    loads_in_flight_.erase(found);
+    if (!res.ok) ++tier_stats_.failed_loads;
+    Request* r = get_mutable(p.handle);
+    const bool live = r != nullptr && r->num_loading_ > 0 && r->load_epoch_ == p.epoch;
+    if (!live) {
+      // Its request is gone: the block's data is good and nobody writes it, so keep it findable.
+      if (res.ok) kv_.publish_block(res.block, p.hash);
+      kv_.unpin(res.block);
+      continue;
+    }
+    kv_.unpin(res.block);
+    r->load_state_[static_cast<size_t>(p.index)] = res.ok ? 1 : 2;
+    if (--r->num_loading_ > 0) continue;
+    // All arrived: the computed prefix runs over the loaded blocks up to the first failure; the
+    // blocks after it (even loaded ones) are recomputed by this request, so stay unpublished.
+    int64_t loaded = 0;
+    while (loaded < static_cast<int64_t>(r->load_state_.size()) &&
+           r->load_state_[static_cast<size_t>(loaded)] == 1)
+      ++loaded;
+    r->load_state_.clear();
+    r->num_computed_tokens_ = (r->load_first_block_ + loaded) * kv_.block_size();
+    tier_stats_.hits += loaded * kv_.block_size();
+    kv_.cache_blocks(seq(*r), r->block_hashes_, r->num_computed_tokens_);
   }
 }
 

@@ -14,6 +14,7 @@ namespace {
 
 using testing::run_workload;
 using testing::ScriptedRequest;
+using testing::TierSim;
 
 struct RandomWorkload {
   SchedulerConfig config;
@@ -149,6 +150,43 @@ TEST(SchedulerPropertyTest, RandomWorkloadsOnTinyPoolsAllFinish) {
   EXPECT_GT(hits, 1000);
   EXPECT_GT(finished, 1000);
   RecordProperty("steps", static_cast<int>(total_steps));
+}
+
+// The same with KV tiers under the pool (TierSim in workload.h): tiny tiers that evict, loads
+// that take several steps, fail at random or always; pauses too. Every request still finishes,
+// no step computes on wrong or in-flight KV, and the tiers are actually used.
+TEST(SchedulerPropertyTest, RandomWorkloadsWithKvTiersAllFinish) {
+  int64_t finished = 0, loads = 0, failed = 0, hits = 0, stores = 0, waits = 0, preemptions = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    RandomWorkload w = make_workload(seed, /*max_requests=*/10, /*max_output=*/24, seed % 3 == 0);
+    w.cache.enable_prefix_caching = seed % 8 != 0;
+    TierSim sim;
+    sim.capacity_blocks = 1 + static_cast<int64_t>((seed * 7) % 40);
+    sim.fail_rate = seed % 5 == 0 ? 1.0 : seed % 5 == 1 ? 0.3 : 0.0;
+    sim.max_delay_steps = static_cast<int>(seed % 4);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto result =
+        run_workload(w.config, w.cache, w.num_blocks, w.script, seed, 20000, /*vocab=*/31, sim);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "first failing seed " << seed;
+      return;
+    }
+    const auto& t = result.stats.external_prefix_cache;
+    loads += t.loads;
+    failed += t.failed_loads;
+    hits += t.hits;
+    stores += t.stores;
+    waits += result.steps_waiting_for_loads;
+    preemptions += result.stats.num_preemptions;
+    for (const auto& [id, r] : result.requests) finished += r.accepted;
+  }
+  EXPECT_GT(finished, 1000);
+  EXPECT_GT(stores, 1000);
+  EXPECT_GT(loads, 200);
+  EXPECT_GT(failed, 50);
+  EXPECT_GT(hits, 500);
+  EXPECT_GT(waits, 20);
+  EXPECT_GT(preemptions, 50);
 }
 
 // The same with clients that stop reading for a while (paused requests, P1-P2): every request

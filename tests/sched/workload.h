@@ -5,6 +5,13 @@
 //  - the oldest running request is scheduled first (it always progresses),
 //  - the oldest unfinished request is never preempted,
 //  - every admitted request finishes, by its own stop rules unless the script aborts it.
+// With a TierSim, a simulated set of KV tiers stands under the pool, and the worker's side is
+// modelled block by block: the content of every pool block (the prefix hash of what was computed
+// or loaded into it) is tracked, so that a request's computed prefix must always be the right
+// content, stores must copy blocks holding what their key says, and no step computes into a
+// block a load is still writing. Loads finish after a random delay (at once in a step with
+// nothing to compute, as the Worker waits then), fail at random, or fail because the tier
+// evicted the block meanwhile.
 // Paused requests (P1-P2) are left out of the checks while paused: no empty step while an
 // unpaused request is unfinished; the oldest unpaused requests run first and are never preempted.
 #pragma once
@@ -14,6 +21,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +41,30 @@ struct ScriptedRequest {
   StatusCode expected_code = StatusCode::kOk;
 };
 
+struct TierSim {
+  int64_t capacity_blocks = 0;  // LRU over stored blocks; 0: no tiers
+  double fail_rate = 0;         // loads failing as a corrupt or missing block would
+  int max_delay_steps = 3;      // a load finishes 0..max_delay_steps steps after its plan
+};
+
+class FakeTiers final : public kv::KvTierDirectory {
+ public:
+  explicit FakeTiers(int64_t capacity) : capacity_(capacity) {}
+  kv::Tier find(const kv::BlockHash& key) const override {
+    return std::find(lru_.begin(), lru_.end(), key) != lru_.end() ? kv::Tier::kRam
+                                                                  : kv::Tier::kNone;
+  }
+  void insert(const kv::BlockHash& key) {
+    lru_.erase(std::remove(lru_.begin(), lru_.end(), key), lru_.end());
+    lru_.push_back(key);
+    if (static_cast<int64_t>(lru_.size()) > capacity_) lru_.erase(lru_.begin());
+  }
+
+ private:
+  int64_t capacity_;
+  std::vector<kv::BlockHash> lru_;  // least recently stored first
+};
+
 struct RequestResult {
   bool accepted = false;
   FinishReason reason = FinishReason::kNone;
@@ -46,6 +78,7 @@ struct WorkloadResult {
   int64_t steps = 0;
   int64_t steps_with_paused = 0;   // steps planned while some request was paused
   int64_t paused_preemptions = 0;  // preemptions of paused requests (P1, P2)
+  int64_t steps_waiting_for_loads = 0;  // steps that only waited for KV tier loads
   std::map<std::string, RequestResult> requests;
   SchedulerStats stats;
 };
@@ -61,13 +94,44 @@ inline int32_t stub_token(uint64_t seed, std::string_view id, int64_t position, 
 // Returns false (with gtest failures recorded) when a promise is broken.
 inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::CacheConfig& cache,
                                    int64_t num_blocks, std::vector<ScriptedRequest> script,
-                                   uint64_t seed, int64_t max_steps, int32_t vocab = 31) {
+                                   uint64_t seed, int64_t max_steps, int32_t vocab = 31,
+                                   TierSim tier_sim = {}) {
   WorkloadResult result;
   ManualClock clock(0.0);
   auto created = Scheduler::create(config, cache, num_blocks, &clock);
   EXPECT_TRUE(created.ok()) << created.status().to_string();
   if (!created.ok()) return result;
   Scheduler& s = **created;
+  // The simulated worker side of the KV tiers.
+  const bool tiers = tier_sim.capacity_blocks > 0;
+  FakeTiers fake(tier_sim.capacity_blocks);
+  if (tiers) s.set_kv_tiers(&fake);
+  const bool track = tiers && cache.enable_prefix_caching;
+  const int64_t bs = cache.block_size;
+  std::vector<std::optional<kv::BlockHash>> content(static_cast<size_t>(num_blocks));
+  struct Load {
+    kv::BlockId block;
+    kv::BlockHash key;
+    int64_t due;
+  };
+  std::vector<Load> loads;
+  Rng tier_rng(seed ^ 0x7469657273ull);
+  auto finish_loads = [&](int64_t step, bool all) {
+    std::vector<kv::KvLoadResult> done;
+    for (auto it = loads.begin(); it != loads.end();) {
+      if (!all && it->due > step) {
+        ++it;
+        continue;
+      }
+      const bool failed = tier_rng.uniform() < tier_sim.fail_rate;
+      const bool ok = !failed && fake.find(it->key) != kv::Tier::kNone;
+      if (ok) content[static_cast<size_t>(it->block)] = it->key;
+      done.push_back({it->block, ok, ok ? kv::Tier::kRam : kv::Tier::kNone});
+      it = loads.erase(it);
+    }
+    s.finish_kv_loads(done);
+    s.check_invariants();
+  };
   std::sort(script.begin(), script.end(),
             [](const auto& a, const auto& b) { return a.arrival_step < b.arrival_step; });
   std::map<std::string, const ScriptedRequest*> by_id;
@@ -125,7 +189,7 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
       if (!q->paused() && (!oldest || Scheduler::runs_before(*q, *oldest))) oldest = q;
     std::string head_id;
     for (const auto* q : s.running_requests()) {
-      if (!q->paused()) {
+      if (!q->paused() && !q->loading()) {
         head_id = q->request_id();
         break;
       }
@@ -150,6 +214,47 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
     }
     s.check_invariants();
     ++result.steps;
+    if (tiers) {
+      // The worker's start of step: stores copy blocks out, then the loads begin.
+      for (const KvTransfer& t : plan.kv_stores) {
+        const kv::BlockHash key{t.key_lo, t.key_hi};
+        EXPECT_TRUE(content[static_cast<size_t>(t.block)] == key)
+            << "step " << step << " stores block " << t.block << " whose content is not its key";
+        fake.insert(key);
+      }
+      for (const KvTransfer& t : plan.kv_loads) {
+        const auto delay = tier_rng.below(static_cast<uint64_t>(tier_sim.max_delay_steps) + 1);
+        loads.push_back({t.block, {t.key_lo, t.key_hi}, step + static_cast<int64_t>(delay)});
+        content[static_cast<size_t>(t.block)].reset();  // being written
+      }
+      if (plan.empty()) {
+        EXPECT_TRUE(s.has_kv_loads_in_flight()) << "empty step " << step << " with no loads";
+        result.steps_waiting_for_loads += 1;
+        finish_loads(step, /*all=*/true);  // the worker waits: nothing else to do
+        continue;
+      }
+      for (const auto& e : plan.scheduled) {
+        const Request* q = s.get(e.handle);
+        const auto table = s.block_table(e);
+        if (track && q != nullptr) {
+          const auto hashes = q->block_hashes();
+          for (int64_t i = 0; i < e.num_computed_tokens / bs; ++i)
+            EXPECT_TRUE(content[static_cast<size_t>(table[i])] == hashes[i])
+                << e.request_id << " at step " << step << " has the wrong KV in block " << i;
+        }
+        const int64_t end = e.num_computed_tokens + e.num_scheduled_tokens;
+        for (int64_t i = e.num_computed_tokens / bs; i < (end + bs - 1) / bs; ++i) {
+          const kv::BlockId b = table[static_cast<size_t>(i)];
+          for (const Load& l : loads)
+            EXPECT_NE(l.block, b) << e.request_id << " computes into block " << b
+                                  << " while a load writes it (step " << step << ")";
+          if (track && q != nullptr && (i + 1) * bs <= end)
+            content[static_cast<size_t>(b)] = q->block_hashes()[static_cast<size_t>(i)];
+          else
+            content[static_cast<size_t>(b)].reset();  // partly written
+        }
+      }
+    }
     EXPECT_FALSE(plan.empty()) << "empty step " << step << " with unfinished requests";
     if (plan.empty()) break;
     EXPECT_LE(plan.total_num_scheduled_tokens, config.max_num_batched_tokens);
@@ -174,6 +279,7 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
                                          e.num_computed_tokens + e.num_scheduled_tokens, vocab)
                             : kNoToken);
     }
+    if (tiers) finish_loads(step, /*all=*/false);
     auto outputs = s.update(plan, sampled);
     s.check_invariants();
     for (const auto& o : outputs) {
@@ -187,6 +293,7 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
       }
     }
   }
+  if (tiers) finish_loads(max_steps, /*all=*/true);  // pins of dropped loads go
   result.stats = s.stats();
   EXPECT_FALSE(s.has_unfinished_requests())
       << "requests still unfinished after " << max_steps << " steps (seed " << seed << ")";

@@ -45,7 +45,7 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
                        "--enable-auto-tool-choice",
                        "--reasoning-parser",
                        "deepseek_r1",
-                       "--swap-space",
+                       "--cpu-offload-gb",
                        "4",
                        "--max-model-len",
                        "256",
@@ -70,7 +70,7 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
   for (const char* flag :
        {"--trust-remote-code", "--enforce-eager", "--compilation-config",
         "--enable-flashinfer-autotune", "--device", "--distributed-executor-backend",
-        "--tensor-parallel-size 2", "--swap-space"}) {
+        "--tensor-parallel-size 2", "--cpu-offload-gb"}) {
     int n = 0;
     for (const auto& w : warnings) n += w.rfind(flag, 0) == 0;
     EXPECT_EQ(n, 1) << flag;
