@@ -178,6 +178,15 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const ServerGaug
             static_cast<double>(s.prefix_cache_queries));
   w.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
             static_cast<double>(s.prefix_cache_hits));
+  w.counter("vllm:external_prefix_cache_queries",
+            "External prefix cache queries from KV connector cross-instance cache sharing, in "
+            "terms of number of queried tokens (Strata: lookups in its RAM and disk KV tiers of "
+            "the tokens the pool missed).",
+            static_cast<double>(s.external_prefix_cache_queries));
+  w.counter("vllm:external_prefix_cache_hits",
+            "External prefix cache hits from KV connector cross-instance cache sharing, in terms "
+            "of number of cached tokens (Strata: tokens loaded from its KV tiers).",
+            static_cast<double>(s.external_prefix_cache_hits));
   w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
             static_cast<double>(s.num_preemptions));
   w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
@@ -225,6 +234,50 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const ServerGaug
   w.sample("strata:kv_cache_blocks", static_cast<double>(s.kv_blocks_free), "state=\"free\"");
   w.gauge("strata:kv_cache_blocks_total", "KV cache blocks in the pool.",
           static_cast<double>(s.kv_blocks_total));
+  if (s.has_kv_tiers) {
+    const std::pair<const char*, const engine::EngineStats::Tier*> tiers[] = {
+        {"cpu", &s.cpu_tier}, {"disk", &s.disk_tier}};
+    auto per_tier = [&](const char* name, const char* type, const char* help, auto value) {
+      w.header(name, type, help);
+      for (const auto& [label, t] : tiers)
+        if (t->present)
+          w.sample(name, static_cast<double>(value(*t)), std::string("tier=\"") + label + "\"");
+    };
+    per_tier("strata:kv_tier_blocks", "gauge", "KV blocks held by each tier under the pool.",
+             [](const auto& t) { return t.blocks; });
+    per_tier("strata:kv_tier_capacity_blocks", "gauge", "KV blocks each tier can hold.",
+             [](const auto& t) { return t.capacity_blocks; });
+    per_tier("strata:kv_tier_usage_perc", "gauge", "KV tier usage. 1 means 100 percent usage.",
+             [](const auto& t) { return t.usage(); });
+    per_tier("strata:kv_tier_hits_total", "counter",
+             "KV blocks loaded from each tier into the pool instead of recomputed.",
+             [](const auto& t) { return t.hits; });
+    per_tier("strata:kv_tier_stores_total", "counter", "KV blocks written into each tier.",
+             [](const auto& t) { return t.stores; });
+    w.header("strata:kv_tier_bytes_total", "counter",
+             "Bytes moved into (direction=in) and out of (direction=out) each KV tier.");
+    for (const auto& [label, t] : tiers) {
+      if (!t->present) continue;
+      w.sample("strata:kv_tier_bytes_total", static_cast<double>(t->bytes_in),
+               std::string("tier=\"") + label + "\",direction=\"in\"");
+      w.sample("strata:kv_tier_bytes_total", static_cast<double>(t->bytes_out),
+               std::string("tier=\"") + label + "\",direction=\"out\"");
+    }
+    w.header("strata:kv_tier_load_failures_total", "counter",
+             "KV tier loads that failed and were recomputed, by reason.");
+    w.sample("strata:kv_tier_load_failures_total", static_cast<double>(s.kv_tier_load_missing),
+             "reason=\"missing\"");
+    w.sample("strata:kv_tier_load_failures_total", static_cast<double>(s.kv_tier_load_corrupt),
+             "reason=\"corrupt\"");
+    w.sample("strata:kv_tier_load_failures_total", static_cast<double>(s.kv_tier_load_io_errors),
+             "reason=\"io_error\"");
+    w.counter("strata:kv_tier_stores_dropped",
+              "KV blocks not stored because every RAM slot was busy.",
+              static_cast<double>(s.kv_tier_stores_dropped));
+    w.counter("strata:kv_tier_disk_write_failures",
+              "KV block files that could not be written (disk full, I/O error).",
+              static_cast<double>(s.kv_tier_disk_write_failures));
+  }
   w.counter("strata:engine_steps", "Engine steps run (one batched forward each).",
             static_cast<double>(s.num_steps));
   w.gauge("strata:http_connections", "Open HTTP connections.",

@@ -13,7 +13,16 @@ std::string format_stats_line(const StatsLine& l) {
                 l.prompt_throughput, l.generation_throughput, static_cast<long long>(l.running),
                 static_cast<long long>(l.waiting), static_cast<long long>(l.preemptions),
                 l.kv_cache_usage * 100, l.prefix_hit_rate * 100);
-  return buf;
+  std::string out = buf;
+  auto pct = [&](const char* label, double v) {
+    std::snprintf(buf, sizeof(buf), ", %s: %.1f%%", label, v * 100);
+    out += buf;
+  };
+  if (l.has_cpu_tier) pct("CPU KV cache usage", l.cpu_kv_cache_usage);
+  if (l.has_disk_tier) pct("Disk KV cache usage", l.disk_kv_cache_usage);
+  if (l.has_cpu_tier || l.has_disk_tier)
+    pct("External prefix cache hit rate", l.external_prefix_hit_rate);
+  return out;
 }
 
 StatsLogger::StatsLogger(const engine::EngineStats& initial, double now)
@@ -36,6 +45,15 @@ StatsLine StatsLogger::tick(const engine::EngineStats& s, double now, bool* busy
   const int64_t hits = s.prefix_cache_hits - last_.prefix_cache_hits;
   if (queries > 0) last_hit_rate_ = static_cast<double>(hits) / static_cast<double>(queries);
   l.prefix_hit_rate = last_hit_rate_;
+  l.has_cpu_tier = s.cpu_tier.present;
+  l.has_disk_tier = s.disk_tier.present;
+  l.cpu_kv_cache_usage = s.cpu_tier.usage();
+  l.disk_kv_cache_usage = s.disk_tier.usage();
+  const int64_t ext_queries = s.external_prefix_cache_queries - last_.external_prefix_cache_queries;
+  const int64_t ext_hits = s.external_prefix_cache_hits - last_.external_prefix_cache_hits;
+  if (ext_queries > 0)
+    last_external_hit_rate_ = static_cast<double>(ext_hits) / static_cast<double>(ext_queries);
+  l.external_prefix_hit_rate = last_external_hit_rate_;
   const bool now_busy = prompt > 0 || gen > 0 || s.num_running > 0 || s.num_waiting > 0;
   *busy = now_busy || last_busy_;
   last_busy_ = now_busy;

@@ -21,6 +21,11 @@ struct StatsLine {
   int64_t preemptions = 0;
   double kv_cache_usage = 0;   // fraction
   double prefix_hit_rate = 0;  // fraction
+  // KV tiers (only shown when configured): usage of the RAM and disk tiers, and the hit rate of
+  // lookups that missed the pool (vLLM's external prefix cache).
+  bool has_cpu_tier = false, has_disk_tier = false;
+  double cpu_kv_cache_usage = 0, disk_kv_cache_usage = 0;
+  double external_prefix_hit_rate = 0;
 };
 
 std::string format_stats_line(const StatsLine& line);
@@ -36,6 +41,7 @@ class StatsLogger {
   engine::EngineStats last_;
   double last_time_;
   double last_hit_rate_ = 0;
+  double last_external_hit_rate_ = 0;
   bool last_busy_ = false;
 };
 

@@ -113,10 +113,67 @@ TEST(Metrics, RendersVllmSeries) {
   EXPECT_TRUE(has_line(t, "vllm:request_prompt_tokens_bucket{" + L + ",le=\"10.0\"} 1.0"));
   EXPECT_TRUE(has_line(t, "strata:kv_cache_blocks{" + L + ",state=\"cached_free\"} 10.0"));
   EXPECT_TRUE(has_line(t, "strata:kv_cache_blocks{" + L + ",state=\"referenced\"} 25.0"));
-  // No KV tiers yet, so no per-tier series (prefix hits are vllm:prefix_cache_hits_total).
+  // No KV tiers configured: no per-tier series, external lookups count zero.
   EXPECT_EQ(t.find("kv_tier"), std::string::npos);
+  EXPECT_TRUE(has_line(t, "vllm:external_prefix_cache_queries_total{" + L + "} 0.0"));
   EXPECT_TRUE(has_line(t, "strata:http_connections{" + L + "} 4.0"));
   EXPECT_TRUE(has_line(t, "strata:requests_rejected_total{" + L + ",reason=\"queue_full\"} 1.0"));
+}
+
+TEST(Metrics, KvTierSeriesPerTier) {
+  ServerMetrics m("tiny", 512);
+  engine::EngineStats s;
+  s.has_kv_tiers = true;
+  s.external_prefix_cache_queries = 800;
+  s.external_prefix_cache_hits = 640;
+  s.cpu_tier = {true, 30, 120, 40, 50, 2048, 4096};
+  s.disk_tier = {true, 200, 1000, 7, 60, 512, 256};
+  s.kv_tier_load_corrupt = 3;
+  s.kv_tier_load_missing = 1;
+  const std::string t = m.render(s, {});
+  const std::string L = "model_name=\"tiny\",engine=\"0\"";
+  EXPECT_TRUE(has_line(t, "vllm:external_prefix_cache_queries_total{" + L + "} 800.0")) << t;
+  EXPECT_TRUE(has_line(t, "vllm:external_prefix_cache_hits_total{" + L + "} 640.0"));
+  EXPECT_TRUE(has_line(t, "strata:kv_tier_blocks{" + L + ",tier=\"cpu\"} 30.0"));
+  EXPECT_TRUE(has_line(t, "strata:kv_tier_blocks{" + L + ",tier=\"disk\"} 200.0"));
+  EXPECT_TRUE(has_line(t, "strata:kv_tier_usage_perc{" + L + ",tier=\"cpu\"} 0.25"));
+  EXPECT_TRUE(has_line(t, "strata:kv_tier_hits_total{" + L + ",tier=\"disk\"} 7.0"));
+  EXPECT_TRUE(has_line(t, "strata:kv_tier_stores_total{" + L + ",tier=\"cpu\"} 50.0"));
+  EXPECT_TRUE(
+      has_line(t, "strata:kv_tier_bytes_total{" + L + ",tier=\"cpu\",direction=\"out\"} 4096.0"));
+  EXPECT_TRUE(has_line(
+      t, "strata:kv_tier_load_failures_total{" + L + ",reason=\"corrupt\"} 3.0"));
+  EXPECT_TRUE(has_line(t, "# TYPE strata:kv_tier_hits_total counter"));
+  // A configuration with only the disk tier has no cpu series.
+  s.cpu_tier.present = false;
+  const std::string d = m.render(s, {});
+  EXPECT_EQ(d.find("tier=\"cpu\""), std::string::npos);
+  EXPECT_TRUE(has_line(d, "strata:kv_tier_blocks{" + L + ",tier=\"disk\"} 200.0"));
+}
+
+TEST(StatsLine, ShowsTheTiersWhenConfigured) {
+  StatsLine l;
+  l.kv_cache_usage = 0.5;
+  l.has_cpu_tier = true;
+  l.cpu_kv_cache_usage = 0.25;
+  l.external_prefix_hit_rate = 0.9;
+  const std::string line = format_stats_line(l);
+  EXPECT_NE(line.find("KV cache usage: 50.0%, Prefix cache hit rate: 0.0%, CPU KV cache usage: "
+                      "25.0%, External prefix cache hit rate: 90.0%"),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("Disk"), std::string::npos);
+  engine::EngineStats s;
+  s.disk_tier = {true, 10, 40, 0, 0, 0, 0};
+  StatsLogger logger(s, 0.0);
+  s.external_prefix_cache_queries = 100;
+  s.external_prefix_cache_hits = 75;
+  bool busy = false;
+  const StatsLine t = logger.tick(s, 10.0, &busy);
+  EXPECT_TRUE(t.has_disk_tier);
+  EXPECT_FALSE(t.has_cpu_tier);
+  EXPECT_DOUBLE_EQ(t.disk_kv_cache_usage, 0.25);
+  EXPECT_DOUBLE_EQ(t.external_prefix_hit_rate, 0.75);
 }
 
 TEST(StatsLine, VllmFormat) {
