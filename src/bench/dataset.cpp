@@ -390,7 +390,17 @@ Result<Dataset> sample_prefix_repetition(PromptTokenizer& tok, const PrefixRepet
     suffixes.resize(static_cast<size_t>(o.num_prefixes * per_prefix));
   }
   std::vector<TokenIds> combined;
-  for (int64_t p = 0; p < o.num_prefixes; ++p) {
+  if (o.round_robin) {
+    for (int64_t j = 0; j < per_prefix; ++j) {
+      for (int64_t p = 0; p < o.num_prefixes; ++p) {
+        TokenIds ids = prefixes[static_cast<size_t>(p)].ids;
+        const auto& s = suffixes[static_cast<size_t>(p * per_prefix + j)].ids;
+        ids.insert(ids.end(), s.begin(), s.end());
+        combined.push_back(std::move(ids));
+      }
+    }
+  }
+  for (int64_t p = 0; p < o.num_prefixes && !o.round_robin; ++p) {
     for (int64_t j = 0; j < per_prefix; ++j) {
       TokenIds ids = prefixes[static_cast<size_t>(p)].ids;
       const auto& s = suffixes[static_cast<size_t>(p * per_prefix + j)].ids;
@@ -404,7 +414,7 @@ Result<Dataset> sample_prefix_repetition(PromptTokenizer& tok, const PrefixRepet
     ds.requests.push_back(
         {std::move(texts[i]), static_cast<int64_t>(combined[i].size()), o.output_len});
   }
-  shuffle_items(&ds.requests, &rng);
+  if (!o.round_robin) shuffle_items(&ds.requests, &rng);
   if (mismatch != 0) ds.notes.push_back(mismatch_note(mismatch));
   return ds;
 }

@@ -53,6 +53,10 @@ struct PrefixRepetitionOptions {
   int64_t num_prefixes = 10;
   int64_t output_len = 128;
   uint64_t seed = 0;
+  // false (vLLM's order): the prompts shuffled. true: prefix 0, 1, ..., n-1, 0, 1, ... (each
+  // prefix comes back after all the others: the order that defeats an LRU cache smaller than
+  // the working set, for KV tier benchmarks).
+  bool round_robin = false;
 };
 
 struct Dataset {

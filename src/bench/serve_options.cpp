@@ -142,6 +142,10 @@ void add_serve_bench_options(OptionSet& o) {
       "N");
   add(o, "prefix-repetition-output-len", K::kInt, "128", "output tokens per request", kDataset,
       "N");
+  add(o, "prefix-repetition-order", K::kString, "shuffled",
+      "shuffled, or round-robin (prefix 0, 1, ..., n-1, 0, 1, ...: each prefix returns after all "
+      "the others, for KV tier benchmarks)",
+      kDataset, "ORDER");
   add(o, "no-oversample", K::kBool, "false",
       "do not repeat ShareGPT samples when the file has "
       "fewer usable entries than --num-prompts",
@@ -297,6 +301,12 @@ Result<ServeBenchConfig> parse_serve_bench_config(const Args& args) {
                                        : args.get_int("prefix-repetition-output-len");
   c.prefix_repetition.num_prompts = c.num_prompts;
   c.prefix_repetition.seed = c.seed;
+  if (const std::string order = args.get("prefix-repetition-order"); order == "round-robin") {
+    c.prefix_repetition.round_robin = true;
+  } else if (order != "shuffled") {
+    return invalid_argument("--prefix-repetition-order must be shuffled or round-robin, not '" +
+                            order + "'");
+  }
   c.no_oversample = args.get_bool("no-oversample");
   c.tokenizer_path = args.get("tokenizer");
 

@@ -192,6 +192,29 @@ TEST_P(PrefixRepetition, GroupsShareExactPrefixes) {
   EXPECT_NE(too_few.status().message().find("--prefix-repetition-num-prefixes"), std::string::npos);
 }
 
+TEST_P(PrefixRepetition, RoundRobinCyclesThroughThePrefixes) {
+  ToyTokenizer tok(GetParam());
+  PrefixRepetitionOptions o{.num_prompts = 12,
+                            .prefix_len = 16,
+                            .suffix_len = 8,
+                            .num_prefixes = 4,
+                            .output_len = 5,
+                            .seed = 3,
+                            .round_robin = true};
+  auto ds = sample_prefix_repetition(tok, o);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  ASSERT_EQ(ds->requests.size(), 12u);
+  // Requests i and i + 4 share a prefix, requests i and i + 1 do not; suffixes all differ.
+  std::set<std::string> prompts;
+  for (size_t i = 0; i < 12; ++i) {
+    const std::string head = ds->requests[i].prompt.substr(0, 10);
+    if (i + 4 < 12) EXPECT_EQ(head, ds->requests[i + 4].prompt.substr(0, 10)) << i;
+    if (i % 4 != 3) EXPECT_NE(head, ds->requests[i + 1].prompt.substr(0, 10)) << i;
+    prompts.insert(ds->requests[i].prompt);
+  }
+  EXPECT_EQ(prompts.size(), 12u);
+}
+
 INSTANTIATE_TEST_SUITE_P(KnownAndUnknownVocab, PrefixRepetition, ::testing::Bool());
 
 }  // namespace
