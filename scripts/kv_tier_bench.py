@@ -152,11 +152,11 @@ def capacity(args):
     ws = args.num_prefixes * args.prefix_len
     print(f"pool {pool_tokens} tokens, working set {args.num_prefixes} x {args.prefix_len} = {ws} "
           f"tokens ({ws / pool_tokens:.1f}x the pool), {args.cycles} cycles round robin")
-    tier_bytes = 2 * ws * args.kv_bytes_per_token
+    tier_gib = f"{2 * ws * args.kv_bytes_per_token / 2**30:.3f}"
     configs = {
         "no tiers": ["--kv-cache-memory", kv],
-        "tiers": ["--kv-cache-memory", kv, "--kv-offloading-size", f"{tier_bytes}",
-                  "--kv-disk-path", "DISK", "--kv-disk-size", f"{tier_bytes}"],
+        "tiers": ["--kv-cache-memory", kv, "--kv-offloading-size", tier_gib,
+                  "--kv-disk-path", "DISK", "--kv-disk-size", tier_gib],
         "ideal": ["--kv-cache-memory", f"{2 * ws * args.kv_bytes_per_token}"],
     }
     results = {k: [] for k in configs}

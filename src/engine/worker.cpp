@@ -173,6 +173,14 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                      << format_bytes(static_cast<double>(w->storage_.bytes())) << " of RAM in "
                      << now_seconds() - t0 << " s";
   if (c.cache.has_kv_tiers()) {
+    // The RAM tier is filled as blocks come down: refuse one that cannot fit rather than be
+    // killed for memory hours later.
+    const int64_t free = free_memory_bytes();
+    if (free >= 0 && c.cache.kv_offloading_bytes > free)
+      return resource_exhausted(
+          "--kv-offloading-size " + format_bytes(static_cast<double>(c.cache.kv_offloading_bytes)) +
+          " is more than the " + format_bytes(static_cast<double>(free)) +
+          " of memory free after loading the model and the KV pool; lower it");
     kv::KvTierConfig tc;
     tc.ram_bytes = c.cache.kv_offloading_bytes;
     tc.disk_path = c.cache.kv_disk_path;
@@ -229,6 +237,7 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
   }
   output->kv_loads_done.clear();
   if (plan.scheduled.empty()) {  // only loads to wait for: nothing else can progress
+    STRATA_RETURN_IF_ERROR(runner_->execute(plan, logits_.data()));  // drops finished tables
     output->entries.clear();
     output->forward_seconds = output->sample_seconds = 0;
     if (tiers_ != nullptr) {

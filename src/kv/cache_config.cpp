@@ -124,6 +124,9 @@ Result<int64_t> parse_gib(const std::string& text, const std::string& what) {
   if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos) {
     STRATA_ASSIGN_OR_RETURN(double gib, parse_float(t, what));
     if (!(gib >= 0)) return invalid_argument(what + " must not be negative, got " + t);
+    if (gib > 1024.0 * 1024.0)  // 1 PiB: surely bytes meant as GiB
+      return invalid_argument(what + " " + t +
+                              " is in GiB; give a size such as 4 (GiB) or 512MiB");
     return static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
   }
   return parse_byte_size(t, what);
