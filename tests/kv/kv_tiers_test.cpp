@@ -565,6 +565,33 @@ TEST_P(KvTiersTest, CreateRefusesUnusableConfigurations) {
   EXPECT_NE(make(disk_config(1)), nullptr);
 }
 
+TEST_P(KvTiersTest, RefusedDiskSizeLeavesTheExistingCacheAlone) {
+  {
+    auto t = make(disk_config(16));
+    ASSERT_NE(t, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      fill(1, i);
+      t->store(1, key(i));
+    }
+  }  // the destructor finishes the writes
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(fs::exists(file_of(i))) << i;
+  // A mistyped size is refused before the directory is opened: opening it would evict every
+  // block file down to a capacity that holds none.
+  KvTierConfig small = disk_config(1);
+  small.disk_bytes = file_bytes() - 1;
+  auto refused = KvTiers::create(small, &pool_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(fs::exists(file_of(i))) << i;
+  auto t = make(disk_config(16));
+  ASSERT_NE(t, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(t->find(key(i)), Tier::kDisk) << i;
+    EXPECT_EQ(load_now(*t, 5, i), (KvLoadResult{5, true, Tier::kDisk})) << i;
+    EXPECT_EQ(block_of(5), content(i)) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDtypes, KvTiersTest, ::testing::ValuesIn(kAllParams), param_name);
 
 }  // namespace
