@@ -236,6 +236,13 @@ void KvTiers::store(BlockId block, const BlockHash& key) {
     std::lock_guard<std::mutex> lock(m.mu);
     Impl::Slot& x = m.slots[s];
     x.busy = 0;
+    if (to_ram && m.map.count(key)) {
+      // The transfer thread promoted the same key from disk while this thread copied: keep that
+      // entry. Publishing a second one would leave two slots under one key, and evicting the
+      // stale one later would unmap the live one.
+      m.free_ram.push_back(s);
+      return;
+    }
     if (to_ram) {
       m.publish_ram(s, key);
       ++m.stats.ram.stores;

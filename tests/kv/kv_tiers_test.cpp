@@ -539,6 +539,10 @@ TEST_P(KvTiersTest, ConcurrentStoresAndLoadsMoveTheRightBytes) {
   EXPECT_GT(ok_loads, 0);
   EXPECT_LE(st.ram.blocks, 3);
   EXPECT_LE(st.disk.blocks, 12);
+  // Every RAM entry is findable under its own key: no slot is held twice or left unmapped.
+  int64_t in_ram = 0;
+  for (int i = 0; i < kKeys; ++i) in_ram += t->find(key(i)) == Tier::kRam;
+  EXPECT_EQ(in_ram, st.ram.blocks);
 }
 
 TEST_P(KvTiersTest, CreateRefusesUnusableConfigurations) {
