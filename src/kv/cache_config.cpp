@@ -124,6 +124,9 @@ Result<int64_t> parse_gib(const std::string& text, const std::string& what) {
   if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos) {
     STRATA_ASSIGN_OR_RETURN(double gib, parse_float(t, what));
     if (!(gib >= 0)) return invalid_argument(what + " must not be negative, got " + t);
+    // 2^33 GiB is 2^63 bytes: past it the conversion to a byte count is undefined.
+    if (gib >= 8589934592.0)
+      return invalid_argument(what + " " + t + " GiB is too large for a byte count");
     return static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
   }
   return parse_byte_size(t, what);

@@ -147,6 +147,10 @@ TEST(CacheConfigTest, TierErrorsNameTheOption) {
                "--kv-disk-path needs a positive --kv-disk-size");
   expect_error({"--kv-disk-path", "/x", "--kv-disk-size", "big"}, StatusCode::kInvalidArgument,
                "--kv-disk-size");
+  // Beyond what a byte count holds: refused as too large, not wrapped into a negative size.
+  expect_error({"--kv-offloading-size", "100000000000"}, StatusCode::kInvalidArgument, "too large");
+  expect_error({"--kv-disk-path", "/x", "--kv-disk-size", "9000000000"},
+               StatusCode::kInvalidArgument, "too large");
 }
 
 TEST(CacheConfigTest, BuiltTierConfigsAreValidated) {
