@@ -352,6 +352,9 @@ Result<int64_t> parse_byte_size(const std::string& text, const std::string& what
     mult = 1e12;
   else
     return invalid_argument(what + ": unknown size unit '" + unit + "' in '" + text + "'");
+  // 2^63 bytes and more do not fit a byte count (llround's result would be unspecified).
+  if (!(v * mult < 9223372036854775808.0))
+    return invalid_argument(what + " '" + text + "' is too large");
   return static_cast<int64_t>(std::llround(v * mult));
 }
 

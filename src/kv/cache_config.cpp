@@ -126,7 +126,8 @@ Result<int64_t> parse_gib(const std::string& text, const std::string& what) {
     if (!(gib >= 0)) return invalid_argument(what + " must not be negative, got " + t);
     if (gib > 1024.0 * 1024.0)  // 1 PiB: surely bytes meant as GiB
       return invalid_argument(what + " " + t +
-                              " is in GiB; give a size such as 4 (GiB) or 512MiB");
+                              " GiB is too large (sizes are in GiB: give one such as 4, or "
+                              "512MiB)");
     return static_cast<int64_t>(gib * 1024.0 * 1024.0 * 1024.0);
   }
   return parse_byte_size(t, what);

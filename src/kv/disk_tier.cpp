@@ -274,7 +274,11 @@ DiskTier::DiskTier(const DiskTierConfig& config) : config_(config), impl_(new Im
 DiskTier::~DiskTier() = default;
 
 int64_t DiskTier::file_bytes() const {
-  return static_cast<int64_t>(kHeaderBytes) + config_.block_bytes;
+  return file_bytes_for(config_.block_bytes);
+}
+
+int64_t DiskTier::file_bytes_for(int64_t block_bytes) {
+  return static_cast<int64_t>(kHeaderBytes) + block_bytes;
 }
 
 std::string DiskTier::path_of(const BlockHash& key) const {

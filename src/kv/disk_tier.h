@@ -75,6 +75,8 @@ class DiskTier {
   const DiskTierConfig& config() const { return config_; }
   // The size of a block file (header + payload).
   int64_t file_bytes() const;
+  // The same for a payload of `block_bytes`, before any tier is opened (size checks of callers).
+  static int64_t file_bytes_for(int64_t block_bytes);
 
   bool contains(const BlockHash& key) const;
   // Writes (or rewrites) the block atomically, then evicts LRU files past the capacity. An error

@@ -154,15 +154,19 @@ Result<std::unique_ptr<KvTiers>> KvTiers::create(const KvTierConfig& config, KvS
                             " bytes is smaller than one KV block (" +
                             std::to_string(m.block_bytes) + " bytes)");
   if (!config.disk_path.empty()) {
+    // Checked before opening: open() evicts the directory's files down to the capacity, so a
+    // size too small for one file would delete the whole cache on the way to this error.
+    const int64_t file_bytes = DiskTier::file_bytes_for(m.block_bytes);
+    if (config.disk_bytes < file_bytes)
+      return invalid_argument("--kv-disk-size " + std::to_string(config.disk_bytes) +
+                              " bytes is smaller than one KV block file (" +
+                              std::to_string(file_bytes) + " bytes)");
     DiskTierConfig dc;
     dc.dir = config.disk_path;
     dc.fingerprint = config.fingerprint;
     dc.block_bytes = m.block_bytes;
     dc.capacity_bytes = config.disk_bytes;
     STRATA_ASSIGN_OR_RETURN(m.disk, DiskTier::open(dc));
-    if (config.disk_bytes < m.disk->file_bytes())
-      return invalid_argument("--kv-disk-size is smaller than one KV block file (" +
-                              std::to_string(m.disk->file_bytes()) + " bytes)");
   }
   const int64_t staging = m.disk != nullptr && m.num_ram_slots == 0
                               ? num_staging_slots(m.block_bytes)
@@ -232,6 +236,13 @@ void KvTiers::store(BlockId block, const BlockHash& key) {
     std::lock_guard<std::mutex> lock(m.mu);
     Impl::Slot& x = m.slots[s];
     x.busy = 0;
+    if (to_ram && m.map.count(key)) {
+      // The transfer thread promoted the same key from disk while this thread copied: keep that
+      // entry. Publishing a second one would leave two slots under one key, and evicting the
+      // stale one later would unmap the live one.
+      m.free_ram.push_back(s);
+      return;
+    }
     if (to_ram) {
       m.publish_ram(s, key);
       ++m.stats.ram.stores;

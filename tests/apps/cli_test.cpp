@@ -77,11 +77,14 @@ Printed printed_after(const std::string& text, const std::string& label) {
 }
 
 // `actual` (printed) equals `expected` computed from printed inputs whose relative rounding
-// errors add up to `rel_err`.
+// errors add up to `rel_err`. Through products and quotients of such inputs the exact value is
+// within a factor 1 +- rel_err / (1 - rel_err) of `expected` (dividing by an input printed
+// rounded up by r is off by r / (1 - r), more than r).
 void expect_consistent(const Printed& actual, double expected, double rel_err,
                        const std::string& what) {
   ASSERT_GE(actual.value, 0) << what << " missing";
-  EXPECT_NEAR(actual.value, expected, expected * rel_err + actual.half_ulp + 1e-12)
+  ASSERT_LT(rel_err, 1) << what << ": inputs printed too coarsely to compare";
+  EXPECT_NEAR(actual.value, expected, expected * rel_err / (1 - rel_err) + actual.half_ulp + 1e-12)
       << what << ": printed " << actual.value << ", the other figures give " << expected;
 }
 

@@ -77,6 +77,13 @@ TEST(OptionsTest, ByteSizes) {
   EXPECT_EQ(*parse_byte_size("1.5G", "x"), 3LL << 29);
   EXPECT_EQ(*parse_byte_size("3GB", "x"), 3000000000LL);
   EXPECT_FALSE(parse_byte_size("lots", "x").ok());
+  EXPECT_EQ(*parse_byte_size("8388607TiB", "x"), 8388607LL << 40);
+  // Past 2^63 bytes: refused as too large, never wrapped into a negative size.
+  for (const char* big : {"8388608TiB", "9000000000GiB", "99999999999999999999"}) {
+    auto r = parse_byte_size(big, "--size");
+    ASSERT_FALSE(r.ok()) << big << " -> " << *r;
+    EXPECT_NE(r.status().message().find("too large"), std::string::npos) << r.status().message();
+  }
 }
 
 }  // namespace

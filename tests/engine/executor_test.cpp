@@ -335,6 +335,8 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   out.entries[1].prompt_logprobs.resize(2);
   out.forward_seconds = 0.125;
   out.sample_seconds = 0.0625;
+  out.kv_loads_done = {
+      {3, true, kv::Tier::kRam}, {70000, true, kv::Tier::kDisk}, {5, false, kv::Tier::kNone}};
   const std::string ob = engine::encode_step_output(out);
   auto oback = engine::decode_step_output(ob);
   ASSERT_TRUE(oback.ok()) << oback.status().to_string();
@@ -344,8 +346,32 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   EXPECT_EQ(oback->entries[1].prompt_logprobs.size(), 2u);
   EXPECT_EQ(oback->forward_seconds, 0.125);
   EXPECT_EQ(oback->sample_seconds, 0.0625);
+  EXPECT_EQ(oback->kv_loads_done, out.kv_loads_done);
   for (size_t len = 0; len < ob.size(); ++len)
     EXPECT_FALSE(engine::decode_step_output(ob.substr(0, len)).ok()) << "truncated to " << len;
+  EXPECT_FALSE(engine::decode_step_output(ob + "x").ok()) << "trailing bytes";
+
+  // The last load's tier is the encoding's last 4 bytes (a little-endian u32): only the tiers
+  // there are decode; anything else is an error.
+  auto with_last_tier = [&](uint32_t tier) {
+    std::string b = ob;
+    for (int i = 0; i < 4; ++i) b[b.size() - 4 + i] = static_cast<char>(tier >> (8 * i));
+    return engine::decode_step_output(b);
+  };
+  auto disk = with_last_tier(2);
+  ASSERT_TRUE(disk.ok()) << disk.status().to_string();
+  EXPECT_EQ(disk->kv_loads_done.back().tier, kv::Tier::kDisk);
+  for (uint32_t bad : {3u, 4u, 0x100u, 0xffffffffu}) {
+    auto r = with_last_tier(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("KV tier"), std::string::npos) << r.status().message();
+  }
+
+  // No loads round-trips to no loads.
+  out.kv_loads_done.clear();
+  auto none = engine::decode_step_output(engine::encode_step_output(out));
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_TRUE(none->kv_loads_done.empty());
 }
 
 }  // namespace

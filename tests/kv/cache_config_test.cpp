@@ -62,5 +62,105 @@ TEST(CacheConfigTest, BuiltConfigsAreValidated) {
   EXPECT_FALSE((CacheConfig{.kv_cache_memory_bytes = -1}).validate().ok());
 }
 
+TEST(CacheConfigTest, NoKvTiersByDefault) {
+  auto c = parse({});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->kv_offloading_bytes, 0);
+  EXPECT_TRUE(c->kv_disk_path.empty());
+  EXPECT_EQ(c->kv_disk_bytes, 0);
+  EXPECT_FALSE(c->has_kv_tiers());
+}
+
+TEST(CacheConfigTest, TierSizesAreGibOrSizesWithAUnit) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  auto ram = [](std::vector<std::string> argv) -> int64_t {
+    auto c = parse(argv);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    return c.ok() ? c->kv_offloading_bytes : -1;
+  };
+  EXPECT_EQ(ram({"--kv-offloading-size", "2"}), 2 * kGiB);
+  EXPECT_EQ(ram({"--kv-offloading-size", "0.5"}), kGiB / 2);
+  EXPECT_EQ(ram({"--kv-offloading-size", "512MiB"}), 512 << 20);
+  EXPECT_EQ(ram({"--kv-offloading-size", "3GB"}), 3'000'000'000);
+  EXPECT_EQ(ram({"--kv-offloading-size", " 1 "}), kGiB);
+  EXPECT_EQ(ram({"--kv-offloading-size", "0"}), 0);
+  EXPECT_TRUE(parse({"--kv-offloading-size", "2"})->has_kv_tiers());
+  EXPECT_FALSE(parse({"--kv-offloading-size", "0"})->has_kv_tiers());
+
+  // --swap-space is the RAM tier's size only when --kv-offloading-size is absent.
+  EXPECT_EQ(ram({"--swap-space", "4"}), 4 * kGiB);
+  EXPECT_EQ(ram({"--swap-space", "1.5"}), 3 * kGiB / 2);
+  EXPECT_EQ(ram({"--swap-space", "4", "--kv-offloading-size", "1"}), kGiB);
+  EXPECT_EQ(ram({"--kv-offloading-size", "256MiB", "--swap-space", "8"}), 256 << 20);
+
+  auto c = parse({"--kv-disk-path", "/tmp/kv", "--kv-disk-size", "0.25"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->kv_disk_path, "/tmp/kv");
+  EXPECT_EQ(c->kv_disk_bytes, kGiB / 4);
+  EXPECT_EQ(c->kv_offloading_bytes, 0);
+  EXPECT_TRUE(c->has_kv_tiers());
+  c = parse({"--kv-disk-path", "/tmp/kv", "--kv-disk-size", "20GB"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->kv_disk_bytes, 20'000'000'000);
+  // A path alone gets 16 GiB.
+  c = parse({"--kv-disk-path", "/tmp/kv"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->kv_disk_bytes, 16 * kGiB);
+  // Both tiers at once.
+  c = parse({"--kv-offloading-size", "1", "--kv-disk-path", "/tmp/kv", "--kv-disk-size", "64"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->kv_offloading_bytes, kGiB);
+  EXPECT_EQ(c->kv_disk_bytes, 64 * kGiB);
+}
+
+TEST(CacheConfigTest, OffloadingBackendIsNativeOnly) {
+  EXPECT_TRUE(parse({"--kv-offloading-backend", "native", "--kv-offloading-size", "1"}).ok());
+  EXPECT_TRUE(parse({"--kv-offloading-backend", "Native"}).ok());
+  auto c = parse({"--kv-offloading-backend", "lmcache", "--kv-offloading-size", "1"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
+  const std::string msg = c.status().message();
+  EXPECT_NE(msg.find("--kv-offloading-backend lmcache"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("native"), std::string::npos) << "names what works: " << msg;
+}
+
+TEST(CacheConfigTest, TierErrorsNameTheOption) {
+  auto expect_error = [](std::vector<std::string> argv, StatusCode code, const std::string& what) {
+    auto c = parse(argv);
+    ASSERT_FALSE(c.ok()) << argv[0] << " " << argv[1];
+    EXPECT_EQ(c.status().code(), code) << c.status().to_string();
+    EXPECT_NE(c.status().message().find(what), std::string::npos) << c.status().message();
+  };
+  for (const char* flag : {"--kv-offloading-size", "--swap-space", "--kv-disk-path"}) {
+    const std::vector<std::string> argv = {flag, std::string(flag) == "--kv-disk-path" ? "/x" : "1",
+                                           "--no-enable-prefix-caching"};
+    expect_error(argv, StatusCode::kInvalidArgument, "need prefix caching");
+  }
+  expect_error({"--kv-offloading-size", "lots"}, StatusCode::kInvalidArgument,
+               "--kv-offloading-size");
+  expect_error({"--kv-offloading-size", "-1"}, StatusCode::kInvalidArgument,
+               "--kv-offloading-size");
+  expect_error({"--kv-offloading-size", "1.2.3"}, StatusCode::kInvalidArgument,
+               "--kv-offloading-size");
+  expect_error({"--swap-space", "4 apples"}, StatusCode::kInvalidArgument, "--swap-space");
+  expect_error({"--kv-disk-path", "/x", "--kv-disk-size", "0"}, StatusCode::kInvalidArgument,
+               "--kv-disk-path needs a positive --kv-disk-size");
+  expect_error({"--kv-disk-path", "/x", "--kv-disk-size", "big"}, StatusCode::kInvalidArgument,
+               "--kv-disk-size");
+  // Beyond what a byte count holds: refused as too large, not wrapped into a negative size.
+  expect_error({"--kv-offloading-size", "100000000000"}, StatusCode::kInvalidArgument, "too large");
+  expect_error({"--kv-disk-path", "/x", "--kv-disk-size", "9000000000"},
+               StatusCode::kInvalidArgument, "too large");
+}
+
+TEST(CacheConfigTest, BuiltTierConfigsAreValidated) {
+  EXPECT_TRUE((CacheConfig{.kv_offloading_bytes = 1}).validate().ok());
+  EXPECT_FALSE((CacheConfig{.kv_offloading_bytes = -1}).validate().ok());
+  EXPECT_FALSE((CacheConfig{.kv_disk_path = "/x"}).validate().ok()) << "no size";
+  EXPECT_TRUE((CacheConfig{.kv_disk_path = "/x", .kv_disk_bytes = 1}).validate().ok());
+  EXPECT_FALSE(
+      (CacheConfig{.enable_prefix_caching = false, .kv_offloading_bytes = 1}).validate().ok());
+}
+
 }  // namespace
 }  // namespace strata::kv
