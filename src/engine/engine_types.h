@@ -124,10 +124,10 @@ struct EngineStats {
   };
   Tier cpu_tier, disk_tier;
   int64_t kv_tier_block_bytes = 0;
-  int64_t kv_tier_loads = 0;          // blocks loaded or failed
-  int64_t kv_tier_load_missing = 0;   // failed: gone
-  int64_t kv_tier_load_corrupt = 0;   // failed: verification
-  int64_t kv_tier_load_io_errors = 0; // failed: I/O error
+  int64_t kv_tier_loads = 0;           // blocks loaded or failed
+  int64_t kv_tier_load_missing = 0;    // failed: gone
+  int64_t kv_tier_load_corrupt = 0;    // failed: verification
+  int64_t kv_tier_load_io_errors = 0;  // failed: I/O error
   int64_t kv_tier_stores_dropped = 0;
   int64_t kv_tier_disk_write_failures = 0;
   int64_t num_preemptions = 0;

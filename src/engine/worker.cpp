@@ -6,8 +6,8 @@
 
 #include "core/check.h"
 #include "core/clock.h"
-#include "core/logging.h"
 #include "core/file_util.h"
+#include "core/logging.h"
 #include "core/strings.h"
 #include "kv/fingerprint.h"
 #include "sampling/vector_math.h"
@@ -192,11 +192,11 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                      << "; CPU " << ts.ram.capacity_blocks << " blocks ("
                      << format_bytes(static_cast<double>(ts.ram.capacity_blocks * ts.block_bytes))
                      << ")"
-                     << (ts.has_disk ? "; disk " + std::to_string(ts.disk.capacity_blocks) +
-                                           " blocks in " + tc.disk_path + " (" +
-                                           std::to_string(ts.disk.blocks) + " found, " +
-                                           "configuration " + tc.fingerprint + ")"
-                                     : std::string());
+                     << (ts.has_disk
+                             ? "; disk " + std::to_string(ts.disk.capacity_blocks) + " blocks in " +
+                                   tc.disk_path + " (" + std::to_string(ts.disk.blocks) +
+                                   " found, " + "configuration " + tc.fingerprint + ")"
+                             : std::string());
   }
   sampling::SamplerConfig samp;
   samp.vocab_size = V;

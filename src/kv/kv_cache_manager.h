@@ -22,8 +22,8 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
@@ -104,8 +104,7 @@ class KvCacheManager {
   // `block_hashes` are the sequence's block hashes (at least num_computed_tokens / block_size of
   // them). No-op when caching is off. `newly_cached`, when given, gets the blocks this call made
   // findable (the KV tiers copy them down).
-  void cache_blocks(SeqId seq, std::span<const BlockHash> block_hashes,
-                    int64_t num_computed_tokens,
+  void cache_blocks(SeqId seq, std::span<const BlockHash> block_hashes, int64_t num_computed_tokens,
                     std::vector<std::pair<BlockId, BlockHash>>* newly_cached = nullptr);
 
   // Pins: a reference held by something other than a sequence (a KV tier load writing into the

@@ -20,8 +20,8 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec, DeviceAllocator
   s.layer_bytes_ = spec.num_blocks * spec.block_bytes_per_layer();
   s.values_bytes_ = spec.num_blocks * spec.num_kv_heads * spec.block_size * spec.head_dim *
                     dtype_block_bytes(spec.dtype);
-  STRATA_ASSIGN_OR_RETURN(s.memory_, allocator.allocate(static_cast<size_t>(spec.total_bytes()),
-                                                        MemoryUse::kKvCache));
+  STRATA_ASSIGN_OR_RETURN(
+      s.memory_, allocator.allocate(static_cast<size_t>(spec.total_bytes()), MemoryUse::kKvCache));
   return s;
 }
 
@@ -50,8 +50,8 @@ void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t la
 }  // namespace
 
 void KvStorage::copy_block_out(int64_t block, std::byte* dst) const {
-  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_,
-                       block, [&](std::byte* p, int64_t n) {
+  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, block,
+                       [&](std::byte* p, int64_t n) {
                          std::memcpy(dst, p, static_cast<size_t>(n));
                          dst += n;
                        });

@@ -71,7 +71,7 @@ class KvStorage {
   KvStorageSpec spec_;
   int64_t layer_bytes_ = 0;
   int64_t values_bytes_ = 0;  // K (or V) values of one layer
-  DeviceBuffer memory_;  // every layer, one allocation
+  DeviceBuffer memory_;       // every layer, one allocation
 };
 
 }  // namespace strata

@@ -39,9 +39,9 @@ int64_t num_staging_slots(int64_t block_bytes) {
 struct KvTiers::Impl {
   struct Slot {
     BlockHash key;
-    bool in_map = false;   // findable under `key`
-    bool staging = false;  // a staging slot (no RAM tier): freed once written and idle
-    int32_t busy = 0;      // jobs reading it (loads, the disk write) or the copy filling it
+    bool in_map = false;           // findable under `key`
+    bool staging = false;          // a staging slot (no RAM tier): freed once written and idle
+    int32_t busy = 0;              // jobs reading it (loads, the disk write) or the copy filling it
     int32_t prev = -1, next = -1;  // LRU links of RAM entries
     bool in_lru = false;
   };
@@ -168,9 +168,8 @@ Result<std::unique_ptr<KvTiers>> KvTiers::create(const KvTierConfig& config, KvS
     dc.capacity_bytes = config.disk_bytes;
     STRATA_ASSIGN_OR_RETURN(m.disk, DiskTier::open(dc));
   }
-  const int64_t staging = m.disk != nullptr && m.num_ram_slots == 0
-                              ? num_staging_slots(m.block_bytes)
-                              : 0;
+  const int64_t staging =
+      m.disk != nullptr && m.num_ram_slots == 0 ? num_staging_slots(m.block_bytes) : 0;
   const int64_t total = m.num_ram_slots + staging;
   // Plain host memory, untouched until used; a GPU backend would pin it for its copy engine.
   m.arena.reset(new (std::nothrow) std::byte[static_cast<size_t>(total * m.block_bytes)]);
@@ -366,8 +365,8 @@ void KvTiers::Impl::run_load(const Job& job) {
 }
 
 void KvTiers::Impl::run_write(const Job& job) {
-  Status st = disk->put(job.key, std::span<const std::byte>(slot_data(job.slot),
-                                                             static_cast<size_t>(block_bytes)));
+  Status st = disk->put(
+      job.key, std::span<const std::byte>(slot_data(job.slot), static_cast<size_t>(block_bytes)));
   std::lock_guard<std::mutex> lock(mu);
   --slots[job.slot].busy;
   release_if_idle(job.slot);

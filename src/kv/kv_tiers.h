@@ -42,10 +42,10 @@
 namespace strata::kv {
 
 struct KvTierConfig {
-  int64_t ram_bytes = 0;      // RAM tier size; 0: none
-  std::string disk_path;      // disk tier directory; empty: none
-  int64_t disk_bytes = 0;     // disk tier size (> 0 with a path)
-  std::string fingerprint;    // names the configuration's block files (see disk_tier.h)
+  int64_t ram_bytes = 0;    // RAM tier size; 0: none
+  std::string disk_path;    // disk tier directory; empty: none
+  int64_t disk_bytes = 0;   // disk tier size (> 0 with a path)
+  std::string fingerprint;  // names the configuration's block files (see disk_tier.h)
   bool enabled() const { return ram_bytes > 0 || !disk_path.empty(); }
 };
 
@@ -62,11 +62,11 @@ class KvTierDirectory {
 
 // The scheduler's side of the tiers (vLLM's external prefix cache), cumulative.
 struct TierHitStats {
-  int64_t queries = 0;        // prompt tokens looked up in the tiers (those the pool missed)
-  int64_t hits = 0;           // of which loaded from them
-  int64_t loads = 0;          // blocks asked for
-  int64_t failed_loads = 0;   // of which failed and recomputed
-  int64_t stores = 0;         // blocks sent down
+  int64_t queries = 0;       // prompt tokens looked up in the tiers (those the pool missed)
+  int64_t hits = 0;          // of which loaded from them
+  int64_t loads = 0;         // blocks asked for
+  int64_t failed_loads = 0;  // of which failed and recomputed
+  int64_t stores = 0;        // blocks sent down
 };
 
 struct KvLoadResult {
@@ -92,12 +92,12 @@ struct KvTierStats {
   KvTierUsage ram, disk;
   bool has_ram = false, has_disk = false;
   int64_t block_bytes = 0;
-  int64_t loads = 0;              // loads finished
-  int64_t load_failures = 0;      // loads that failed (the tokens were recomputed)
-  int64_t load_missing = 0;       //   of which: the block was gone
-  int64_t load_corrupt = 0;       //   of which: it failed verification
-  int64_t load_io_errors = 0;     //   of which: an I/O error
-  int64_t stores_dropped = 0;     // stores not made (no free RAM slot)
+  int64_t loads = 0;           // loads finished
+  int64_t load_failures = 0;   // loads that failed (the tokens were recomputed)
+  int64_t load_missing = 0;    //   of which: the block was gone
+  int64_t load_corrupt = 0;    //   of which: it failed verification
+  int64_t load_io_errors = 0;  //   of which: an I/O error
+  int64_t stores_dropped = 0;  // stores not made (no free RAM slot)
   int64_t disk_write_failures = 0;
 };
 

@@ -30,11 +30,11 @@ struct SchedulerStats {
   int64_t num_preempted_waiting = 0;
   int64_t num_paused = 0;  // running or waiting, paused by pause_request()
   kv::KvUsage kv;
-  kv::PrefixCacheStats prefix_cache;  // cumulative
+  kv::PrefixCacheStats prefix_cache;       // cumulative
   kv::TierHitStats external_prefix_cache;  // cumulative: lookups in the KV tiers
-  int64_t num_preemptions = 0;        // cumulative
-  int64_t prompt_tokens = 0;          // cumulative: prompts of requests that got a first token
-  int64_t generation_tokens = 0;      // cumulative: sampled tokens
+  int64_t num_preemptions = 0;             // cumulative
+  int64_t prompt_tokens = 0;               // cumulative: prompts of requests that got a first token
+  int64_t generation_tokens = 0;           // cumulative: sampled tokens
   int64_t num_steps = 0;
   int64_t num_finished = 0;
 };

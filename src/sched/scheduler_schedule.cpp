@@ -309,8 +309,8 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
 // Admits `w` (already out of the waiting queue, its blocks known to fit) with blocks for all its
 // tokens: `hit` from the pool, then `num_loads` blocks to load from the tiers, pinned until
 // finish_kv_loads() has them, then the rest to compute.
-void Scheduler::admit_with_tier_loads(Request* w, const kv::ComputedBlocks& hit,
-                                      int64_t num_loads, StepPlan* plan, double now) {
+void Scheduler::admit_with_tier_loads(Request* w, const kv::ComputedBlocks& hit, int64_t num_loads,
+                                      StepPlan* plan, double now) {
   auto blocks = kv_.allocate_slots(seq(*w), 0, 0, &hit, w->num_tokens() - hit.num_tokens);
   STRATA_CHECK(blocks.has_value()) << "allocation failed after the fit check";
   w->has_leader_ = false;

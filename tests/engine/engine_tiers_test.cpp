@@ -32,8 +32,7 @@ std::vector<std::vector<int32_t>> long_prompts() {
 }
 
 engine::EngineConfig config(int64_t pool_tokens, int64_t ram_bytes, const std::string& disk) {
-  auto c =
-      testing::engine_config(testing::shared_data_path("models/stories260K-hf"), "auto", 0);
+  auto c = testing::engine_config(testing::shared_data_path("models/stories260K-hf"), "auto", 0);
   c.cache.block_size = 16;
   c.cache.kv_cache_memory_bytes = 1280 * pool_tokens;  // 1280 bytes of f32 KV per token
   c.scheduler.max_model_len = 256;

@@ -76,8 +76,8 @@ struct RequestResult {
 
 struct WorkloadResult {
   int64_t steps = 0;
-  int64_t steps_with_paused = 0;   // steps planned while some request was paused
-  int64_t paused_preemptions = 0;  // preemptions of paused requests (P1, P2)
+  int64_t steps_with_paused = 0;        // steps planned while some request was paused
+  int64_t paused_preemptions = 0;       // preemptions of paused requests (P1, P2)
   int64_t steps_waiting_for_loads = 0;  // steps that only waited for KV tier loads
   std::map<std::string, RequestResult> requests;
   SchedulerStats stats;

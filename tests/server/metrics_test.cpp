@@ -141,8 +141,7 @@ TEST(Metrics, KvTierSeriesPerTier) {
   EXPECT_TRUE(has_line(t, "strata:kv_tier_stores_total{" + L + ",tier=\"cpu\"} 50.0"));
   EXPECT_TRUE(
       has_line(t, "strata:kv_tier_bytes_total{" + L + ",tier=\"cpu\",direction=\"out\"} 4096.0"));
-  EXPECT_TRUE(has_line(
-      t, "strata:kv_tier_load_failures_total{" + L + ",reason=\"corrupt\"} 3.0"));
+  EXPECT_TRUE(has_line(t, "strata:kv_tier_load_failures_total{" + L + ",reason=\"corrupt\"} 3.0"));
   EXPECT_TRUE(has_line(t, "# TYPE strata:kv_tier_hits_total counter"));
   // A configuration with only the disk tier has no cpu series.
   s.cpu_tier.present = false;
