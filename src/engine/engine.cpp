@@ -106,6 +106,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   c.model.limits.max_num_tokens = sc.max_num_batched_tokens;
   c.model.limits.max_seq_len = sc.max_model_len;
   c.model.limits.max_logit_rows = std::max<int64_t>(sc.max_num_seqs, 64);
+  if (sc.speculative.enabled()) {  // verification rows: one per draft token
+    c.scheduler.max_draft_tokens_per_step =
+        std::min<int64_t>(sc.max_num_seqs, 64) * sc.speculative.num_speculative_tokens;
+    c.model.limits.max_logit_rows += c.scheduler.max_draft_tokens_per_step;
+  }
 
   // The step trace's file first: a bad path fails before the model loads.
   if (!c.step_trace.empty()) {
@@ -247,6 +252,13 @@ Status Engine::add_request(EngineRequest request, std::shared_ptr<RequestStream>
     spec.cache_salt = salt;
     if (i > 0) spec.sibling_of = r->choices[0]->seq_id;
     spec.user_data = reinterpret_cast<uintptr_t>(c.get());
+    // Drafts are verified by greedy choice on the logits alone: requests whose next token
+    // depends on anything else (sampling, penalties over the history, min_tokens, a grammar) or
+    // that want logprobs decode plainly.
+    const sampling::SamplingParams& p = c->params;
+    spec.speculate = p.is_greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+                     p.frequency_penalty == 0.0f && p.min_tokens == 0 && !p.logprobs &&
+                     !p.prompt_logprobs && req.constraint == nullptr;
     Status s = scheduler_->add_request(std::move(spec));
     if (!s.ok()) {
       for (auto& prev : r->choices) (void)scheduler_->abort_request(prev->seq_id);
@@ -460,6 +472,7 @@ Status Engine::step() {
     return internal_error("the executor returned " + std::to_string(output_.entries.size()) +
                           " results for a plan of " + std::to_string(plan.scheduled.size()));
   sampled_.assign(plan.scheduled.size(), sched::kNoToken);
+  accepted_.resize(plan.scheduled.size());
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Choice* c = choices[i];
     const SampledEntry& e = output_.entries[i];
@@ -469,9 +482,10 @@ Status Engine::step() {
     }
     c->pending_sample = plan.scheduled[i].will_sample ? &e : nullptr;
     if (plan.scheduled[i].will_sample) sampled_[i] = e.token_id;
+    accepted_[i] = e.accepted_token_ids;
   }
   scheduler_->finish_kv_loads(output_.kv_loads_done);
-  std::vector<sched::RequestOutput> outputs = scheduler_->update(plan, sampled_);
+  std::vector<sched::RequestOutput> outputs = scheduler_->update(plan, sampled_, accepted_);
   for (const auto& out : outputs) {
     Choice* c = reinterpret_cast<Choice*>(out.user_data);
     if (c->finished) continue;
@@ -487,6 +501,7 @@ Status Engine::step() {
       tr->events[c->trace_event].first_token = true;
     }
     emit(*c, out, c->pending_sample);
+    c->pending_sample = nullptr;  // its logprobs went with the step's first token
     release_if_done(r);
   }
   if (tr != nullptr) {
@@ -539,6 +554,14 @@ EngineStats Engine::stats() const {
     e.kv_tier_stores_dropped = t.stores_dropped;
     e.kv_tier_disk_write_failures = t.disk_write_failures;
   }
+  e.speculative = config_.scheduler.speculative.enabled();
+  e.spec_num_drafts = s.spec_num_drafts;
+  e.spec_num_draft_tokens = s.spec_num_draft_tokens;
+  e.spec_num_accepted_tokens = s.spec_num_accepted_tokens;
+  e.spec_accepted_per_pos = s.spec_accepted_per_pos;
+  if (e.speculative)
+    e.spec_accepted_per_pos.resize(
+        static_cast<size_t>(config_.scheduler.speculative.num_speculative_tokens), 0);
   e.num_preemptions = s.num_preemptions;
   e.prompt_tokens = s.prompt_tokens;
   e.generation_tokens = s.generation_tokens;

@@ -130,6 +130,12 @@ struct EngineStats {
   int64_t kv_tier_load_io_errors = 0;  // failed: I/O error
   int64_t kv_tier_stores_dropped = 0;
   int64_t kv_tier_disk_write_failures = 0;
+  // Speculative decoding (vLLM's spec_decode counters).
+  bool speculative = false;
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
   int64_t num_preemptions = 0;
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;

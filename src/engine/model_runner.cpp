@@ -86,9 +86,12 @@ Status ModelRunner::execute(const sched::StepPlan& plan, float* logits) {
     row += static_cast<int32_t>(s.num_scheduled_tokens);
     query_start_.push_back(row);
     seq_lens_.push_back(static_cast<int32_t>(s.num_computed_tokens + s.num_scheduled_tokens));
-    if (s.will_sample) {
-      rows_.push_back(query_start_.back() - 1);
-      sample_plan_index_.push_back(static_cast<int>(i));
+    if (s.will_sample) {  // the last known token's row, then one per draft (verification)
+      const int32_t end = query_start_.back();
+      for (int32_t r = end - 1 - static_cast<int32_t>(s.spec_token_ids_count); r < end; ++r) {
+        rows_.push_back(r);
+        sample_plan_index_.push_back(static_cast<int>(i));
+      }
     }
   }
   // The plan's tokens are laid out entry by entry, as the batch is.

@@ -140,6 +140,7 @@ std::string encode_step_output(const StepOutput& out) {
   w.u64(out.entries.size());
   for (const SampledEntry& e : out.entries) {
     w.i32(e.token_id);
+    w.vec(e.accepted_token_ids);
     w.boolean(e.has_logprobs);
     if (e.has_logprobs) write_logprobs(w, e.logprobs);
     w.u64(e.prompt_logprobs.size());
@@ -159,10 +160,11 @@ std::string encode_step_output(const StepOutput& out) {
 Result<StepOutput> decode_step_output(std::string_view bytes) {
   ByteReader r(bytes, "step output");
   StepOutput out;
-  const uint64_t n = r.count(4 + 1 + 8);
+  const uint64_t n = r.count(4 + 8 + 1 + 8);
   out.entries.resize(n);
   for (SampledEntry& e : out.entries) {
     e.token_id = r.i32();
+    e.accepted_token_ids = r.vec<int32_t>();
     e.has_logprobs = r.boolean();
     if (e.has_logprobs) e.logprobs = read_logprobs(r);
     const uint64_t m = r.count(12 + 8);

@@ -44,6 +44,9 @@ struct StepInput {
 // One per plan entry.
 struct SampledEntry {
   int32_t token_id = -1;  // sched::kNoToken unless the entry samples
+  // An entry with draft tokens: the tokens after token_id that verification also produced
+  // (token_id and the first drafts matched up to there; the last one is the model's own).
+  std::vector<int32_t> accepted_token_ids;
   bool has_logprobs = false;
   sampling::TokenLogprobs logprobs;
   // Prompt logprobs of the prompt positions this step computed (requests that asked for them).

@@ -283,20 +283,33 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     e.token_id = sched::kNoToken;
     e.has_logprobs = false;
     e.prompt_logprobs.clear();
+    e.accepted_token_ids.clear();
   }
-  for (size_t r = 0; r < R; ++r) {
+  for (size_t r = 0; r < R;) {
     SampledEntry& e = output->entries[index[r]];
     e.token_id = samples_[r].token_id;
     e.has_logprobs = samples_[r].has_logprobs;
     if (e.has_logprobs) e.logprobs = samples_[r].logprobs;
+    e.accepted_token_ids.clear();
+    // Verification: draft j stands if the model's token at the row before it is that draft;
+    // each standing draft adds the model's token at its own row.
+    const auto drafts = plan.spec_token_ids_of(plan.scheduled[index[r]]);
+    size_t m = 0;
+    while (m < drafts.size() && samples_[r + m].token_id == drafts[m]) {
+      ++m;
+      e.accepted_token_ids.push_back(samples_[r + m].token_id);
+    }
+    r += drafts.size() + 1;
   }
   STRATA_RETURN_IF_ERROR(compute_prompt_logprobs(plan, output));
   output->forward_seconds = runner_->forward_seconds();
   output->sample_seconds = now_seconds() - sample_start;
   // The sampled tokens join each request's history (penalties and min_tokens see them next step).
-  for (size_t r = 0; r < R; ++r) {
+  for (size_t r = 0; r < R; r += plan.scheduled[index[r]].spec_token_ids_count + 1) {
     RequestState& st = *entry_states_[index[r]];
     st.token_ids.push_back(samples_[r].token_id);
+    const auto& accepted = output->entries[index[r]].accepted_token_ids;
+    st.token_ids.insert(st.token_ids.end(), accepted.begin(), accepted.end());
     // The mask allowed only what the grammar accepts (all -inf rows aside, which argmax turns
     // into token 0): a refusal ends the constraint rather than the engine.
     if (st.matcher && !st.matcher->accept_token(samples_[r].token_id)) {

@@ -58,6 +58,9 @@ struct RequestSpec {
   // has computed the prompt's full blocks, then shares them (see docs/scheduler.md).
   std::string sibling_of;
   uintptr_t user_data = 0;  // opaque to the scheduler; echoed in plans and outputs
+  // Speculative decoding may propose draft tokens for it (the engine allows it for greedy
+  // requests whose next-token choice depends on nothing but the logits).
+  bool speculate = false;
 };
 
 // Timestamps on the scheduler's clock; -1 = not yet.
@@ -149,6 +152,8 @@ class Request {
   int64_t load_first_block_ = 0;
   std::vector<uint8_t> load_state_;
   bool table_sent_ = true;  // its block table went to the workers with an entry
+  bool speculate_ = false;
+  int64_t num_draft_tokens_ = 0;  // drafts in the pending plan (part of num_scheduled_tokens_)
 };
 
 }  // namespace strata::sched

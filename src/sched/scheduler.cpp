@@ -137,6 +137,7 @@ Status Scheduler::add_request(RequestSpec spec) {
   r->id_ = std::move(spec.request_id);
   r->handle_ = RequestHandle{slot, generation};
   r->user_data_ = spec.user_data;
+  r->speculate_ = spec.speculate && config_.speculative.enabled();
   r->token_ids_ = std::move(spec.prompt_token_ids);
   r->num_prompt_tokens_ = p;
   r->stop_ = std::move(spec.stop);
@@ -241,7 +242,8 @@ FinishReason Scheduler::check_stop(Request* r, int32_t token) const {
 }
 
 std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
-                                             std::span<const int32_t> sampled_token_ids) {
+                                             std::span<const int32_t> sampled_token_ids,
+                                             std::span<const std::vector<int32_t>> accepted) {
   STRATA_CHECK_EQ(sampled_token_ids.size(), plan.scheduled.size())
       << "update() needs one sampled token (or kNoToken) per scheduled request";
   STRATA_CHECK_EQ(plan.step, step_) << "update() must get the latest plan, once";
@@ -255,6 +257,12 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     if (r == nullptr || r->status_ != RequestStatus::kRunning) continue;  // aborted meanwhile
     STRATA_CHECK_EQ(r->num_computed_tokens_, s.num_computed_tokens)
         << "request " << r->id_ << ": plan applied twice or out of order";
+    if (s.spec_token_ids_count > 0) {
+      std::vector<int32_t> tokens = {sampled_token_ids[i]};
+      if (i < accepted.size()) tokens.insert(tokens.end(), accepted[i].begin(), accepted[i].end());
+      apply_speculative(r, s, tokens, now, &outputs);
+      continue;
+    }
     r->num_computed_tokens_ += s.num_scheduled_tokens;
     r->num_scheduled_tokens_ = 0;
     if (caching) {
@@ -299,6 +307,76 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
   return outputs;
 }
 
+RequestOutput Scheduler::output_for(Request* r, int32_t token, FinishReason reason) const {
+  RequestOutput out;
+  out.request_id = r->id_;
+  out.handle = r->handle_;
+  out.user_data = r->user_data_;
+  out.new_token_id = token;
+  out.num_output_tokens = r->num_output_tokens();
+  out.finish_reason = reason;
+  out.stop_token_id = reason != FinishReason::kNone ? r->stop_token_id_ : kNoToken;
+  out.times = r->times_;
+  return out;
+}
+
+// An entry ran the request's last token and d drafts (positions c .. c+d); the worker produced
+// tokens t_0 .. t_m, where t_0 .. t_{m-1} equal the first m drafts: the KV of positions c .. c+m
+// is what plain decoding computes, the rest (rejected drafts) is overwritten later. The tokens
+// are appended one by one with the stop rules, exactly as m + 1 decode steps would.
+void Scheduler::apply_speculative(Request* r, const ScheduledRequest& s,
+                                  std::span<const int32_t> tokens, double now,
+                                  std::vector<RequestOutput>* outputs) {
+  const int64_t d = s.spec_token_ids_count;
+  const int64_t m = static_cast<int64_t>(tokens.size()) - 1;
+  STRATA_CHECK(m >= 0 && m <= d) << "request " << r->id_ << ": " << tokens.size()
+                                 << " tokens for an entry with " << d << " drafts";
+  ++spec_num_drafts_;
+  spec_num_draft_tokens_ += d;
+  spec_num_accepted_ += m;
+  if (static_cast<int64_t>(spec_accepted_per_pos_.size()) < d) spec_accepted_per_pos_.resize(d);
+  for (int64_t j = 0; j < m; ++j) ++spec_accepted_per_pos_[static_cast<size_t>(j)];
+  const bool caching = kv_.prefix_caching_enabled();
+  const int64_t c = s.num_computed_tokens;
+  r->num_scheduled_tokens_ = 0;
+  r->num_draft_tokens_ = 0;
+  for (int64_t j = 0; j <= m; ++j) {
+    const int32_t token = tokens[static_cast<size_t>(j)];
+    STRATA_CHECK_GE(token, 0) << "request " << r->id_ << ": no token sampled";
+    r->token_ids_.push_back(token);
+    r->num_computed_tokens_ = c + 1 + j;  // positions c .. c+j hold verified KV
+    ++generation_tokens_;
+    if (r->times_.first_token < 0) {
+      r->times_.first_token = now;
+      prompt_tokens_ += r->num_prompt_tokens_;
+    }
+    r->times_.last_token = now;
+    if (caching)
+      kv::append_block_hashes(r->token_ids_, kv_.block_size(), r->cache_salt_, &r->block_hashes_);
+    const FinishReason reason = check_stop(r, token);
+    if (reason != FinishReason::kNone || j == m) {
+      if (caching) {
+        newly_cached_.clear();
+        kv_.cache_blocks(seq(*r), r->block_hashes_, r->num_computed_tokens_,
+                         tiers_ != nullptr ? &newly_cached_ : nullptr);
+        for (const auto& [block, hash] : newly_cached_) {
+          if (tiers_->find(hash) != kv::Tier::kNone) continue;
+          pending_stores_.push_back({block, 0, hash.lo, hash.hi});
+          ++tier_stats_.stores;
+        }
+      }
+    }
+    if (reason != FinishReason::kNone) {
+      finish(r, reason, now);
+      outputs->push_back(output_for(r, token, reason));
+      return;
+    }
+    outputs->push_back(output_for(r, token, FinishReason::kNone));
+  }
+  // Blocks taken for rejected drafts stay with the request (its next tokens go there): block
+  // tables only grow, so the workers' copies stay equal to the scheduler's.
+}
+
 SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   s.num_running = num_running();
@@ -314,6 +392,10 @@ SchedulerStats Scheduler::stats() const {
   s.generation_tokens = generation_tokens_;
   s.num_steps = static_cast<int64_t>(step_);
   s.num_finished = num_finished_;
+  s.spec_num_drafts = spec_num_drafts_;
+  s.spec_num_draft_tokens = spec_num_draft_tokens_;
+  s.spec_num_accepted_tokens = spec_num_accepted_;
+  s.spec_accepted_per_pos = spec_accepted_per_pos_;
   return s;
 }
 
@@ -331,7 +413,9 @@ void Scheduler::check_invariants() const {
     STRATA_CHECK_LT(r->num_tokens(), max_request_len_) << r->id_ << " is past its length";
     const int64_t held = kv_.num_blocks_held(seq(*r));
     STRATA_CHECK_GE(held, kv_.blocks_for(r->num_computed_tokens_)) << r->id_ << " lost blocks";
-    STRATA_CHECK_LE(held, kv_.blocks_for(r->num_tokens())) << r->id_ << " holds extra blocks";
+    const int64_t max_drafts = r->speculate_ ? config_.speculative.num_speculative_tokens : 0;
+    STRATA_CHECK_LE(held, kv_.blocks_for(r->num_tokens() + max_drafts))
+        << r->id_ << " holds extra blocks";
     if (remaining > 1) {
       STRATA_CHECK_EQ(held, kv_.blocks_for(r->num_tokens())) << r->id_ << " prefill not reserved";
       // A partial prefill: more than one token left, and not all of it in the pending plan
@@ -341,7 +425,8 @@ void Scheduler::check_invariants() const {
         if (is_long(remaining)) ++long_partial;
       }
     }
-    STRATA_CHECK_LE(r->num_scheduled_tokens_, remaining);
+    STRATA_CHECK_LE(r->num_scheduled_tokens_ - r->num_draft_tokens_, remaining);
+    STRATA_CHECK(r->num_draft_tokens_ == 0 || remaining == 1) << r->id_ << " drafts in prefill";
     STRATA_CHECK(by_id_.count(r->id_));
   }
   STRATA_CHECK_LE(partial, config_.max_num_partial_prefills) << "too many partial prefills";

@@ -95,8 +95,12 @@ class Scheduler {
   // Applies a step: `sampled_token_ids[i]` is the token sampled for plan.scheduled[i]
   // (required when will_sample, ignored otherwise). Returns one output per sampled token.
   // Requests aborted or finished since schedule() are skipped.
+  // With speculative decoding, `accepted[i]` (when given) are the tokens after
+  // sampled_token_ids[i] that the step also produced for an entry with drafts (the accepted
+  // drafts' successors: plan.scheduled[i]'s drafts matched up to there); one output per token.
   std::vector<RequestOutput> update(const StepPlan& plan,
-                                    std::span<const int32_t> sampled_token_ids);
+                                    std::span<const int32_t> sampled_token_ids,
+                                    std::span<const std::vector<int32_t>> accepted = {});
 
   // KV TIERS. With `tiers` set (and prefix caching on), admission continues a prefix lookup that
   // misses the pool in the tiers: a request whose next blocks are there is admitted holding
@@ -181,7 +185,13 @@ class Scheduler {
   Request* youngest_paused_running() const;
   void preempt_paused_prefills(StepPlan* plan);
   void add_entry(StepPlan* plan, Request* r, int64_t n, std::span<const kv::BlockId> blocks,
-                 bool new_table);
+                 bool new_table, std::span<const int32_t> drafts = {});
+  // Draft tokens for a decoding request within `budget` (sched/spec_decode.h); empty when off.
+  void propose_drafts(const Request& r, int64_t budget);
+  // update() of an entry with drafts: appends `tokens` (stopping at the first that ends it).
+  void apply_speculative(Request* r, const ScheduledRequest& s, std::span<const int32_t> tokens,
+                         double now, std::vector<RequestOutput>* outputs);
+  RequestOutput output_for(Request* r, int32_t token, FinishReason reason) const;
   void insert_running(Request* r);
   void erase_running(Request* r);
 
@@ -228,6 +238,12 @@ class Scheduler {
   std::vector<KvTransfer> pending_stores_;
   uint64_t next_load_epoch_ = 0;
   kv::TierHitStats tier_stats_;
+
+  // Speculative decoding.
+  std::vector<int32_t> drafts_;  // scratch of propose_drafts()
+  int64_t step_draft_tokens_ = 0;
+  int64_t spec_num_drafts_ = 0, spec_num_draft_tokens_ = 0, spec_num_accepted_ = 0;
+  std::vector<int64_t> spec_accepted_per_pos_;
 };
 
 }  // namespace strata::sched

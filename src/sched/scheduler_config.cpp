@@ -151,6 +151,14 @@ void add_scheduler_options(OptionSet& options) {
                   kGroup);
   options.add_int("max-num-partial-prefills", 1,
                   "requests whose prompt is being prefilled across steps, at most", kGroup);
+  options.add({.name = "speculative-config",
+               .kind = OptionKind::kString,
+               .default_value = "",
+               .help = "speculative decoding as JSON, vLLM's keys: '{\"method\": \"ngram\", "
+                       "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}' (greedy "
+                       "requests; the output is that of plain decoding)",
+               .group = kGroup,
+               .metavar = "JSON"});
   options.add_int("max-long-partial-prefills", 1,
                   "of those, long prompts at most (lets short prompts overtake long ones)", kGroup);
 }
@@ -167,6 +175,7 @@ Result<SchedulerConfig> scheduler_config_from_args(const Args& args) {
   c.max_num_partial_prefills = args.get_int("max-num-partial-prefills");
   c.max_long_partial_prefills = args.get_int("max-long-partial-prefills");
   c.max_prefill_tokens_with_decode = args.get_int("max-prefill-tokens-with-decode");
+  STRATA_ASSIGN_OR_RETURN(c.speculative, parse_speculative_config(args.get("speculative-config")));
   STRATA_RETURN_IF_ERROR(validate_except_model_len(c));
   return c;
 }

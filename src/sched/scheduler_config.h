@@ -9,6 +9,7 @@
 #include "core/options.h"
 #include "core/status.h"
 #include "sched/request.h"
+#include "sched/spec_decode.h"
 
 namespace strata::sched {
 
@@ -27,6 +28,10 @@ struct SchedulerConfig {
   // arrive together get their first tokens one after another instead of all at the end of one
   // long step. A lone prompt still uses the whole max_num_batched_tokens. 0: no cap.
   int64_t max_prefill_tokens_with_decode = 0;
+  // Speculative decoding (sched/spec_decode.h): draft tokens for requests that allow it
+  // (RequestSpec::speculate), at most max_draft_tokens_per_step in one step (logits rows).
+  SpeculativeConfig speculative;
+  int64_t max_draft_tokens_per_step = 256;
 
   // Ok, or an invalid-argument status naming the option. Requires max_model_len > 0.
   Status validate() const;

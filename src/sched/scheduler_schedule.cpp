@@ -27,6 +27,7 @@ StepPlan Scheduler::schedule() {
       }
     }
   }
+  step_draft_tokens_ = 0;
   schedule_running(&plan, &budget, &slots);
   schedule_waiting(&plan, &budget, &slots);
   plan.total_num_scheduled_tokens = config_.max_num_batched_tokens - budget;
@@ -64,18 +65,25 @@ void Scheduler::erase_running(Request* r) {
 }
 
 void Scheduler::add_entry(StepPlan* plan, Request* r, int64_t n,
-                          std::span<const kv::BlockId> blocks, bool new_table) {
+                          std::span<const kv::BlockId> blocks, bool new_table,
+                          std::span<const int32_t> drafts) {
   ScheduledRequest s;
   s.request_id = r->id_;
   s.handle = r->handle_;
   s.num_computed_tokens = r->num_computed_tokens_;
   s.num_scheduled_tokens = n;
   r->num_scheduled_tokens_ = n;
+  const int64_t known = n - static_cast<int64_t>(drafts.size());  // tokens the request has
+  r->num_draft_tokens_ = static_cast<int64_t>(drafts.size());
   s.token_ids_offset = static_cast<uint32_t>(plan->token_ids.size());
   const auto first = r->token_ids_.begin() + r->num_computed_tokens_;
-  plan->token_ids.insert(plan->token_ids.end(), first, first + n);
+  plan->token_ids.insert(plan->token_ids.end(), first, first + known);
+  plan->token_ids.insert(plan->token_ids.end(), drafts.begin(), drafts.end());
+  s.spec_token_ids_offset = static_cast<uint32_t>(plan->spec_token_ids.size());
+  s.spec_token_ids_count = static_cast<uint32_t>(drafts.size());
+  plan->spec_token_ids.insert(plan->spec_token_ids.end(), drafts.begin(), drafts.end());
   s.new_block_table = new_table;
-  s.will_sample = r->num_computed_tokens_ + n == r->num_tokens();
+  s.will_sample = r->num_computed_tokens_ + known == r->num_tokens();
   s.block_ids_offset = static_cast<uint32_t>(plan->block_ids.size());
   s.block_ids_count = static_cast<uint32_t>(blocks.size());
   plan->block_ids.insert(plan->block_ids.end(), blocks.begin(), blocks.end());
@@ -122,7 +130,8 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* r = running_[i];
     r->num_scheduled_tokens_ = 0;  // a plan never given to update() is simply replaced
-    if (r->paused_) continue;      // decoding (P2): needs no prefill slot
+    r->num_draft_tokens_ = 0;
+    if (r->paused_) continue;  // decoding (P2): needs no prefill slot
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens_;
     if (r->num_loading_ > 0) {  // waits for its tier blocks; holds a prefill slot meanwhile
       ++slots->partial;
@@ -139,6 +148,18 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
       if (is_long(remaining)) ++slots->long_partial;
     }
     if (n == 0) continue;
+    drafts_.clear();
+    if (remaining == 1 && r->speculate_ && r->table_sent_) {
+      propose_drafts(*r, *budget - n);
+      // Drafts only take blocks that are free: never a preemption for them.
+      const int64_t fit =
+          (kv_.num_blocks_held(seq(*r)) + kv_.num_allocatable_blocks()) * kv_.block_size() -
+          (r->num_computed_tokens_ + n);
+      if (fit < static_cast<int64_t>(drafts_.size()))
+        drafts_.resize(static_cast<size_t>(std::max<int64_t>(0, fit)));
+      step_draft_tokens_ += static_cast<int64_t>(drafts_.size());
+    }
+    n += static_cast<int64_t>(drafts_.size());
     const int64_t total = r->num_computed_tokens_ + n;
     if (!r->table_sent_) {  // first entry after its tier loads: send the whole table
       r->table_sent_ = true;
@@ -147,7 +168,7 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
       continue;
     }
     if (kv_.num_blocks_to_allocate(seq(*r), total) == 0) {  // the common case: no new block
-      add_entry(plan, r, n, {}, /*new_table=*/false);
+      add_entry(plan, r, n, {}, /*new_table=*/false, drafts_);
       *budget -= n;
       continue;
     }
@@ -173,7 +194,7 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
                               running_.begin());
     auto new_blocks = kv_.allocate_slots(seq(*r), r->num_computed_tokens_, n);
     STRATA_CHECK(new_blocks.has_value()) << "allocation failed after the fit check";
-    add_entry(plan, r, n, *new_blocks, /*new_table=*/false);
+    add_entry(plan, r, n, *new_blocks, /*new_table=*/false, drafts_);
     *budget -= n;
   }
 }
@@ -304,6 +325,21 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
       if (is_long(remaining)) ++slots->long_partial;
     }
   }
+}
+
+// Draft tokens for `r` (decoding, its last token scheduled) into drafts_: at most
+// num_speculative_tokens, `budget` and the step's draft cap, and never more than the request may
+// still generate (the accepted drafts and the model's own next token all become outputs).
+void Scheduler::propose_drafts(const Request& r, int64_t budget) {
+  const SpeculativeConfig& sc = config_.speculative;
+  int64_t k = std::min(sc.num_speculative_tokens, budget);
+  k = std::min(k, config_.max_draft_tokens_per_step - step_draft_tokens_);
+  int64_t allowance = max_request_len_ - r.num_tokens();  // tokens it may still append
+  if (r.stop_.max_tokens > 0)
+    allowance = std::min(allowance, r.stop_.max_tokens - r.num_output_tokens());
+  k = std::min(k, allowance - 1);
+  if (k <= 0) return;
+  propose_ngram(r.token_ids_, sc.prompt_lookup_min, sc.prompt_lookup_max, k, &drafts_);
 }
 
 // Admits `w` (already out of the waiting queue, its blocks known to fit) with blocks for all its

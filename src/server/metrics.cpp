@@ -187,6 +187,20 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const ServerGaug
             "External prefix cache hits from KV connector cross-instance cache sharing, in terms "
             "of number of cached tokens (Strata: tokens loaded from its KV tiers).",
             static_cast<double>(s.external_prefix_cache_hits));
+  if (s.speculative) {
+    w.counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
+              static_cast<double>(s.spec_num_drafts));
+    w.counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+              static_cast<double>(s.spec_num_draft_tokens));
+    w.counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+              static_cast<double>(s.spec_num_accepted_tokens));
+    w.header("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+             "Accepted tokens per draft position.");
+    for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i)
+      w.sample("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+               static_cast<double>(s.spec_accepted_per_pos[i]),
+               "position=\"" + std::to_string(i) + "\"");
+  }
   w.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
             static_cast<double>(s.num_preemptions));
   w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.",

@@ -65,7 +65,6 @@ constexpr Ignored kIgnored[] = {
     {"num-gpu-blocks-override", true, "the KV pool size comes from --kv-cache-memory"},
     {"tool-parser-plugin", true,
      "parser plugins are Python modules; use a built-in --tool-call-parser"},
-    {"speculative-config", true, "speculative decoding is not built yet"},
     {"guided-decoding-backend", true, "structured outputs use Strata's own grammar engine"},
     {"structured-outputs-config", true, "structured outputs use Strata's own grammar engine"},
     {"enable-lora", false, "LoRA adapters are not built yet"},

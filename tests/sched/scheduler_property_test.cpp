@@ -189,6 +189,53 @@ TEST(SchedulerPropertyTest, RandomWorkloadsWithKvTiersAllFinish) {
   EXPECT_GT(preemptions, 50);
 }
 
+// Speculative decoding (n-gram drafts verified by a periodic stub model, so many are right): every
+// request that runs to its own end gives exactly the tokens of plain decoding, with tiny pools,
+// preemption, prefix caching on and off, pauses, and max_tokens / stop rules cutting drafts.
+TEST(SchedulerPropertyTest, SpeculativeDecodingGivesThePlainTokens) {
+  int64_t compared = 0, drafted = 0, accepted = 0, preemptions = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    RandomWorkload w = make_workload(seed, /*max_requests=*/8, /*max_output=*/40, seed % 4 == 0);
+    const int64_t period = 3 + static_cast<int64_t>(seed % 5);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto plain =
+        run_workload(w.config, w.cache, w.num_blocks, w.script, seed, 20000, 31, {}, period);
+    SchedulerConfig spec = w.config;
+    spec.speculative = {.method = "ngram",
+                        .num_speculative_tokens = 1 + static_cast<int64_t>(seed % 5),
+                        .prompt_lookup_min = 1,
+                        .prompt_lookup_max = 1 + static_cast<int64_t>(seed % 3)};
+    spec.max_draft_tokens_per_step = 1 + static_cast<int64_t>(seed % 9);
+    auto script = w.script;
+    for (auto& r : script) r.spec.speculate = seed % 7 != 0;
+    auto fast = run_workload(spec, w.cache, w.num_blocks, script, seed, 20000, 31, {}, period);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "first failing seed " << seed;
+      return;
+    }
+    for (const auto& r : w.script) {
+      if (r.abort_at_step >= 0 || r.expect_rejected) continue;  // timing-dependent endings
+      const auto& a = plain.requests.at(r.spec.request_id);
+      const auto& b = fast.requests.at(r.spec.request_id);
+      EXPECT_EQ(a.tokens, b.tokens) << r.spec.request_id;
+      EXPECT_EQ(a.reason, b.reason) << r.spec.request_id;
+      ++compared;
+    }
+    drafted += fast.stats.spec_num_draft_tokens;
+    accepted += fast.stats.spec_num_accepted_tokens;
+    preemptions += fast.stats.num_preemptions;
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "first failing seed " << seed;
+      return;
+    }
+  }
+  EXPECT_GT(compared, 1000);
+  EXPECT_GT(drafted, 2000);
+  EXPECT_GT(accepted, drafted / 4);
+  EXPECT_LT(accepted, drafted);
+  EXPECT_GT(preemptions, 20);
+}
+
 // The same with clients that stop reading for a while (paused requests, P1-P2): every request
 // still finishes, and paused ones give way to the others.
 TEST(SchedulerPropertyTest, RandomWorkloadsWithPausedRequestsAllFinish) {

@@ -72,6 +72,7 @@ struct RequestResult {
   int64_t num_preemptions = 0;
   int64_t finish_step = -1;
   int32_t last_token = kNoToken;
+  std::vector<int32_t> tokens;  // every output token, in order
 };
 
 struct WorkloadResult {
@@ -79,6 +80,7 @@ struct WorkloadResult {
   int64_t steps_with_paused = 0;        // steps planned while some request was paused
   int64_t paused_preemptions = 0;       // preemptions of paused requests (P1, P2)
   int64_t steps_waiting_for_loads = 0;  // steps that only waited for KV tier loads
+  int64_t drafted_entries = 0;
   std::map<std::string, RequestResult> requests;
   SchedulerStats stats;
 };
@@ -95,7 +97,7 @@ inline int32_t stub_token(uint64_t seed, std::string_view id, int64_t position, 
 inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::CacheConfig& cache,
                                    int64_t num_blocks, std::vector<ScriptedRequest> script,
                                    uint64_t seed, int64_t max_steps, int32_t vocab = 31,
-                                   TierSim tier_sim = {}) {
+                                   TierSim tier_sim = {}, int64_t stub_period = 0) {
   WorkloadResult result;
   ManualClock clock(0.0);
   auto created = Scheduler::create(config, cache, num_blocks, &clock);
@@ -116,6 +118,7 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
   };
   std::vector<Load> loads;
   Rng tier_rng(seed ^ 0x7469657273ull);
+  std::map<std::string, std::vector<kv::BlockId>> worker_tables;
   auto finish_loads = [&](int64_t step, bool all) {
     std::vector<kv::KvLoadResult> done;
     for (auto it = loads.begin(); it != loads.end();) {
@@ -214,6 +217,18 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
     }
     s.check_invariants();
     ++result.steps;
+    // The workers' block tables, built from the plans alone, must be the scheduler's.
+    for (const auto& id : plan.finished_ids) worker_tables.erase(id);
+    for (const auto& id : plan.preempted_ids) worker_tables.erase(id);
+    for (const auto& e : plan.scheduled) {
+      auto& t = worker_tables[e.request_id];
+      const auto ids = plan.block_ids_of(e);
+      if (e.new_block_table) t.clear();
+      t.insert(t.end(), ids.begin(), ids.end());
+      const auto sched_table = s.block_table(e);
+      EXPECT_TRUE(std::equal(t.begin(), t.end(), sched_table.begin(), sched_table.end()))
+          << e.request_id << ": the worker's block table differs at step " << step;
+    }
     if (tiers) {
       // The worker's start of step: stores copy blocks out, then the loads begin.
       for (const KvTransfer& t : plan.kv_stores) {
@@ -272,20 +287,34 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
       EXPECT_EQ(std::count(paused_ids.begin(), paused_ids.end(), e.request_id), 0)
           << "paused request " << e.request_id << " was scheduled at step " << step;
     }
+    // The stub model's token at a position (periodic, so n-gram drafts can be right); an entry
+    // with drafts is verified as the worker does: draft j stands while it equals the model's
+    // token at its position, and each standing draft adds the model's next token.
+    auto model_token = [&](const std::string& id, int64_t position) {
+      return stub_token(seed, id, stub_period > 0 ? position % stub_period : position, vocab);
+    };
     std::vector<int32_t> sampled;
-    for (const auto& e : plan.scheduled) {
-      sampled.push_back(e.will_sample
-                            ? stub_token(seed, e.request_id,
-                                         e.num_computed_tokens + e.num_scheduled_tokens, vocab)
-                            : kNoToken);
+    std::vector<std::vector<int32_t>> accepted(plan.scheduled.size());
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      const auto& e = plan.scheduled[i];
+      const auto drafts = plan.spec_token_ids_of(e);
+      const int64_t next = e.num_computed_tokens + e.num_scheduled_tokens -
+                           static_cast<int64_t>(drafts.size());  // position of the new token
+      sampled.push_back(e.will_sample ? model_token(e.request_id, next) : kNoToken);
+      for (size_t j = 0; j < drafts.size(); ++j) {
+        if (drafts[j] != model_token(e.request_id, next + static_cast<int64_t>(j))) break;
+        accepted[i].push_back(model_token(e.request_id, next + static_cast<int64_t>(j) + 1));
+      }
+      result.drafted_entries += drafts.empty() ? 0 : 1;
     }
     if (tiers) finish_loads(step, /*all=*/false);
-    auto outputs = s.update(plan, sampled);
+    auto outputs = s.update(plan, sampled, accepted);
     s.check_invariants();
     for (const auto& o : outputs) {
       RequestResult& res = result.requests[std::string(o.request_id)];
       res.num_output_tokens = o.num_output_tokens;
       res.last_token = o.new_token_id;
+      res.tokens.push_back(o.new_token_id);
       if (o.finished()) {
         res.reason = o.finish_reason;
         res.finish_step = step;
