@@ -2,10 +2,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "bench/metrics.h"
@@ -67,6 +71,78 @@ Result<std::pair<std::string, std::string>> first_model(const std::string& base_
   std::string root =
       m.contains("root") && m["root"].is_string() ? m["root"].get<std::string>() : id;
   return std::make_pair(id, root);
+}
+
+// The server's speculative-decoding counters (vLLM's vllm:spec_decode_* series), summed over
+// labels; empty when the server has none (or no /metrics).
+struct SpecCounters {
+  double drafts = 0, draft_tokens = 0, accepted = 0;
+  std::vector<double> per_pos;
+};
+
+std::optional<SpecCounters> scrape_spec_counters(const std::string& base_url,
+                                                 const ServeBenchConfig& c) {
+  auto u = net::parse_url(net::join_url(base_url, "/metrics"));
+  if (!u.ok()) return std::nullopt;
+  net::ClientRequest r;
+  r.url = *u;
+  r.timeout_s = 30;
+  for (const auto& [k, v] : c.headers) r.headers.add(k, v);
+  auto resp = net::http_fetch(r);
+  if (!resp.ok() || resp->status != 200) return std::nullopt;
+  SpecCounters out;
+  bool any = false;
+  std::istringstream in(resp->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    if (sp == std::string::npos) continue;
+    const double v = std::strtod(line.c_str() + sp + 1, nullptr);
+    auto is = [&](const char* name) { return line.rfind(name, 0) == 0; };
+    if (is("vllm:spec_decode_num_drafts_total")) {
+      out.drafts += v;
+      any = true;
+    } else if (is("vllm:spec_decode_num_draft_tokens_total")) {
+      out.draft_tokens += v;
+    } else if (is("vllm:spec_decode_num_accepted_tokens_per_pos_total")) {
+      const size_t p = line.find("position=\"");
+      if (p == std::string::npos) continue;
+      const size_t pos = std::strtoul(line.c_str() + p + 10, nullptr, 10);
+      if (pos >= 64) continue;
+      if (out.per_pos.size() <= pos) out.per_pos.resize(pos + 1);
+      out.per_pos[pos] += v;
+    } else if (is("vllm:spec_decode_num_accepted_tokens_total")) {
+      out.accepted += v;
+    }
+  }
+  if (!any) return std::nullopt;
+  return out;
+}
+
+// vLLM's "Speculative Decoding" block of the result, from the counters' change over the run.
+std::string format_spec_block(const SpecCounters& a, const SpecCounters& b) {
+  const double drafts = b.drafts - a.drafts, tokens = b.draft_tokens - a.draft_tokens,
+               accepted = b.accepted - a.accepted;
+  std::ostringstream os;
+  char buf[160];
+  os << "---------------Speculative Decoding---------------\n";  // after vLLM's result
+  auto row = [&](const char* label, double v, const char* fmt) {
+    std::snprintf(buf, sizeof(buf), fmt, label, v);
+    os << buf << "\n";
+  };
+  row("Acceptance rate (%):", tokens > 0 ? accepted / tokens * 100 : 0, "%-40s%-10.2f");
+  row("Acceptance length:", drafts > 0 ? 1 + accepted / drafts : 0, "%-40s%-10.2f");
+  row("Drafts:", drafts, "%-40s%-10.0f");
+  row("Draft tokens:", tokens, "%-40s%-10.0f");
+  row("Accepted tokens:", accepted, "%-40s%-10.0f");
+  os << "Per-position acceptance (%):\n";
+  for (size_t i = 0; i < b.per_pos.size(); ++i) {
+    const double before = i < a.per_pos.size() ? a.per_pos[i] : 0;
+    char label[32];
+    std::snprintf(label, sizeof(label), "  Position %zu:", i);
+    row(label, drafts > 0 ? (b.per_pos[i] - before) / drafts * 100 : 0, "%-40s%-10.2f");
+  }
+  return os.str();
 }
 
 std::string now_date() {
@@ -210,6 +286,7 @@ Result<PointResult> run_point(Context& ctx, const Dataset& ds,
                (c.burstiness == 1.0 ? "Poisson process" : "Gamma distribution") + ")");
   say(out, "Maximum request concurrency: " + (conc ? std::to_string(*conc) : std::string("None")));
 
+  const auto spec_before = scrape_spec_counters(c.base_url, c);
   Progress progress(choose_progress_mode(out, c.disable_progress),
                     static_cast<int64_t>(payloads.size()), out, c.progress_interval_s);
   auto run = run_requests(runner_options(ctx, conc), payloads, prompt_lens, &progress);
@@ -232,6 +309,10 @@ Result<PointResult> run_point(Context& ctx, const Dataset& ds,
   bo.percentile_metrics = c.percentile_metrics;
   bo.percentiles = c.percentiles;
   fputs(format_result_block(m, run->outputs, bo).c_str(), out);
+  if (spec_before) {
+    if (auto spec_after = scrape_spec_counters(c.base_url, c))
+      fputs(format_spec_block(*spec_before, *spec_after).c_str(), out);
+  }
   fflush(out);
 
   if (c.save_result || c.append_result) {

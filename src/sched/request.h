@@ -154,6 +154,10 @@ class Request {
   bool table_sent_ = true;  // its block table went to the workers with an entry
   bool speculate_ = false;
   int64_t num_draft_tokens_ = 0;  // drafts in the pending plan (part of num_scheduled_tokens_)
+  // Adaptivity: after drafts that were all rejected, the next spec_skip_ decode steps propose
+  // none; the pause doubles with each such miss (up to 32 steps) and resets on an acceptance.
+  int32_t spec_backoff_ = 0;
+  int32_t spec_skip_ = 0;
 };
 
 }  // namespace strata::sched

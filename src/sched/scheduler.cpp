@@ -336,6 +336,12 @@ void Scheduler::apply_speculative(Request* r, const ScheduledRequest& s,
   spec_num_accepted_ += m;
   if (static_cast<int64_t>(spec_accepted_per_pos_.size()) < d) spec_accepted_per_pos_.resize(d);
   for (int64_t j = 0; j < m; ++j) ++spec_accepted_per_pos_[static_cast<size_t>(j)];
+  if (m == 0) {
+    r->spec_backoff_ = std::min(32, std::max(1, 2 * r->spec_backoff_));
+    r->spec_skip_ = r->spec_backoff_;
+  } else {
+    r->spec_backoff_ = 0;
+  }
   const bool caching = kv_.prefix_caching_enabled();
   const int64_t c = s.num_computed_tokens;
   r->num_scheduled_tokens_ = 0;

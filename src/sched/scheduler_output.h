@@ -39,9 +39,9 @@ struct SchedulerStats {
   int64_t num_steps = 0;
   int64_t num_finished = 0;
   // Speculative decoding (vLLM's spec_decode counters), cumulative.
-  int64_t spec_num_drafts = 0;           // entries that carried drafts
-  int64_t spec_num_draft_tokens = 0;     // draft tokens proposed
-  int64_t spec_num_accepted_tokens = 0;  // of which accepted
+  int64_t spec_num_drafts = 0;                 // entries that carried drafts
+  int64_t spec_num_draft_tokens = 0;           // draft tokens proposed
+  int64_t spec_num_accepted_tokens = 0;        // of which accepted
   std::vector<int64_t> spec_accepted_per_pos;  // [k]: drafts accepted at position 0, 1, ...
 };
 

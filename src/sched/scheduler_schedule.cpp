@@ -149,7 +149,9 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
     }
     if (n == 0) continue;
     drafts_.clear();
-    if (remaining == 1 && r->speculate_ && r->table_sent_) {
+    if (remaining == 1 && r->speculate_ && r->table_sent_ && r->spec_skip_ > 0) {
+      --r->spec_skip_;  // backing off after rejected drafts
+    } else if (remaining == 1 && r->speculate_ && r->table_sent_) {
       propose_drafts(*r, *budget - n);
       // Drafts only take blocks that are free: never a preemption for them.
       const int64_t fit =

@@ -82,10 +82,13 @@ int64_t propose_ngram(std::span<const int32_t> tokens, int64_t min_n, int64_t ma
     for (int64_t s = len - n - 1; s >= 0; --s) {
       if (tokens[static_cast<size_t>(s)] != tail[0]) continue;
       if (!std::equal(tail, tail + n, tokens.data() + s)) continue;
+      // What followed the match, repeated with the period the match implies when it runs into
+      // the end (a sequence caught in a cycle keeps cycling).
       const int64_t from = s + n;
-      const int64_t count = std::min(k, len - from);
-      out->insert(out->end(), tokens.begin() + from, tokens.begin() + from + count);
-      return count;
+      const int64_t period = len - from;
+      for (int64_t i = 0; i < k; ++i)
+        out->push_back(tokens[static_cast<size_t>(from + i % period)]);
+      return k;
     }
   }
   return 0;

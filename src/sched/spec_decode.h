@@ -29,8 +29,9 @@ struct SpeculativeConfig {
 Result<SpeculativeConfig> parse_speculative_config(const std::string& json);
 
 // Prompt lookup: the longest n in [min_n, max_n] for which the last n tokens occurred earlier in
-// `tokens`, the most recent such occurrence; appends to `out` up to `k` tokens that followed it
-// and returns how many. 0 when nothing matches.
+// `tokens`, the most recent such occurrence; appends to `out` the `k` tokens that followed it
+// (repeating them with the period the match implies when they run into the end: a sequence caught
+// in a cycle is proposed more of the cycle) and returns k. 0 when nothing matches.
 int64_t propose_ngram(std::span<const int32_t> tokens, int64_t min_n, int64_t max_n, int64_t k,
                       std::vector<int32_t>* out);
 

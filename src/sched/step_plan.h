@@ -31,8 +31,8 @@ namespace strata::sched {
 
 struct ScheduledRequest {
   std::string request_id;
-  RequestHandle handle;             // the scheduler's handle (meaningful to the scheduler only)
-  int64_t num_computed_tokens = 0;  // position of this step's first token
+  RequestHandle handle;              // the scheduler's handle (meaningful to the scheduler only)
+  int64_t num_computed_tokens = 0;   // position of this step's first token
   int64_t num_scheduled_tokens = 0;  // tokens to run this step (>= 1)
   // True for a request admitted this step (new, or resumed after preemption): block_ids_of()
   // is its whole block table. False: block_ids_of() are blocks appended to it this step.
@@ -70,8 +70,8 @@ struct StepPlan {
   int64_t total_num_scheduled_tokens = 0;   // <= max_num_batched_tokens
 
   std::span<const int32_t> token_ids_of(const ScheduledRequest& s) const {
-    return std::span<const int32_t>(token_ids).subspan(
-        s.token_ids_offset, static_cast<size_t>(s.num_scheduled_tokens));
+    return std::span<const int32_t>(token_ids).subspan(s.token_ids_offset,
+                                                       static_cast<size_t>(s.num_scheduled_tokens));
   }
   std::span<const kv::BlockId> block_ids_of(const ScheduledRequest& s) const {
     return std::span<const kv::BlockId>(block_ids).subspan(s.block_ids_offset, s.block_ids_count);

@@ -103,5 +103,32 @@ TEST_F(BenchAgainstStrataServe, ServerTokenizeGivesExactPromptLengths) {
   check_run("", "remote.json");
 }
 
+// A server with speculative decoding: the result gains vLLM's "Speculative Decoding" block,
+// computed from the server's counters over the run (and absent without speculation above).
+TEST(BenchAgainstSpeculativeServe, PrintsTheSpeculativeDecodingBlock) {
+  STRATA_REQUIRE_SHARED("models/stories260K-hf");
+  const std::string model = strata::testing::shared_data_path("models/stories260K-hf");
+  server::testing::ServerProcess server({model, "--host", "127.0.0.1", "--port", "0",
+                                         "--served-model-name", "stories", "--kv-cache-memory",
+                                         "32MiB", "--threads", "1", "--speculative-config",
+                                         R"({"method": "ngram", "num_speculative_tokens": 3,
+                                             "prompt_lookup_min": 1})"});
+  ASSERT_TRUE(server.ok()) << server.output();
+  auto r = run_bench("--base-url " + server.base() +
+                     " --model stories --num-prompts 6 --max-concurrency 2 --random-input-len 48"
+                     " --random-output-len 64 --ignore-eos --seed 3 --temperature 0 --disable-tqdm"
+                     " --tokenizer " +
+                     model);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_NE(r.out.find("---------------Speculative Decoding---------------"), std::string::npos)
+      << r.out;
+  const double drafts = std::stod(line_value(r.out, "Draft tokens:"));
+  const double accepted = std::stod(line_value(r.out, "Accepted tokens:"));
+  EXPECT_GT(drafts, 0) << r.out;
+  EXPECT_LE(accepted, drafts);
+  EXPECT_NEAR(std::stod(line_value(r.out, "Acceptance rate (%):")), accepted / drafts * 100, 0.01);
+  EXPECT_NE(r.out.find("  Position 2:"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace strata::bench

@@ -18,15 +18,15 @@ TEST(NgramProposer, ContinuesTheMostRecentEarlierMatchOfTheLongestWindow) {
             (std::vector<int32_t>{9, 9}));
   // The longest window first: "7 2 3" matches at 0 even though "2 3" matches later.
   EXPECT_EQ(propose({7, 2, 3, 6, 8, 2, 3, 5, 7, 2, 3}, 1, 3, 3), (std::vector<int32_t>{6, 8, 2}));
-  // Fewer than k tokens follow the match: what there is.
-  EXPECT_EQ(propose({4, 5, 6, 4, 5}, 2, 2, 5), (std::vector<int32_t>{6, 4, 5}));
+  // Fewer than k tokens follow the match: they repeat with the match's period (here 3).
+  EXPECT_EQ(propose({4, 5, 6, 4, 5}, 2, 2, 5), (std::vector<int32_t>{6, 4, 5, 6, 4}));
   // No match, a window shorter than min, k = 0, too short a sequence: nothing.
   EXPECT_TRUE(propose({1, 2, 3, 4}, 1, 3, 4).empty());
   EXPECT_TRUE(propose({1, 2, 9, 2}, 2, 3, 4).empty());
   EXPECT_TRUE(propose({1, 1, 1}, 1, 2, 0).empty());
   EXPECT_TRUE(propose({1}, 1, 2, 4).empty());
   // A run of one token proposes more of it.
-  EXPECT_EQ(propose({3, 3, 3, 3}, 1, 2, 3), (std::vector<int32_t>{3}));
+  EXPECT_EQ(propose({3, 3, 3, 3}, 1, 2, 3), (std::vector<int32_t>{3, 3, 3}));
 }
 
 TEST(SpeculativeConfig, ParsesVllmKeysAndRefusesWhatIsNotBuilt) {
