@@ -4,17 +4,18 @@
 //
 // How a worker runs a plan (one step):
 //   drop state of plan.finished_ids; drop the block tables of plan.preempted_ids
+//   copy plan.kv_stores out of the pool, then start plan.kv_loads (KV tiers, kv/kv_tiers.h)
 //   for each s in plan.scheduled:        // in the order the batch is laid out
-//     tokens    plan.token_ids_of(s)     // [s.num_scheduled_tokens]
+//     tokens    plan.token_ids_of(s)     // [s.num_scheduled_tokens], drafts last
 //     positions s.num_computed_tokens + 0 .. s.num_scheduled_tokens - 1
 //     blocks    the worker's own table for s.request_id: replaced by plan.block_ids_of(s) when
 //               s.new_block_table, else extended by plan.block_ids_of(s); the token at position
 //               p goes to table[p / block_size], offset p % block_size
-//     logits    of the last token when s.will_sample
-// and returns one sampled token per entry (kNoToken when !will_sample) for Scheduler::update().
-//
-// Room for the features that extend it: KV tier loads/stores (blocks to bring back into the pool
-// before the step, blocks to copy down after it) and speculative tokens per request.
+//     logits    of the last known token when s.will_sample, and of each draft token
+//               (plan.spec_token_ids_of(s), speculative decoding: sched/spec_decode.h)
+// and returns one sampled token per entry (kNoToken when !will_sample), the tokens verification
+// accepted after it, and the KV tier loads that finished, for Scheduler::update() and
+// Scheduler::finish_kv_loads().
 #pragma once
 
 #include <cstdint>
