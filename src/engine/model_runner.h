@@ -24,8 +24,8 @@ class ModelRunner {
   // Applies the plan's block-table changes and runs the step. Logits rows are produced for the
   // entries that sample, in plan order (an entry with d draft tokens gets d + 1 consecutive rows:
   // its last known token's, then each draft's): after the call, sample_plan_index()[r] is the
-  // plan entry of logits row r. Errors for a plan that does not fit the tables (a block beyond a request's
-  // table, an unknown request without a whole table) or the model's limits.
+  // plan entry of logits row r. Errors for a plan that does not fit the tables (a block beyond a
+  // request's table, an unknown request without a whole table) or the model's limits.
   Status execute(const sched::StepPlan& plan, float* logits);
   const std::vector<int>& sample_plan_index() const { return sample_plan_index_; }
   // Seconds the last execute() spent in the model's forward pass (the rest was the tables and
