@@ -252,13 +252,16 @@ Status Engine::add_request(EngineRequest request, std::shared_ptr<RequestStream>
     spec.cache_salt = salt;
     if (i > 0) spec.sibling_of = r->choices[0]->seq_id;
     spec.user_data = reinterpret_cast<uintptr_t>(c.get());
-    // Drafts are verified by greedy choice on the logits alone: requests whose next token
-    // depends on anything else (sampling, penalties over the history, min_tokens, a grammar) or
-    // that want logprobs decode plainly.
+    // Drafts are verified on the logits alone (greedy choice, or rejection sampling for
+    // unseeded sampled requests): requests whose next token depends on anything else
+    // (penalties over the history, min_tokens, a grammar), seeded ones (a seed must give the
+    // same tokens in any batch, and drafts depend on the batch's budget) and those wanting
+    // logprobs decode plainly.
     const sampling::SamplingParams& p = c->params;
-    spec.speculate = p.is_greedy() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-                     p.frequency_penalty == 0.0f && p.min_tokens == 0 && !p.logprobs &&
-                     !p.prompt_logprobs && req.constraint == nullptr;
+    spec.speculate = (p.is_greedy() || !p.seed) && p.repetition_penalty == 1.0f &&
+                     p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f &&
+                     p.min_tokens == 0 && !p.logprobs && !p.prompt_logprobs &&
+                     req.constraint == nullptr;
     Status s = scheduler_->add_request(std::move(spec));
     if (!s.ok()) {
       for (auto& prev : r->choices) (void)scheduler_->abort_request(prev->seq_id);

@@ -294,6 +294,15 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     // Verification: draft j stands if the model's token at the row before it is that draft;
     // each standing draft adds the model's token at its own row.
     const auto drafts = plan.spec_token_ids_of(plan.scheduled[index[r]]);
+    if (!drafts.empty() && !rows_[r].params->is_greedy()) {
+      // A sampled request: rejection sampling keeps its distribution (sampling/sampler.h).
+      sampler_->verify_drafts(logits_.data() + r * sampler_->vocab_size(), rows_[r], drafts,
+                              &verified_);
+      e.token_id = verified_[0];
+      e.accepted_token_ids.assign(verified_.begin() + 1, verified_.end());
+      r += drafts.size() + 1;
+      continue;
+    }
     size_t m = 0;
     while (m < drafts.size() && samples_[r + m].token_id == drafts[m]) {
       ++m;

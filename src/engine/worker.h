@@ -94,6 +94,7 @@ class Worker {
   std::vector<sampling::SamplingRow> rows_;
   std::vector<sampling::SampleOutput> samples_;
   std::vector<RequestState*> entry_states_;
+  std::vector<int32_t> verified_;  // speculative decoding of sampled requests
 };
 
 }  // namespace strata::engine

@@ -14,6 +14,7 @@ struct Sampler::Scratch {
   PenaltyScratch penalty;
   TokenSelector selector;
   LogprobsComputer logprobs;
+  std::vector<std::pair<int32_t, double>> dist;  // verify_drafts()
 };
 
 void apply_token_mask(const float* logits, const uint64_t* allowed, int64_t vocab_size,
@@ -131,6 +132,50 @@ void Sampler::sample_row(const float* raw, const SamplingRow& row, double u, Scr
   } else {
     out.logprobs.top.clear();
   }
+}
+
+void Sampler::verify_drafts(const float* logits, const SamplingRow& row,
+                            std::span<const int32_t> drafts, std::vector<int32_t>* out) {
+  const SamplingParams& p = *row.params;
+  STRATA_CHECK(!p.is_greedy() && !p.uses_penalties() && row.allowed_tokens == nullptr)
+      << "verify_drafts() is for sampled rows without penalties or masks";
+  Scratch& s = *scratch_[0];
+  Rng& rng = row.generator != nullptr ? *row.generator : engine_rng_;
+  const int64_t vocab = config_.vocab_size;
+  const FilterParams f{
+      .temperature = p.temperature, .top_k = p.top_k, .top_p = p.top_p, .min_p = p.min_p};
+  auto processed = [&](const float* raw) {
+    if (p.logit_bias.empty()) return raw;
+    s.logits.resize(vocab);
+    std::memcpy(s.logits.data(), raw, sizeof(float) * vocab);
+    apply_logit_bias(std::span<float>(s.logits), p.logit_bias);
+    return static_cast<const float*>(s.logits.data());
+  };
+  out->clear();
+  for (size_t j = 0; j < drafts.size(); ++j) {
+    s.selector.distribution(processed(logits + static_cast<int64_t>(j) * vocab), vocab, f, &s.dist);
+    const int32_t d = drafts[j];
+    auto it = std::lower_bound(s.dist.begin(), s.dist.end(), std::make_pair(d, -1.0));
+    const double pd = it != s.dist.end() && it->first == d ? it->second : 0.0;
+    if (rng.uniform() < pd) {
+      out->push_back(d);
+      continue;
+    }
+    // The residual max(p - q, 0) of a point mass q at d: p without d, renormalized.
+    const double target = rng.uniform() * (1.0 - pd);
+    double acc = 0;
+    int32_t pick = -1;
+    for (const auto& [id, prob] : s.dist) {
+      if (id == d || prob <= 0) continue;
+      pick = id;  // the last candidate stands in when rounding leaves target unreached
+      acc += prob;
+      if (acc > target) break;
+    }
+    out->push_back(pick >= 0 ? pick : d);  // pd == 1 cannot be rejected; pick is set otherwise
+    return;
+  }
+  out->push_back(s.selector.sample(processed(logits + static_cast<int64_t>(drafts.size()) * vocab),
+                                   vocab, f, rng.uniform()));
 }
 
 void Sampler::prompt_logprobs(const float* logits, std::span<const int32_t> target_ids, int num_top,

@@ -84,6 +84,17 @@ class Sampler {
 
   Rng& engine_generator() { return engine_rng_; }
 
+  // Speculative decoding with a sampled request: rejection sampling of point-mass drafts (the
+  // n-gram proposer's), which keeps the target distribution exactly. logits: [drafts.size() + 1,
+  // vocab_size], the rows of the request's last known token and of each draft; `row` gives the
+  // parameters (no penalties, min_tokens, logprobs or mask: Engine only sends drafts for such
+  // rows). Draft j is kept with probability p_j(draft j), where p_j is the distribution sample()
+  // draws from at row j; the first rejected draft is replaced by a draw from p_j without it,
+  // renormalized; if all are kept, a token is drawn from the last row. Writes t_0 .. t_m to
+  // `out` (t_j = draft j for j < m). Uses the row's generator, else the sampler's.
+  void verify_drafts(const float* logits, const SamplingRow& row, std::span<const int32_t> drafts,
+                     std::vector<int32_t>* out);
+
  private:
   struct Scratch;
   void sample_row(const float* raw, const SamplingRow& row, double u, Scratch& s,

@@ -3,6 +3,9 @@
 // drafts are actually proposed and accepted.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 #include "core/json.h"
 #include "engine_test_util.h"
 
@@ -106,7 +109,7 @@ TEST_F(EngineSpeculative, GreedyOutputIsPlainDecodingUnderPreemption) {
   EXPECT_GT(spec_stats.spec_num_accepted_tokens, 0);
 }
 
-TEST_F(EngineSpeculative, SamplingRequestsDecodePlainly) {
+TEST_F(EngineSpeculative, SeededSamplingRequestsDecodePlainly) {
   auto client = engine::EngineClient::create(config(true, 4096));
   ASSERT_TRUE(client.ok());
   auto r = testing::greedy_request("s", prompts()[1], 40);
@@ -114,8 +117,64 @@ TEST_F(EngineSpeculative, SamplingRequestsDecodePlainly) {
   r.params.seed = 7;
   auto a = testing::collect(**(*client)->submit(r))[0].tokens;
   ASSERT_TRUE(testing::wait_idle(**client));
-  EXPECT_EQ((*client)->stats().spec_num_drafts, 0) << "drafts are for greedy requests only";
+  EXPECT_EQ((*client)->stats().spec_num_drafts, 0)
+      << "a seed must give the same tokens in any batch: no drafts";
   EXPECT_EQ(a.size(), 40u);
+}
+
+// Unseeded sampling with speculation (rejection sampling): the distribution of the tokens is that
+// of plain sampling. Many requests on one repetitive prompt, temperature 1; the tokens at a few
+// output positions are compared between the two engines with a chi-square homogeneity test
+// (fixed engine seeds: the test is deterministic).
+TEST_F(EngineSpeculative, SampledOutputHasThePlainDistribution) {
+  constexpr int kRequests = 1200;
+  constexpr int kPositions[] = {2, 5, 9};
+  std::vector<std::map<int32_t, int64_t>> counts[2];
+  engine::EngineStats stats[2];
+  for (int spec = 0; spec < 2; ++spec) {
+    auto cfg = config(spec == 1, 4096);
+    cfg.seed = 11 + spec;
+    auto client = engine::EngineClient::create(cfg);
+    ASSERT_TRUE(client.ok()) << client.status().to_string();
+    counts[spec].resize(std::size(kPositions));
+    for (int i = 0; i < kRequests; ++i) {
+      auto r = testing::greedy_request("r" + std::to_string(i), prompts()[1], 12);
+      r.params.temperature = 1.0f;
+      const auto out = testing::collect(**(*client)->submit(r))[0].tokens;
+      ASSERT_EQ(out.size(), 12u);
+      for (size_t k = 0; k < std::size(kPositions); ++k) ++counts[spec][k][out[kPositions[k]]];
+    }
+    ASSERT_TRUE(testing::wait_idle(**client));
+    stats[spec] = (*client)->stats();
+  }
+  EXPECT_EQ(stats[0].spec_num_drafts, 0);
+  EXPECT_GT(stats[1].spec_num_draft_tokens, 500) << "sampled requests should get drafts";
+  EXPECT_GT(stats[1].spec_num_accepted_tokens, 100);
+  for (size_t k = 0; k < std::size(kPositions); ++k) {
+    // Two-sample chi-square over tokens seen at least 10 times in all (the rest pooled).
+    std::map<int32_t, std::pair<double, double>> bins;
+    std::pair<double, double> rest{0, 0};
+    std::map<int32_t, int64_t> total;
+    for (int spec = 0; spec < 2; ++spec)
+      for (const auto& [t, c] : counts[spec][k]) total[t] += c;
+    for (int spec = 0; spec < 2; ++spec)
+      for (const auto& [t, c] : counts[spec][k]) {
+        auto& b = total[t] >= 10 ? bins[t] : rest;
+        (spec == 0 ? b.first : b.second) += static_cast<double>(c);
+      }
+    if (rest.first + rest.second > 0) bins[-1] = rest;
+    double chi = 0;
+    for (const auto& [t, b] : bins) {
+      const double e = (b.first + b.second) / 2;  // equal sample sizes
+      chi += (b.first - e) * (b.first - e) / e + (b.second - e) * (b.second - e) / e;
+    }
+    const int dof = static_cast<int>(bins.size()) - 1;
+    ASSERT_GT(dof, 0);
+    const double a = 2.0 / (9.0 * dof);
+    const double critical = dof * std::pow(1 - a + 3.090 * std::sqrt(a), 3);  // p = 0.001
+    EXPECT_LT(chi, critical) << "output position " << kPositions[k] << ": chi-square " << chi
+                             << " with " << dof << " dof";
+  }
 }
 
 }  // namespace
