@@ -71,8 +71,8 @@ def metrics(port):
     return out
 
 
-def timed_completion(port, prompt_ids, max_tokens):
-    """TTFT (s) of a streamed greedy completion, and its text."""
+def stream_completion(port, prompt_ids, max_tokens):
+    """A streamed greedy completion: (TTFT s, seconds from the first token to the end, text)."""
     body = json.dumps({"model": "m", "prompt": prompt_ids, "max_tokens": max_tokens,
                        "temperature": 0, "ignore_eos": True, "stream": True})
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
@@ -81,16 +81,21 @@ def timed_completion(port, prompt_ids, max_tokens):
     r = c.getresponse()
     if r.status != 200:
         sys.exit(f"HTTP {r.status}: {r.read()[:300]}")
-    ttft, text = None, ""
+    first, text = None, ""
     for raw in r:
         line = raw.decode().strip()
         if not line.startswith("data:") or line == "data: [DONE]":
             continue
-        chunk = json.loads(line[5:])
-        for ch in chunk.get("choices", []):
-            if ttft is None:
-                ttft = time.perf_counter() - t0
+        for ch in json.loads(line[5:]).get("choices", []):
+            if first is None:
+                first = time.perf_counter()
             text += ch.get("text", "")
+    return first - t0, time.perf_counter() - first, text
+
+
+def timed_completion(port, prompt_ids, max_tokens):
+    """TTFT (s) of a streamed greedy completion, and its text."""
+    ttft, _, text = stream_completion(port, prompt_ids, max_tokens)
     return ttft, text
 
 

@@ -10,41 +10,14 @@ Decode tok/s of a request = (output tokens - 1) / (end - first token), from the 
 Usage: scripts/spec_bench.py --model PATH [--spec '{"method":"ngram",...}'] [--reps 3]
 """
 import argparse
-import http.client
-import json
 import os
 import random
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kv_tier_bench import metrics, start_server, stop_server  # noqa: E402
-
-
-def stream(port, prompt_ids, max_tokens):
-    body = json.dumps({"model": "m", "prompt": prompt_ids, "max_tokens": max_tokens,
-                       "temperature": 0, "ignore_eos": True, "stream": True})
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-    t0 = time.perf_counter()
-    c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
-    r = c.getresponse()
-    if r.status != 200:
-        sys.exit(f"HTTP {r.status}: {r.read()[:300]}")
-    first = None
-    text = ""
-    for raw in r:
-        line = raw.decode().strip()
-        if not line.startswith("data:") or line == "data: [DONE]":
-            continue
-        for ch in json.loads(line[5:]).get("choices", []):
-            if first is None:
-                first = time.perf_counter()
-            text += ch.get("text", "")
-    return first - t0, time.perf_counter() - first, text
+from kv_tier_bench import metrics, start_server, stop_server, stream_completion  # noqa: E402
 
 
 def make_prompts(args):
@@ -84,11 +57,11 @@ def main():
         for name in ("plain", "spec"):
             extra = ["--speculative-config", args.spec] if name == "spec" else []
             p = start_server(args, args.port, extra)
-            stream(args.port, prompts[0][:32], 8)  # warm-up
+            stream_completion(args.port, prompts[0][:32], 8)  # warm-up
             before = metrics(args.port)
             rates = []
             for i, pr in enumerate(prompts):
-                _, decode_s, text = stream(args.port, pr, args.output_len)
+                _, decode_s, text = stream_completion(args.port, pr, args.output_len)
                 rates.append((args.output_len - 1) / decode_s)
                 if texts.setdefault(i, text) != text:
                     print(f"  prompt {i}: output DIFFERS from the first run")

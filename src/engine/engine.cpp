@@ -159,6 +159,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   STRATA_ASSIGN_OR_RETURN(e->scheduler_,
                           sched::Scheduler::create(sc, c.cache, plan.num_blocks + 1));
   e->scheduler_->set_kv_tiers(e->executor_->kv_tiers());
+  if (sc.speculative.enabled())
+    STRATA_LOG(INFO) << "Speculative decoding: " << sc.speculative.method << ", "
+                     << sc.speculative.num_speculative_tokens
+                     << " draft tokens per step, prompt lookup of "
+                     << sc.speculative.prompt_lookup_min << ".." << sc.speculative.prompt_lookup_max
+                     << " tokens (greedy and unseeded sampled requests)";
 
   EngineInfo& info = e->info_;
   info.model_path = c.model.model;

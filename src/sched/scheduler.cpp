@@ -265,16 +265,7 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     }
     r->num_computed_tokens_ += s.num_scheduled_tokens;
     r->num_scheduled_tokens_ = 0;
-    if (caching) {
-      newly_cached_.clear();
-      kv_.cache_blocks(seq(*r), r->block_hashes_, r->num_computed_tokens_,
-                       tiers_ != nullptr ? &newly_cached_ : nullptr);
-      for (const auto& [block, hash] : newly_cached_) {  // copied down at the next step's start
-        if (tiers_->find(hash) != kv::Tier::kNone) continue;
-        pending_stores_.push_back({block, 0, hash.lo, hash.hi});
-        ++tier_stats_.stores;
-      }
-    }
+    if (caching) publish_computed(r);
     if (r->num_computed_tokens_ < r->num_tokens()) continue;  // a prefill chunk: no token yet
     const int32_t token = sampled_token_ids[i];
     STRATA_CHECK_GE(token, 0) << "request " << r->id_ << " reached its last token but no token "
@@ -289,22 +280,24 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     if (caching) {
       kv::append_block_hashes(r->token_ids_, kv_.block_size(), r->cache_salt_, &r->block_hashes_);
     }
-    FinishReason reason = check_stop(r, token);
-    RequestOutput out;
-    out.request_id = r->id_;
-    out.handle = r->handle_;
-    out.user_data = r->user_data_;
-    out.new_token_id = token;
-    out.num_output_tokens = r->num_output_tokens();
-    if (reason != FinishReason::kNone) {
-      finish(r, reason, now);
-      out.finish_reason = reason;
-      out.stop_token_id = r->stop_token_id_;
-    }
-    out.times = r->times_;
-    outputs.push_back(out);
+    const FinishReason reason = check_stop(r, token);
+    if (reason != FinishReason::kNone) finish(r, reason, now);
+    outputs.push_back(output_for(r, token, reason));
   }
   return outputs;
+}
+
+// Publishes the request's newly computed full blocks; with KV tiers, those the tiers lack are
+// copied down at the next step's start.
+void Scheduler::publish_computed(Request* r) {
+  newly_cached_.clear();
+  kv_.cache_blocks(seq(*r), r->block_hashes_, r->num_computed_tokens_,
+                   tiers_ != nullptr ? &newly_cached_ : nullptr);
+  for (const auto& [block, hash] : newly_cached_) {
+    if (tiers_->find(hash) != kv::Tier::kNone) continue;
+    pending_stores_.push_back({block, 0, hash.lo, hash.hi});
+    ++tier_stats_.stores;
+  }
 }
 
 RequestOutput Scheduler::output_for(Request* r, int32_t token, FinishReason reason) const {
@@ -360,18 +353,7 @@ void Scheduler::apply_speculative(Request* r, const ScheduledRequest& s,
     if (caching)
       kv::append_block_hashes(r->token_ids_, kv_.block_size(), r->cache_salt_, &r->block_hashes_);
     const FinishReason reason = check_stop(r, token);
-    if (reason != FinishReason::kNone || j == m) {
-      if (caching) {
-        newly_cached_.clear();
-        kv_.cache_blocks(seq(*r), r->block_hashes_, r->num_computed_tokens_,
-                         tiers_ != nullptr ? &newly_cached_ : nullptr);
-        for (const auto& [block, hash] : newly_cached_) {
-          if (tiers_->find(hash) != kv::Tier::kNone) continue;
-          pending_stores_.push_back({block, 0, hash.lo, hash.hi});
-          ++tier_stats_.stores;
-        }
-      }
-    }
+    if (caching && (reason != FinishReason::kNone || j == m)) publish_computed(r);
     if (reason != FinishReason::kNone) {
       finish(r, reason, now);
       outputs->push_back(output_for(r, token, reason));

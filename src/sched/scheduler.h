@@ -192,6 +192,7 @@ class Scheduler {
   void apply_speculative(Request* r, const ScheduledRequest& s, std::span<const int32_t> tokens,
                          double now, std::vector<RequestOutput>* outputs);
   RequestOutput output_for(Request* r, int32_t token, FinishReason reason) const;
+  void publish_computed(Request* r);
   void insert_running(Request* r);
   void erase_running(Request* r);
 

@@ -263,36 +263,13 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
         ++tier_blocks;
       }
     }
-    if (tier_blocks > 0) {
-      // Admitted now, computes nothing until the loads finish, and holds a prefill slot.
-      const int64_t left = w->num_tokens() - hit.num_tokens;
-      if (slots->partial >= config_.max_num_partial_prefills ||
-          (is_long(left) && slots->long_partial >= config_.max_long_partial_prefills)) {
-        if (oldest) return;
-        older_seen = true;
-        ++it;
-        continue;
-      }
-      const int64_t watermark = running_.empty() ? 0 : watermark_blocks_;
-      const int64_t need = kv_.num_blocks_to_allocate(seq(*w), w->num_tokens(), &hit);
-      if (need + watermark > kv_.num_allocatable_blocks(&hit)) {
-        Request* victim = youngest_paused_running();
-        if (victim == nullptr) return;
-        preempt(victim, plan);
-        continue;
-      }
-      it = waiting_.erase(it);
-      admit_with_tier_loads(w, hit, tier_blocks, plan, now);
-      ++slots->partial;
-      if (is_long(left)) ++slots->long_partial;
-      older_seen = true;
-      continue;
-    }
-    if (tiers_ != nullptr && !hit.from_fork && kv_.prefix_caching_enabled())
-      tier_stats_.queries += w->num_tokens() - hit.num_tokens;
+    // A request whose next blocks are in the tiers is admitted now, computes nothing until they
+    // arrive, and holds a prefill slot meanwhile.
+    const bool loading = tier_blocks > 0;
     const int64_t remaining = w->num_tokens() - hit.num_tokens;
-    const int64_t n = std::min(chunk_size(remaining, *budget), slots->prompt_tokens_left);
-    const bool partial = n < remaining && remaining > 1;
+    const int64_t n =
+        loading ? 0 : std::min(chunk_size(remaining, *budget), slots->prompt_tokens_left);
+    const bool partial = loading || (n < remaining && remaining > 1);
     if (partial &&
         (slots->partial >= config_.max_num_partial_prefills ||
          (is_long(remaining) && slots->long_partial >= config_.max_long_partial_prefills))) {
@@ -310,6 +287,16 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
       preempt(victim, plan);
       continue;
     }
+    if (loading) {
+      it = waiting_.erase(it);
+      admit_with_tier_loads(w, hit, tier_blocks, plan, now);
+      ++slots->partial;
+      if (is_long(remaining)) ++slots->long_partial;
+      older_seen = true;
+      continue;
+    }
+    if (tiers_ != nullptr && !hit.from_fork && kv_.prefix_caching_enabled())
+      tier_stats_.queries += remaining;
     auto blocks = kv_.allocate_slots(seq(*w), 0, n, &hit, remaining - n);
     STRATA_CHECK(blocks.has_value()) << "allocation failed after the fit check";
     it = waiting_.erase(it);
