@@ -80,6 +80,22 @@ TEST(SchedulerConfigTest, ErrorsNameTheOption) {
   expect_error({"--long-prefill-token-threshold", "-1"}, "--long-prefill-token-threshold");
   expect_error({"--max-num-partial-prefills", "0"}, "--max-num-partial-prefills");
   expect_error({"--max-long-partial-prefills", "2"}, "--max-long-partial-prefills must be between");
+  expect_error({"--speculative-config", "ngram"}, "--speculative-config must be a JSON object");
+  expect_error({"--speculative-config", R"({"method": "eagle", "num_speculative_tokens": 2})"},
+               "not built yet");
+}
+
+TEST(SchedulerConfigTest, SpeculativeConfigFlag) {
+  auto off = parse({});
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->speculative.enabled());
+  auto on = parse({"--speculative-config",
+                   R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4})"});
+  ASSERT_TRUE(on.ok()) << on.status().to_string();
+  EXPECT_TRUE(on->speculative.enabled());
+  EXPECT_EQ(on->speculative.num_speculative_tokens, 3);
+  EXPECT_EQ(on->speculative.prompt_lookup_max, 4);
+  EXPECT_EQ(on->speculative.prompt_lookup_min, 4);
 }
 
 TEST(SchedulerConfigTest, OptionsCoexistWithTheCacheOptions) {
