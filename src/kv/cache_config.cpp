@@ -1,5 +1,6 @@
 #include "kv/cache_config.h"
 
+#include "core/logging.h"
 #include "core/strings.h"
 
 namespace strata::kv {
@@ -156,6 +157,14 @@ Result<CacheConfig> cache_config_from_args(const Args& args) {
     STRATA_ASSIGN_OR_RETURN(c.kv_offloading_bytes, parse_gib(v, "--kv-offloading-size"));
   } else if (std::string v = args.get("swap-space"); !v.empty()) {
     STRATA_ASSIGN_OR_RETURN(c.kv_offloading_bytes, parse_gib(v, "--swap-space"));
+    // vLLM's old flag, often passed out of habit: without prefix caching there is nothing for a
+    // RAM tier to keep, so it is dropped with a line instead of refusing to start.
+    if (!c.enable_prefix_caching && c.kv_offloading_bytes > 0) {
+      STRATA_LOG(WARNING) << "--swap-space " << v
+                          << " is ignored: the KV RAM tier it sizes keeps prefix-cached blocks, "
+                             "and prefix caching is off";
+      c.kv_offloading_bytes = 0;
+    }
   }
   c.kv_disk_path = args.get("kv-disk-path");
   if (std::string v = args.get("kv-disk-size"); !v.empty()) {
