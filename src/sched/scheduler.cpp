@@ -257,32 +257,46 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     if (r == nullptr || r->status_ != RequestStatus::kRunning) continue;  // aborted meanwhile
     STRATA_CHECK_EQ(r->num_computed_tokens_, s.num_computed_tokens)
         << "request " << r->id_ << ": plan applied twice or out of order";
-    if (s.spec_token_ids_count > 0) {
-      std::vector<int32_t> tokens = {sampled_token_ids[i]};
-      if (i < accepted.size()) tokens.insert(tokens.end(), accepted[i].begin(), accepted[i].end());
-      apply_speculative(r, s, tokens, now, &outputs);
+    const int64_t drafts = s.spec_token_ids_count;
+    r->num_computed_tokens_ += s.num_scheduled_tokens - drafts;
+    r->num_scheduled_tokens_ = 0;
+    r->num_draft_tokens_ = 0;
+    if (r->num_computed_tokens_ < r->num_tokens()) {  // a prefill chunk: no token yet
+      if (caching) publish_computed(r);
       continue;
     }
-    r->num_computed_tokens_ += s.num_scheduled_tokens;
-    r->num_scheduled_tokens_ = 0;
-    if (caching) publish_computed(r);
-    if (r->num_computed_tokens_ < r->num_tokens()) continue;  // a prefill chunk: no token yet
-    const int32_t token = sampled_token_ids[i];
-    STRATA_CHECK_GE(token, 0) << "request " << r->id_ << " reached its last token but no token "
-                              << "was sampled for it";
-    r->token_ids_.push_back(token);
-    ++generation_tokens_;
-    if (r->times_.first_token < 0) {
-      r->times_.first_token = now;
-      prompt_tokens_ += r->num_prompt_tokens_;
+    // The step's token t_0 and, after an entry with drafts, the tokens verification accepted
+    // t_1 .. t_m, where t_0 .. t_{m-1} equal the first m drafts: positions up to c + j hold the
+    // KV plain decoding computes (rejected drafts' KV is overwritten later). They are appended
+    // one by one with the stop rules, exactly as m + 1 decode steps would.
+    step_tokens_.assign(1, sampled_token_ids[i]);
+    if (i < accepted.size())
+      step_tokens_.insert(step_tokens_.end(), accepted[i].begin(), accepted[i].end());
+    const int64_t m = static_cast<int64_t>(step_tokens_.size()) - 1;
+    STRATA_CHECK_LE(m, drafts) << "request " << r->id_ << ": " << m
+                               << " accepted tokens for an entry with " << drafts << " drafts";
+    if (drafts > 0) count_speculation(r, drafts, m);
+    const int64_t c = r->num_computed_tokens_;
+    for (int64_t j = 0; j <= m; ++j) {
+      const int32_t token = step_tokens_[static_cast<size_t>(j)];
+      STRATA_CHECK_GE(token, 0) << "request " << r->id_ << " reached its last token but no token "
+                                << "was sampled for it";
+      r->num_computed_tokens_ = c + j;
+      r->token_ids_.push_back(token);
+      ++generation_tokens_;
+      if (r->times_.first_token < 0) {
+        r->times_.first_token = now;
+        prompt_tokens_ += r->num_prompt_tokens_;
+      }
+      r->times_.last_token = now;
+      if (caching)
+        kv::append_block_hashes(r->token_ids_, kv_.block_size(), r->cache_salt_, &r->block_hashes_);
+      const FinishReason reason = check_stop(r, token);
+      if (caching && (reason != FinishReason::kNone || j == m)) publish_computed(r);
+      if (reason != FinishReason::kNone) finish(r, reason, now);
+      outputs.push_back(output_for(r, token, reason));
+      if (reason != FinishReason::kNone) break;
     }
-    r->times_.last_token = now;
-    if (caching) {
-      kv::append_block_hashes(r->token_ids_, kv_.block_size(), r->cache_salt_, &r->block_hashes_);
-    }
-    const FinishReason reason = check_stop(r, token);
-    if (reason != FinishReason::kNone) finish(r, reason, now);
-    outputs.push_back(output_for(r, token, reason));
   }
   return outputs;
 }
@@ -313,17 +327,8 @@ RequestOutput Scheduler::output_for(Request* r, int32_t token, FinishReason reas
   return out;
 }
 
-// An entry ran the request's last token and d drafts (positions c .. c+d); the worker produced
-// tokens t_0 .. t_m, where t_0 .. t_{m-1} equal the first m drafts: the KV of positions c .. c+m
-// is what plain decoding computes, the rest (rejected drafts) is overwritten later. The tokens
-// are appended one by one with the stop rules, exactly as m + 1 decode steps would.
-void Scheduler::apply_speculative(Request* r, const ScheduledRequest& s,
-                                  std::span<const int32_t> tokens, double now,
-                                  std::vector<RequestOutput>* outputs) {
-  const int64_t d = s.spec_token_ids_count;
-  const int64_t m = static_cast<int64_t>(tokens.size()) - 1;
-  STRATA_CHECK(m >= 0 && m <= d) << "request " << r->id_ << ": " << tokens.size()
-                                 << " tokens for an entry with " << d << " drafts";
+// Counters of an entry with d drafts of which m were accepted, and the request's back-off.
+void Scheduler::count_speculation(Request* r, int64_t d, int64_t m) {
   ++spec_num_drafts_;
   spec_num_draft_tokens_ += d;
   spec_num_accepted_ += m;
@@ -335,34 +340,6 @@ void Scheduler::apply_speculative(Request* r, const ScheduledRequest& s,
   } else {
     r->spec_backoff_ = 0;
   }
-  const bool caching = kv_.prefix_caching_enabled();
-  const int64_t c = s.num_computed_tokens;
-  r->num_scheduled_tokens_ = 0;
-  r->num_draft_tokens_ = 0;
-  for (int64_t j = 0; j <= m; ++j) {
-    const int32_t token = tokens[static_cast<size_t>(j)];
-    STRATA_CHECK_GE(token, 0) << "request " << r->id_ << ": no token sampled";
-    r->token_ids_.push_back(token);
-    r->num_computed_tokens_ = c + 1 + j;  // positions c .. c+j hold verified KV
-    ++generation_tokens_;
-    if (r->times_.first_token < 0) {
-      r->times_.first_token = now;
-      prompt_tokens_ += r->num_prompt_tokens_;
-    }
-    r->times_.last_token = now;
-    if (caching)
-      kv::append_block_hashes(r->token_ids_, kv_.block_size(), r->cache_salt_, &r->block_hashes_);
-    const FinishReason reason = check_stop(r, token);
-    if (caching && (reason != FinishReason::kNone || j == m)) publish_computed(r);
-    if (reason != FinishReason::kNone) {
-      finish(r, reason, now);
-      outputs->push_back(output_for(r, token, reason));
-      return;
-    }
-    outputs->push_back(output_for(r, token, FinishReason::kNone));
-  }
-  // Blocks taken for rejected drafts stay with the request (its next tokens go there): block
-  // tables only grow, so the workers' copies stay equal to the scheduler's.
 }
 
 SchedulerStats Scheduler::stats() const {

@@ -188,9 +188,7 @@ class Scheduler {
                  bool new_table, std::span<const int32_t> drafts = {});
   // Draft tokens for a decoding request within `budget` (sched/spec_decode.h); empty when off.
   void propose_drafts(const Request& r, int64_t budget);
-  // update() of an entry with drafts: appends `tokens` (stopping at the first that ends it).
-  void apply_speculative(Request* r, const ScheduledRequest& s, std::span<const int32_t> tokens,
-                         double now, std::vector<RequestOutput>* outputs);
+  void count_speculation(Request* r, int64_t drafts, int64_t accepted);
   RequestOutput output_for(Request* r, int32_t token, FinishReason reason) const;
   void publish_computed(Request* r);
   void insert_running(Request* r);
@@ -235,13 +233,15 @@ class Scheduler {
   void drop_loads(Request* r);
   const kv::KvTierDirectory* tiers_ = nullptr;
   std::unordered_map<kv::BlockId, PendingLoad> loads_in_flight_;
+  std::vector<kv::Tier> tier_found_;  // scratch of schedule_waiting(): a prefix's tier blocks
   std::vector<std::pair<kv::BlockId, kv::BlockHash>> newly_cached_;
   std::vector<KvTransfer> pending_stores_;
   uint64_t next_load_epoch_ = 0;
   kv::TierHitStats tier_stats_;
 
   // Speculative decoding.
-  std::vector<int32_t> drafts_;  // scratch of propose_drafts()
+  std::vector<int32_t> drafts_;       // scratch of propose_drafts()
+  std::vector<int32_t> step_tokens_;  // scratch of update(): an entry's new tokens
   int64_t step_draft_tokens_ = 0;
   int64_t spec_num_drafts_ = 0, spec_num_draft_tokens_ = 0, spec_num_accepted_ = 0;
   std::vector<int64_t> spec_accepted_per_pos_;

@@ -254,15 +254,17 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
       hit = kv_.get_computed_blocks(w->block_hashes_, w->num_tokens());
     }
     // The pool's hit continued in the KV tiers: blocks to load rather than compute.
-    int64_t tier_blocks = 0;
+    tier_found_.clear();
     if (tiers_ != nullptr && !hit.from_fork && kv_.prefix_caching_enabled()) {
       const int64_t max_blocks = std::min<int64_t>((w->num_tokens() - 1) / kv_.block_size(),
                                                    static_cast<int64_t>(w->block_hashes_.size()));
       for (int64_t i = static_cast<int64_t>(hit.blocks.size()); i < max_blocks; ++i) {
-        if (tiers_->find(w->block_hashes_[i]) == kv::Tier::kNone) break;
-        ++tier_blocks;
+        const kv::Tier t = tiers_->find(w->block_hashes_[i]);
+        if (t == kv::Tier::kNone) break;
+        tier_found_.push_back(t);
       }
     }
+    const int64_t tier_blocks = static_cast<int64_t>(tier_found_.size());
     // A request whose next blocks are in the tiers is admitted now, computes nothing until they
     // arrive, and holds a prefill slot meanwhile.
     const bool loading = tier_blocks > 0;
@@ -332,8 +334,8 @@ void Scheduler::propose_drafts(const Request& r, int64_t budget) {
 }
 
 // Admits `w` (already out of the waiting queue, its blocks known to fit) with blocks for all its
-// tokens: `hit` from the pool, then `num_loads` blocks to load from the tiers, pinned until
-// finish_kv_loads() has them, then the rest to compute.
+// tokens: `hit` from the pool, then `num_loads` blocks to load from the tiers (where
+// tier_found_ saw them), pinned until finish_kv_loads() has them, then the rest to compute.
 void Scheduler::admit_with_tier_loads(Request* w, const kv::ComputedBlocks& hit, int64_t num_loads,
                                       StepPlan* plan, double now) {
   auto blocks = kv_.allocate_slots(seq(*w), 0, 0, &hit, w->num_tokens() - hit.num_tokens);
@@ -357,7 +359,8 @@ void Scheduler::admit_with_tier_loads(Request* w, const kv::ComputedBlocks& hit,
     const kv::BlockHash& h = w->block_hashes_[static_cast<size_t>(index)];
     kv_.pin(b);
     loads_in_flight_[b] = PendingLoad{w->handle_, w->load_epoch_, j, h};
-    plan->kv_loads.push_back({b, static_cast<uint32_t>(tiers_->find(h)), h.lo, h.hi});
+    plan->kv_loads.push_back(
+        {b, static_cast<uint32_t>(tier_found_[static_cast<size_t>(j)]), h.lo, h.hi});
   }
 }
 

@@ -9,26 +9,8 @@
 namespace strata {
 namespace {
 
-struct Case {
-  std::string prompt;
-  bool has_prompt = false;
-  std::vector<int32_t> prompt_ids, generated;
-};
-
-std::vector<Case> cases(const char* file = "golden/stories260K.json") {
-  auto j = read_json_file(testing::shared_data_path(file));
-  EXPECT_TRUE(j.ok());
-  std::vector<Case> out;
-  for (const auto& c : (*j)["cases"]) {
-    Case k;
-    k.has_prompt = c.contains("prompt") && c["prompt"].is_string();
-    if (k.has_prompt) k.prompt = c["prompt"].get<std::string>();
-    k.prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    k.generated = c["generated_ids"].get<std::vector<int32_t>>();
-    out.push_back(k);
-  }
-  return out;
-}
+using testing::Case;
+using testing::cases;
 
 class EngineGolden : public ::testing::TestWithParam<const char*> {};
 

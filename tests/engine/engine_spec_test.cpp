@@ -6,7 +6,6 @@
 #include <cmath>
 #include <map>
 
-#include "core/json.h"
 #include "engine_test_util.h"
 
 namespace strata {
@@ -15,16 +14,12 @@ namespace {
 // Prompts that repeat themselves (a story's own greedy continuation appended twice) and plain
 // golden prompts.
 std::vector<std::vector<int32_t>> prompts() {
-  auto j = read_json_file(testing::shared_data_path("golden/stories260K.json"));
-  EXPECT_TRUE(j.ok());
   std::vector<std::vector<int32_t>> out;
-  for (const auto& c : (*j)["cases"]) {
-    std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>();
-    out.push_back(ids);
-    const auto gen = c["generated_ids"].get<std::vector<int32_t>>();
-    const size_t n = std::min<size_t>(gen.size(), 40);
-    std::vector<int32_t> rep = ids;
-    for (int k = 0; k < 2; ++k) rep.insert(rep.end(), gen.begin(), gen.begin() + n);
+  for (const auto& c : testing::cases()) {
+    out.push_back(c.prompt_ids);
+    const size_t n = std::min<size_t>(c.generated.size(), 40);
+    std::vector<int32_t> rep = c.prompt_ids;
+    for (int k = 0; k < 2; ++k) rep.insert(rep.end(), c.generated.begin(), c.generated.begin() + n);
     out.push_back(rep);
   }
   return out;

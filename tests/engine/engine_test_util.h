@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/json.h"
 #include "engine/engine.h"
 #include "test_util.h"
 
@@ -72,6 +73,29 @@ inline std::vector<std::shared_ptr<engine::RequestStream>> submit_together(
   }
   client.set_step_limit(-1);  // the engine adds every pending request before it steps again
   return streams;
+}
+
+// A golden file's cases (prompt, prompt ids and the greedy ids generated after them), from
+// ../shared/data.
+struct Case {
+  std::string prompt;
+  bool has_prompt = false;
+  std::vector<int32_t> prompt_ids, generated;
+};
+
+inline std::vector<Case> cases(const char* file = "golden/stories260K.json") {
+  auto j = read_json_file(shared_data_path(file));
+  EXPECT_TRUE(j.ok());
+  std::vector<Case> out;
+  for (const auto& c : (*j)["cases"]) {
+    Case k;
+    k.has_prompt = c.contains("prompt") && c["prompt"].is_string();
+    if (k.has_prompt) k.prompt = c["prompt"].get<std::string>();
+    k.prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+    k.generated = c["generated_ids"].get<std::vector<int32_t>>();
+    out.push_back(k);
+  }
+  return out;
 }
 
 inline engine::EngineConfig engine_config(const std::string& model, const std::string& format,

@@ -3,12 +3,14 @@
 #include "kv/kv_tiers.h"
 
 #include <gtest/gtest.h>
+
 #include <stdlib.h>
 
 #include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -230,6 +232,13 @@ class KvTiersTest : public ::testing::TestWithParam<StorageParam> {
   std::string dir_;
 };
 
+// A disk fault hook failing every `op` ("write", "read") as an I/O error would.
+std::function<Status(const char*, const std::string&)> fail_on(std::string op) {
+  return [op](const char* o, const std::string&) {
+    return op == o ? internal_error("injected " + op + " failure") : ok_status();
+  };
+}
+
 TEST_P(KvTiersTest, RamTierKeepsACopyMadeAtStore) {
   auto t = make(ram_config(4));
   ASSERT_NE(t, nullptr);
@@ -411,9 +420,7 @@ TEST_P(KvTiersTest, DiskWriteFailureKeepsTheRamCopy) {
   c.ram_bytes = 4 * block_bytes();
   auto t = make(c);
   ASSERT_NE(t, nullptr);
-  t->set_disk_fault_hook([](const char* op, const std::string&) {
-    return std::string(op) == "write" ? internal_error("injected write failure") : ok_status();
-  });
+  t->set_disk_fault_hook(fail_on("write"));
   fill(1, 1);
   t->store(1, key(1));
   t->flush();
@@ -429,9 +436,7 @@ TEST_P(KvTiersTest, DiskWriteFailureKeepsTheRamCopy) {
 TEST_P(KvTiersTest, DiskOnlyWriteFailureLeavesNothing) {
   auto t = make(disk_config(16));
   ASSERT_NE(t, nullptr);
-  t->set_disk_fault_hook([](const char* op, const std::string&) {
-    return std::string(op) == "write" ? internal_error("injected write failure") : ok_status();
-  });
+  t->set_disk_fault_hook(fail_on("write"));
   fill(1, 1);
   t->store(1, key(1));
   t->flush();
@@ -453,9 +458,7 @@ TEST_P(KvTiersTest, DiskReadFailureIsAnIoError) {
   fill(1, 1);
   t->store(1, key(1));
   t->flush();
-  t->set_disk_fault_hook([](const char* op, const std::string&) {
-    return std::string(op) == "read" ? internal_error("injected read failure") : ok_status();
-  });
+  t->set_disk_fault_hook(fail_on("read"));
   EXPECT_EQ(load_now(*t, 2, 1), (KvLoadResult{2, false, Tier::kNone}));
   const KvTierStats st = t->stats();
   EXPECT_EQ(st.load_io_errors, 1);
