@@ -20,6 +20,7 @@ Result<std::unique_ptr<DraftProposer>> DraftProposer::load(const LoadOptions& op
   p->format_ = loaded.format;
   p->target_vocab_size_ = target_vocab_size;
   p->max_logit_rows_ = o.limits.max_logit_rows;
+  p->max_num_tokens_ = o.limits.max_num_tokens;
   const int64_t V = p->model_->config().vocab_size;
   if (V != target_vocab_size)
     STRATA_LOG(WARNING) << "the draft model's vocabulary has " << V << " tokens and the target's "
@@ -62,25 +63,42 @@ Status DraftProposer::propose(const sched::StepPlan& plan,
   STRATA_CHECK(runner_ != nullptr) << "DraftProposer::allocate_kv() was not called";
   *filled = plan;
   forward_seconds_ = 0;
-  for (const auto& id : plan.finished_ids) kv_end_.erase(id);
-  for (const auto& id : plan.preempted_ids) kv_end_.erase(id);
+  for (const auto* ids : {&plan.finished_ids, &plan.preempted_ids})
+    for (const auto& id : *ids) {
+      kv_end_.erase(id);
+      pending_blocks_.erase(id);
+    }
 
-  // Pass 1: the plan's known tokens (and what the draft's KV lacks before them); entries with
-  // draft places sample their first draft.
+  // Pass 1: the plan's known tokens, and what the draft's KV lacks before them, for entries that
+  // propose and for prompt chunks; entries with draft places sample their first draft. A decode
+  // entry without drafts is left out (its blocks are kept for the request's next entry): the
+  // draft catches up when the request proposes again, in one pass.
   step_ = sched::StepPlan();
   step_.step = plan.step;
   step_.finished_ids = plan.finished_ids;
   step_.preempted_ids = plan.preempted_ids;
   proposals_.clear();
   int64_t max_count = 0;
+  int64_t catch_up_budget = max_num_tokens_ - plan.total_num_scheduled_tokens;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const sched::ScheduledRequest& s = plan.scheduled[i];
     const int64_t d = s.spec_token_ids_count;
     const int64_t known_end = s.num_computed_tokens + s.num_scheduled_tokens - d;
+    const auto blocks = plan.block_ids_of(s);
+    if (!s.new_block_table && d == 0 && s.num_scheduled_tokens == 1) {
+      auto& pending = pending_blocks_[s.request_id];
+      pending.insert(pending.end(), blocks.begin(), blocks.end());
+      continue;
+    }
     int64_t start = s.num_computed_tokens;
     if (!s.new_block_table)
       if (auto it = kv_end_.find(s.request_id); it != kv_end_.end())
         start = std::min(start, it->second);
+    // The pass holds max_num_tokens_: the plan's own tokens, then catch-ups while they fit. A
+    // longer catch-up (rare: many requests back from a long back-off together) starts later, and
+    // the positions it skips keep stale draft KV (fewer drafts accepted, never a wrong output).
+    start = std::max(start, s.num_computed_tokens - catch_up_budget);
+    catch_up_budget -= s.num_computed_tokens - start;
     const std::span<const int32_t> history = histories[i];
     if (known_end > static_cast<int64_t>(history.size()))
       return internal_error("draft model: request '" + s.request_id + "' runs to position " +
@@ -95,8 +113,13 @@ Status DraftProposer::propose(const sched::StepPlan& plan,
     e.spec_token_ids_offset = e.spec_token_ids_count = 0;
     step_.token_ids.insert(step_.token_ids.end(), history.begin() + start,
                            history.begin() + known_end);
-    const auto blocks = plan.block_ids_of(s);
+    if (auto it = pending_blocks_.find(s.request_id); it != pending_blocks_.end()) {
+      if (!s.new_block_table)
+        step_.block_ids.insert(step_.block_ids.end(), it->second.begin(), it->second.end());
+      pending_blocks_.erase(it);
+    }
     step_.block_ids.insert(step_.block_ids.end(), blocks.begin(), blocks.end());
+    e.block_ids_count = static_cast<uint32_t>(step_.block_ids.size() - e.block_ids_offset);
     step_.total_num_scheduled_tokens += e.num_scheduled_tokens;
     step_.scheduled.push_back(std::move(e));
     kv_end_[s.request_id] = known_end;

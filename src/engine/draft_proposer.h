@@ -5,12 +5,13 @@
 // blocks at the same positions; prefix-cache hits and preemption need nothing more.
 //
 // Each step, before the target's forward pass, propose() (1) runs the draft over the plan's known
-// tokens, mirroring the target (prefill chunks, decode tokens), starting earlier where the
-// draft's own KV of the request lags (the last accepted draft, which the draft never ran), and
-// (2) for each entry with draft places (the scheduler's kNoToken), proposes that many tokens
-// greedily, one batched forward per token, each writing its KV at the position the target will
-// verify. It returns the plan with the places filled. Rejected drafts leave draft KV beyond the
-// accepted tokens, which is rewritten as the sequence grows, exactly as the target's is.
+// tokens for prompt chunks and for entries with draft places (the scheduler's kNoToken), starting
+// earlier where the draft's KV of the request lags: the last accepted draft, which the draft never
+// ran, and the decode steps in which the request proposed nothing (adaptivity backs off after
+// rejected drafts, and then the draft costs nothing), caught up in one pass; (2) proposes each
+// entry's drafts greedily, one batched forward per token, each writing its KV at the position the
+// target will verify. It returns the plan with the places filled. Rejected drafts leave draft KV
+// beyond the accepted tokens, which is rewritten as the sequence grows, as the target's is.
 //
 // Drafts are deterministic given the sequence (greedy), so the target's verification (greedy, or
 // rejection sampling for sampled requests) keeps its output exact whatever the draft proposes;
@@ -68,10 +69,13 @@ class DraftProposer {
   std::string format_;
   int64_t target_vocab_size_ = 0;
   int64_t max_logit_rows_ = 0;
+  int64_t max_num_tokens_ = 0;  // of one draft pass
   KvStorage storage_;
   std::unique_ptr<ModelRunner> runner_;
   // Per request: positions below this hold the draft's KV of the request's current tokens.
   std::unordered_map<std::string, int64_t> kv_end_;
+  // Per request: blocks of entries left out of the draft's passes, for its next one.
+  std::unordered_map<std::string, std::vector<kv::BlockId>> pending_blocks_;
   // Per-step buffers.
   sched::StepPlan step_;
   std::vector<float> logits_;

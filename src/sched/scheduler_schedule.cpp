@@ -322,7 +322,8 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
 // num_speculative_tokens, `budget` and the step's draft cap, and never more than the request may
 // still generate (the accepted drafts and the model's own next token all become outputs); none
 // when disable_by_batch_size requests or more run. With a draft model they are kNoToken places
-// the worker fills.
+// the worker fills, as many as the request's spec_len_ (one after a miss, growing back as drafts
+// are accepted: a draft that is never right costs one draft pass per attempt).
 void Scheduler::propose_drafts(const Request& r, int64_t budget) {
   const SpeculativeConfig& sc = config_.speculative;
   int64_t k = std::min(sc.num_speculative_tokens, budget);
@@ -336,6 +337,7 @@ void Scheduler::propose_drafts(const Request& r, int64_t budget) {
       static_cast<int64_t>(running_.size()) >= sc.disable_by_batch_size)
     return;
   if (sc.uses_draft_model()) {  // the worker's draft model fills these places
+    if (r.spec_len_ > 0) k = std::min<int64_t>(k, r.spec_len_);
     drafts_.assign(static_cast<size_t>(k), kNoToken);
     return;
   }

@@ -133,6 +133,29 @@ TEST_F(EngineSpeculative, GreedyOutputIsPlainDecodingAloneAndBatched) {
   }
 }
 
+// Steps without drafts (here: while 12 or more requests run) leave the draft model out; when a
+// request proposes again the draft catches up on the tokens it missed in one pass. The target as
+// its own draft still has every draft accepted.
+TEST_F(EngineSpeculative, DraftModelCatchesUpAfterStepsWithoutDrafts) {
+  engine::EngineStats plain_stats, always_stats, spec_stats;
+  const auto plain = run(config(Method::kPlain, 4096), true, &plain_stats);
+  run(config(Method::kDraftSelf, 4096), true, &always_stats);
+  auto cfg = config(Method::kDraftSelf, 4096);
+  cfg.scheduler.speculative.disable_by_batch_size = 12;
+  const auto spec = run(cfg, true, &spec_stats);
+  ASSERT_EQ(plain.size(), spec.size());
+  ASSERT_GT(plain.size(), 12u);
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i], plain[i]) << "request " << i;
+  EXPECT_GT(spec_stats.spec_num_drafts, 10);
+  // Tokens of entries without drafts: every entry gives one token, plus its accepted drafts.
+  auto undrafted = [](const engine::EngineStats& st) {
+    return st.generation_tokens - st.spec_num_accepted_tokens - st.spec_num_drafts;
+  };
+  EXPECT_GT(undrafted(spec_stats), undrafted(always_stats) + static_cast<int64_t>(plain.size()))
+      << "the busy steps should have had no drafts";
+  EXPECT_EQ(spec_stats.spec_num_accepted_tokens, spec_stats.spec_num_draft_tokens);
+}
+
 TEST_F(EngineSpeculative, GreedyOutputIsPlainDecodingUnderPreemption) {
   engine::EngineStats plain_stats;
   const auto plain = run(config(Method::kPlain, 4096), true, &plain_stats);
