@@ -449,6 +449,7 @@ Status Engine::step() {
     n.prompt_token_ids = c->request->request.prompt_token_ids;
     n.params = c->params;
     n.wants_prompt_logprobs = c->wants_prompt_logprobs;
+    n.speculate = req->speculate();
     n.constraint = c->request->request.constraint;
   }
   if (tr != nullptr) {
@@ -490,6 +491,7 @@ Status Engine::step() {
                           " results for a plan of " + std::to_string(plan.scheduled.size()));
   sampled_.assign(plan.scheduled.size(), sched::kNoToken);
   accepted_.resize(plan.scheduled.size());
+  proposals_.resize(plan.scheduled.size());
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Choice* c = choices[i];
     const SampledEntry& e = output_.entries[i];
@@ -500,9 +502,11 @@ Status Engine::step() {
     c->pending_sample = plan.scheduled[i].will_sample ? &e : nullptr;
     if (plan.scheduled[i].will_sample) sampled_[i] = e.token_id;
     accepted_[i] = e.accepted_token_ids;
+    proposals_[i] = e.draft_token_ids;
   }
   scheduler_->finish_kv_loads(output_.kv_loads_done);
-  std::vector<sched::RequestOutput> outputs = scheduler_->update(plan, sampled_, accepted_);
+  std::vector<sched::RequestOutput> outputs =
+      scheduler_->update(plan, sampled_, accepted_, proposals_);
   for (const auto& out : outputs) {
     Choice* c = reinterpret_cast<Choice*>(out.user_data);
     if (c->finished) continue;

@@ -103,7 +103,8 @@ class Engine {
   StepInput input_;
   StepOutput output_;
   std::vector<int32_t> sampled_;
-  std::vector<std::vector<int32_t>> accepted_;  // speculative decoding: per entry
+  std::vector<std::vector<int32_t>> accepted_;   // speculative decoding: per entry
+  std::vector<std::vector<int32_t>> proposals_;  // drafts the workers proposed (MTP)
   // Finished and preempted ids of plans that scheduled nothing (so were not executed): they go
   // to the workers with the next plan that is.
   std::vector<std::string> unsent_finished_, unsent_preempted_;

@@ -54,7 +54,8 @@ Status ModelRunner::update_tables(const sched::StepPlan& plan) {
   return ok_status();
 }
 
-Status ModelRunner::execute(const sched::StepPlan& plan, float* logits) {
+Status ModelRunner::execute(const sched::StepPlan& plan, float* logits,
+                            std::span<const float> input_hidden) {
   forward_seconds_ = 0;
   STRATA_RETURN_IF_ERROR(update_tables(plan));
   positions_.clear();
@@ -102,7 +103,8 @@ Status ModelRunner::execute(const sched::StepPlan& plan, float* logits) {
                  seq_lens_,
                  block_tables_,
                  max_blocks,
-                 rows_};
+                 rows_,
+                 input_hidden};
   const double t0 = now_seconds();
   Status s = model_.forward(b, layers_, *ops_, logits);
   forward_seconds_ = now_seconds() - t0;

@@ -26,7 +26,10 @@ class ModelRunner {
   // its last known token's, then each draft's): after the call, sample_plan_index()[r] is the
   // plan entry of logits row r. Errors for a plan that does not fit the tables (a block beyond a
   // request's table, an unknown request without a whole table) or the model's limits.
-  Status execute(const sched::StepPlan& plan, float* logits);
+  // `input_hidden`: [tokens of the plan, hidden] for a multi-token-prediction module (its
+  // ForwardBatch::input_hidden), empty for every other model.
+  Status execute(const sched::StepPlan& plan, float* logits,
+                 std::span<const float> input_hidden = {});
   const std::vector<int>& sample_plan_index() const { return sample_plan_index_; }
   // Seconds the last execute() spent in the model's forward pass (the rest was the tables and
   // the batch layout).

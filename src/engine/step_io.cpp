@@ -111,6 +111,7 @@ std::string encode_step_input(const StepInput& in) {
     w.vec(n.prompt_token_ids);
     write_params(w, n.params);
     w.boolean(n.wants_prompt_logprobs);
+    w.boolean(n.speculate);
     // Only the in-process executor carries constrained requests so far (see step_io.h).
     STRATA_CHECK(n.constraint == nullptr)
         << "a structured-output request cannot be sent to another process yet";
@@ -122,13 +123,14 @@ Result<StepInput> decode_step_input(std::string_view bytes) {
   ByteReader r(bytes, "step input");
   const std::string plan_bytes = r.str();
   StepInput in;
-  const uint64_t n = r.count(8 + 8 + 4);
+  const uint64_t n = r.count(8 + 8 + 5);
   in.new_requests.resize(n);
   for (NewRequestData& d : in.new_requests) {
     d.request_id = r.str();
     d.prompt_token_ids = r.vec<int32_t>();
     d.params = read_params(r);
     d.wants_prompt_logprobs = r.boolean();
+    d.speculate = r.boolean();
   }
   STRATA_RETURN_IF_ERROR(r.finish());
   STRATA_ASSIGN_OR_RETURN(in.plan, sched::decode_step_plan(plan_bytes));
@@ -141,6 +143,7 @@ std::string encode_step_output(const StepOutput& out) {
   for (const SampledEntry& e : out.entries) {
     w.i32(e.token_id);
     w.vec(e.accepted_token_ids);
+    w.vec(e.draft_token_ids);
     w.boolean(e.has_logprobs);
     if (e.has_logprobs) write_logprobs(w, e.logprobs);
     w.u64(e.prompt_logprobs.size());
@@ -160,11 +163,12 @@ std::string encode_step_output(const StepOutput& out) {
 Result<StepOutput> decode_step_output(std::string_view bytes) {
   ByteReader r(bytes, "step output");
   StepOutput out;
-  const uint64_t n = r.count(4 + 8 + 1 + 8);
+  const uint64_t n = r.count(4 + 8 + 8 + 1 + 8);
   out.entries.resize(n);
   for (SampledEntry& e : out.entries) {
     e.token_id = r.i32();
     e.accepted_token_ids = r.vec<int32_t>();
+    e.draft_token_ids = r.vec<int32_t>();
     e.has_logprobs = r.boolean();
     if (e.has_logprobs) e.logprobs = read_logprobs(r);
     const uint64_t m = r.count(12 + 8);

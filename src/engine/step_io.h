@@ -29,6 +29,7 @@ struct NewRequestData {
   std::vector<int32_t> prompt_token_ids;
   sampling::SamplingParams params;
   bool wants_prompt_logprobs = false;  // compute params.prompt_logprobs for this one
+  bool speculate = false;              // may get drafts (workers that propose them: MTP)
   // The output grammar (structured outputs), shared; null: unconstrained. Not part of the binary
   // encoding yet: a multi-process executor must refuse constrained requests until it is.
   std::shared_ptr<const grammar::CompiledGrammar> constraint;
@@ -47,6 +48,8 @@ struct SampledEntry {
   // An entry with draft tokens: the tokens after token_id that verification also produced
   // (token_id and the first drafts matched up to there; the last one is the model's own).
   std::vector<int32_t> accepted_token_ids;
+  // Drafts the worker proposes for the entry's next step (MTP), for Scheduler::update().
+  std::vector<int32_t> draft_token_ids;
   bool has_logprobs = false;
   sampling::TokenLogprobs logprobs;
   // Prompt logprobs of the prompt positions this step computed (requests that asked for them).

@@ -96,6 +96,11 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
       return draft.status().with_context("--speculative-config draft model " + dlo.model);
     w->draft_ = std::move(draft).value();
   }
+  if (sc.speculative.uses_mtp()) {
+    auto mtp = MtpProposer::load(lo, sc.speculative.num_speculative_tokens);
+    if (!mtp.ok()) return mtp.status().with_context("--speculative-config deepseek_mtp");
+    w->mtp_ = std::move(mtp).value();
+  }
 
   {
     // Matmul weight bytes by storage type (a GGUF file mixes several).
@@ -135,6 +140,12 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
     plan.draft_kv_bytes_per_token = w->draft_->kv_bytes_per_token(kv_dtype);
     plan.kv_bytes_per_token += plan.draft_kv_bytes_per_token;
   }
+  if (w->mtp_ != nullptr) {  // the MTP layer's weights, activations and KV
+    plan.weight_bytes += w->mtp_->model().weight_bytes_total();
+    plan.workspace_bytes += w->mtp_->workspace_bytes();
+    plan.draft_kv_bytes_per_token = w->mtp_->kv_bytes_per_token(kv_dtype);
+    plan.kv_bytes_per_token += plan.draft_kv_bytes_per_token;
+  }
   const int64_t block_bytes = plan.kv_bytes_per_token * plan.block_size;
   if (c.cache.kv_cache_memory_bytes > 0) {
     plan.kv_bytes = c.cache.kv_cache_memory_bytes;
@@ -166,8 +177,8 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
                    << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
                    << " x " << ks.head_dim << " values, " << dtype_name(kv_dtype)
-                   << (w->draft_ != nullptr
-                           ? "; the draft model's " + std::to_string(plan.draft_kv_bytes_per_token)
+                   << (w->draft_ != nullptr || w->mtp_ != nullptr
+                           ? "; the draft's " + std::to_string(plan.draft_kv_bytes_per_token)
                            : std::string())
                    << ")";
 
@@ -192,6 +203,9 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   if (w->draft_ != nullptr)
     STRATA_RETURN_IF_ERROR(
         w->draft_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend));
+  if (w->mtp_ != nullptr)
+    STRATA_RETURN_IF_ERROR(
+        w->mtp_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend));
   if (c.commit_kv_cache)
     STRATA_LOG(INFO) << "KV cache committed: "
                      << format_bytes(static_cast<double>(w->storage_.bytes())) << " of RAM in "
@@ -245,6 +259,7 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     r.params = n.params;
     r.generator = sampling::make_generator(n.params);
     r.wants_prompt_logprobs = n.wants_prompt_logprobs;
+    r.speculate = n.speculate;
     if (n.constraint) {
       r.matcher.emplace(n.constraint);
       r.mask.resize(grammar::GrammarMatcher::mask_words(sampler_->vocab_size()));
@@ -264,6 +279,8 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     const sched::StepPlan& plan = input.plan;
     STRATA_RETURN_IF_ERROR(runner_->execute(plan, logits_.data()));  // drops finished tables
     if (draft_ != nullptr) STRATA_RETURN_IF_ERROR(draft_->propose(plan, {}, &filled_));
+    if (mtp_ != nullptr)
+      STRATA_RETURN_IF_ERROR(mtp_->propose(plan, *model_, *runner_, {}, {}, &mtp_drafts_));
     output->entries.clear();
     output->forward_seconds = output->sample_seconds = 0;
     if (tiers_ != nullptr) {
@@ -318,6 +335,7 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     e.has_logprobs = false;
     e.prompt_logprobs.clear();
     e.accepted_token_ids.clear();
+    e.draft_token_ids.clear();
   }
   for (size_t r = 0; r < R;) {
     SampledEntry& e = output->entries[index[r]];
@@ -363,6 +381,25 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
                           << " is outside its grammar; the constraint is dropped";
       st.matcher.reset();
     }
+  }
+  if (mtp_ != nullptr) {  // drafts for the next step, from this step's standing positions
+    mtp_entries_.assign(plan.scheduled.size(), {});
+    histories_.clear();
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      const sched::ScheduledRequest& s = plan.scheduled[i];
+      RequestState& st = *entry_states_[i];
+      histories_.emplace_back(st.token_ids);
+      if (!st.speculate) continue;
+      mtp_entries_[i].positions =
+          s.num_scheduled_tokens - s.spec_token_ids_count +
+          static_cast<int64_t>(output->entries[i].accepted_token_ids.size());
+      mtp_entries_[i].propose = s.will_sample;
+    }
+    STRATA_RETURN_IF_ERROR(
+        mtp_->propose(plan, *model_, *runner_, mtp_entries_, histories_, &mtp_drafts_));
+    for (size_t i = 0; i < plan.scheduled.size(); ++i)
+      output->entries[i].draft_token_ids = std::move(mtp_drafts_[i]);
+    output->forward_seconds += mtp_->forward_seconds();
   }
   if (tiers_ != nullptr) output->kv_loads_done = tiers_->take_finished_loads();
   return ok_status();

@@ -15,6 +15,7 @@
 #include "engine/draft_proposer.h"
 #include "engine/engine_config.h"
 #include "engine/model_runner.h"
+#include "engine/mtp_proposer.h"
 #include "engine/step_io.h"
 #include "grammar/grammar.h"
 #include "kernels/backend.h"
@@ -78,6 +79,7 @@ class Worker {
     sampling::SamplingParams params;
     std::optional<Rng> generator;
     bool wants_prompt_logprobs = false;
+    bool speculate = false;
     std::optional<grammar::GrammarMatcher> matcher;  // structured outputs
     std::vector<uint64_t> mask;                      // its allowed tokens this step
   };
@@ -92,6 +94,7 @@ class Worker {
   std::unique_ptr<kv::KvTiers> tiers_;  // after storage_: it copies into it until destroyed
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<DraftProposer> draft_;  // speculative decoding with a draft model
+  std::unique_ptr<MtpProposer> mtp_;      // speculative decoding with the MTP layer
   std::unique_ptr<sampling::Sampler> sampler_;
   std::unordered_map<std::string, RequestState> requests_;
   // Per-step buffers.
@@ -102,6 +105,8 @@ class Worker {
   std::vector<int32_t> verified_;  // speculative decoding of sampled requests
   sched::StepPlan filled_;         // the plan with the draft model's drafts
   std::vector<std::span<const int32_t>> histories_;
+  std::vector<MtpProposer::Entry> mtp_entries_;
+  std::vector<std::vector<int32_t>> mtp_drafts_;
 };
 
 }  // namespace strata::engine

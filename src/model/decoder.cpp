@@ -32,6 +32,22 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
         lm_head_, load_packed(w, {{names.lm_head, c.vocab_size}}, H, -1, opt.storage, lm_head_fp8));
   }
   params_ = c.vocab_size * H * (c.tie_word_embeddings ? 1 : 2) + H;
+  if (opt.mtp_module) {
+    MtpInput m;
+    STRATA_ASSIGN_OR_RETURN(
+        m.enorm, load_vector(w, {"model.layers.{L}.enorm.weight", ""}, H, 0, DummyInit::kOnes));
+    STRATA_ASSIGN_OR_RETURN(
+        m.hnorm, load_vector(w, {"model.layers.{L}.hnorm.weight", ""}, H, 0, DummyInit::kOnes));
+    STRATA_ASSIGN_OR_RETURN(m.eh_proj,
+                            load_packed(w, {{{"model.layers.{L}.eh_proj.weight", ""}, H}}, 2 * H, 0,
+                                        opt.layers(), c.fp8.value_or(Fp8Quantization{})));
+    params_ += 2 * H + 2 * H * H;
+    active_params_ += 2 * H * H;
+    active_bytes_ += m.eh_proj.bytes();
+    total_bytes_ += m.eh_proj.bytes();
+    declare("mtp.eh_proj", m.eh_proj, Sharding::kReplicated);
+    mtp_ = std::move(m);
+  }
   const int64_t L = c.num_hidden_layers;
   attn_norm_.resize(L);
   ffn_norm_.resize(L);
@@ -70,6 +86,7 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
   w.release_generated();
   // One allocation for the matmul weights, in the order a forward pass reads them.
   std::vector<PackedWeight*> order;
+  if (mtp_) order.push_back(&mtp_->eh_proj);
   for (int64_t l = 0; l < L; ++l) {
     append_attention_weights(l, &order);
     if (ffn_[l].moe)
@@ -100,6 +117,7 @@ void DecoderModel::allocate_workspace(const WorkspaceLimits& limits) {
     p += sizes[i];
   }
   ffn_ws_.allocate(moe_spec_, H, config_.intermediate_size, T);
+  if (mtp_) mtp_ws_.resize(static_cast<size_t>(T * 2 * H) * sizeof(float));
   allocate_attention_workspace(limits);
 }
 
@@ -129,6 +147,11 @@ Status DecoderModel::validate(const ForwardBatch& b, std::span<const PagedKvLaye
   }
   for (int32_t r : b.logits_rows)
     if (r < 0 || r >= T) return invalid_argument("forward: logits row out of range");
+  if (mtp_ && static_cast<int64_t>(b.input_hidden.size()) != T * config_.hidden_size)
+    return invalid_argument(
+        "forward: a multi-token-prediction module needs the hidden state of "
+        "each of the " +
+        std::to_string(T) + " tokens");
   return ok_status();
 }
 
@@ -141,6 +164,15 @@ Status DecoderModel::forward(const ForwardBatch& b, std::span<const PagedKvLayer
   ThreadPool& pool = pool_;
   embed_.lookup(b.token_ids.data(), T, h_, H, pool);
   dump("embed", h_, T, H, H);
+  if (mtp_) {
+    float* cat = mtp_ws_.as<float>();
+    for (int64_t t = 0; t < T; ++t)
+      if (b.positions[t] == 0) std::memset(h_ + t * H, 0, H * sizeof(float));
+    ops.rms_norm(h_, H, mtp_->enorm.data(), eps, T, H, cat, 2 * H, pool);
+    ops.rms_norm(b.input_hidden.data(), H, mtp_->hnorm.data(), eps, T, H, cat + H, 2 * H, pool);
+    ops.matmul(cat, T, 2 * H, mtp_->eh_proj, h_, H, pool);
+    dump("mtp_input", h_, T, H, H);
+  }
   rope_->compute(b.positions, cos_, sin_);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string prefix = dump_ ? "layers." + std::to_string(l) + "." : std::string();
@@ -160,6 +192,20 @@ Status DecoderModel::forward(const ForwardBatch& b, std::span<const PagedKvLayer
   }
   last_num_tokens_ = T;
   return compute_logits(b.logits_rows, ops, logits);
+}
+
+Status DecoderModel::hidden_states(std::span<const int32_t> rows, bool final_norm,
+                                   const KernelOps& ops, float* out) {
+  const int64_t R = static_cast<int64_t>(rows.size()), H = config_.hidden_size;
+  for (int64_t r = 0; r < R; ++r) {
+    if (rows[r] < 0 || rows[r] >= last_num_tokens_)
+      return invalid_argument("hidden_states: row out of range");
+    std::memcpy(out + r * H, h_ + int64_t{rows[r]} * H, H * sizeof(float));
+  }
+  if (final_norm && R > 0)
+    ops.rms_norm(out, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps), R, H, out, H,
+                 pool_);
+  return ok_status();
 }
 
 Status DecoderModel::compute_logits(std::span<const int32_t> rows, const KernelOps& ops,

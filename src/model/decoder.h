@@ -29,6 +29,10 @@ struct ModelBuildOptions {
   // embedding and the output head keep `storage`, as vLLM leaves them unquantized.
   std::optional<DType> layer_storage;
   std::optional<DType> layers() const { return layer_storage ? layer_storage : storage; }
+  // A multi-token-prediction module (LoadOptions::mtp_module): the input stage that combines each
+  // token's embedding with the main model's hidden state (enorm, hnorm, eh_proj) is loaded, and
+  // forward() needs ForwardBatch::input_hidden.
+  bool mtp_module = false;
   bool keep_in_place = true;  // use checkpoint tensors from the mapping when possible
   WorkspaceLimits limits;
   ThreadPool* pool = nullptr;            // compute threads (required)
@@ -45,6 +49,9 @@ class DecoderModel : public Model {
   Status forward(const ForwardBatch& batch, std::span<const PagedKvLayer> kv, const KernelOps& ops,
                  float* logits) final;
   Status compute_logits(std::span<const int32_t> rows, const KernelOps& ops, float* logits) final;
+  Status hidden_states(std::span<const int32_t> rows, bool final_norm, const KernelOps& ops,
+                       float* out) final;
+  bool takes_input_hidden() const final { return mtp_.has_value(); }
   int64_t weight_bytes_per_token() const final { return active_bytes_; }
   int64_t weight_bytes_total() const final { return total_bytes_; }
   int64_t parameter_count() const final { return params_; }
@@ -113,6 +120,14 @@ class DecoderModel : public Model {
   Status validate(const ForwardBatch& b, std::span<const PagedKvLayer> kv) const;
   void allocate_workspace(const WorkspaceLimits& limits);
 
+  // DeepSeek's MTP input stage: h = eh_proj([enorm(embedding) | hnorm(input hidden)]), with the
+  // embedding of a token at position 0 zeroed (as vLLM's DeepSeek MTP layer does).
+  struct MtpInput {
+    std::vector<float> enorm, hnorm;
+    PackedWeight eh_proj;  // [hidden, 2 * hidden]
+  };
+  std::optional<MtpInput> mtp_;
+  AlignedBuffer mtp_ws_;  // [max_num_tokens, 2 * hidden]
   EmbeddingTable embed_;
   std::vector<float> final_norm_;
   PackedWeight lm_head_;

@@ -1,8 +1,9 @@
 // DeepSeek-V2/V3/R1 (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM): multi-head latent attention
 // (model/deepseek_mla.h) with a latent KV cache, DeepSeekMoE feed-forward layers after the first
 // first_k_dense_replace dense ones (model/moe.h), BF16/F16/F32 or block-scaled FP8 weights.
-// The multi-token-prediction layers of V3 checkpoints (model.layers.<num_hidden_layers>) are not
-// used.
+// The multi-token-prediction layer of V3 checkpoints (model.layers.<num_hidden_layers>) loads as
+// a one-layer model of its own with LoadOptions::mtp_module (speculative decoding,
+// engine/mtp_proposer.h).
 #pragma once
 
 #include <memory>

@@ -16,6 +16,9 @@ struct ForwardBatch {
   std::span<const int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], row-major
   int64_t max_blocks_per_seq = 0;
   std::span<const int32_t> logits_rows;  // token rows whose logits are returned, in order
+  // [num_tokens, hidden]: the hidden state each token's row combines with its embedding, for a
+  // multi-token-prediction module (Model::takes_input_hidden()); empty for every other model.
+  std::span<const float> input_hidden;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(seq_lens.size()); }

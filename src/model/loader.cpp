@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "core/file_util.h"
+#include "core/json.h"
 #include "core/logging.h"
 #include "core/strings.h"
 #include "io/gguf.h"
@@ -39,6 +40,73 @@ const std::map<std::string, Factory>& registry() {
 
 bool is_gguf_path(const std::string& path) {
   return ends_with(to_lower(path), ".gguf");
+}
+
+int64_t int_or(const Json& c, const char* key, int64_t fallback) {
+  return c.contains(key) && c[key].is_number_integer() ? c[key].get<int64_t>() : fallback;
+}
+
+// The checkpoint seen from its multi-token-prediction layer N (LoadOptions::mtp_module): the
+// one-layer model's layer 0 is model.layers.N, its final norm and output head are the layer's
+// shared_head, and its embedding the layer's own copy when the checkpoint has one (else the main
+// model's, which it equals in DeepSeek-V3).
+class MtpWeightSource final : public WeightSource {
+ public:
+  MtpWeightSource(std::unique_ptr<WeightSource> inner, int64_t layer)
+      : inner_(std::move(inner)), prefix_("model.layers." + std::to_string(layer) + ".") {
+    set_int_quant(inner_->int_quant() ? std::optional(*inner_->int_quant()) : std::nullopt);
+  }
+  TensorNaming naming() const override { return inner_->naming(); }
+  std::string describe() const override {
+    return inner_->describe() + " (its " + prefix_ + " multi-token-prediction layer)";
+  }
+  bool has(const std::string& name) const override { return inner_->has(rename(name)); }
+  void release(const io::TensorRef& t) override { inner_->release(t); }
+  Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
+                            DummyInit init) override {
+    return inner_->get(rename(name), shape, init);
+  }
+  void release_generated() override { inner_->release_generated(); }
+
+ private:
+  std::string rename(const std::string& name) const {
+    static const std::string kLayer0 = "model.layers.0.";
+    if (name.rfind(kLayer0, 0) == 0) return prefix_ + name.substr(kLayer0.size());
+    if (name.rfind("model.norm.", 0) == 0)
+      return prefix_ + "shared_head.norm." + name.substr(std::string("model.norm.").size());
+    if (name.rfind("lm_head.", 0) == 0) {
+      const std::string own = prefix_ + "shared_head.head." + name.substr(8);
+      return inner_->has(own) ? own : name;
+    }
+    if (name.rfind("model.embed_tokens.", 0) == 0) {
+      const std::string own = prefix_ + name.substr(6);
+      return inner_->has(own) ? own : name;
+    }
+    return name;
+  }
+  std::unique_ptr<WeightSource> inner_;
+  std::string prefix_;
+};
+
+// The config of a checkpoint's MTP layer as a one-layer model (dense or MoE as that layer is).
+Result<ModelConfig> mtp_config(const ModelConfig& c, const std::string& model) {
+  const Json* raw = c.raw.get();
+  const int64_t n = raw != nullptr ? int_or(*raw, "num_nextn_predict_layers", 0) : 0;
+  if (n < 1)
+    return invalid_argument(model + " has no multi-token-prediction layer (config.json " +
+                            "num_nextn_predict_layers is " + std::to_string(n) +
+                            "): use \"method\": \"draft_model\" or \"ngram\"");
+  Json j = *raw;
+  const int64_t layer = c.num_hidden_layers;
+  const int64_t first_dense = int_or(j, "first_k_dense_replace", 0);
+  const int64_t freq = std::max<int64_t>(1, int_or(j, "moe_layer_freq", 1));
+  const bool moe = j.contains("n_routed_experts") && !j["n_routed_experts"].is_null() &&
+                   layer >= first_dense && layer % freq == 0;
+  j["num_hidden_layers"] = 1;
+  j["first_k_dense_replace"] = moe ? 0 : 1;
+  j["moe_layer_freq"] = 1;
+  j["num_nextn_predict_layers"] = 0;
+  return parse_hf_config(j, nullptr);
 }
 
 Result<std::string> resolve_format(const LoadOptions& o) {
@@ -182,6 +250,16 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
     }
   }
   ModelBuildOptions build;
+  if (o.mtp_module) {
+    if (format == "gguf")
+      return unimplemented(
+          "multi-token-prediction layers of GGUF files are not supported: give "
+          "the safetensors checkpoint");
+    const int64_t layer = config.num_hidden_layers;
+    STRATA_ASSIGN_OR_RETURN(config, mtp_config(config, o.model));
+    weights = std::make_unique<MtpWeightSource>(std::move(weights), layer);
+    build.mtp_module = true;
+  }
   build.storage = storage;
   build.layer_storage = layer_storage;
   build.keep_in_place = format != "dummy";

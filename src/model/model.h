@@ -96,6 +96,17 @@ class Model {
   // Every matmul weight in forward order, with how it would be sharded.
   virtual std::vector<LinearInfo> linear_layers() const = 0;
 
+  // After forward(): the hidden states [rows.size(), hidden] of token rows of the same batch,
+  // after the final norm or before it (the residual stream). Speculative decoding feeds them to a
+  // multi-token-prediction module.
+  virtual Status hidden_states(std::span<const int32_t> rows, bool final_norm, const KernelOps& ops,
+                               float* out) {
+    return unimplemented("this model does not return hidden states");
+  }
+  // A multi-token-prediction module (DeepSeek's MTP layer): forward() needs
+  // ForwardBatch::input_hidden.
+  virtual bool takes_input_hidden() const { return false; }
+
   void set_activation_dump(ActivationDump dump) { dump_ = std::move(dump); }
 
  protected:
@@ -118,7 +129,12 @@ struct LoadOptions {
   // decoder layers' matmuls at load (block FP8, or Q8_0 run by the int8 kernels).
   std::string quantization;
   std::string hf_overrides;  // JSON merged into config.json
-  uint64_t seed = 0;         // dummy weights
+  // Load the checkpoint's multi-token-prediction layer (DeepSeek-V3's model.layers.<N> for N =
+  // num_hidden_layers, num_nextn_predict_layers >= 1) as a one-layer model that takes the main
+  // model's hidden states (ForwardBatch::input_hidden): the draft of `--speculative-config
+  // '{"method": "deepseek_mtp"}'`.
+  bool mtp_module = false;
+  uint64_t seed = 0;  // dummy weights
   WorkspaceLimits limits;
   ThreadPool* pool = nullptr;  // compute threads (required)
   // Where the weights live (the backend's allocator); null: host memory.

@@ -92,6 +92,8 @@ class Request {
   FinishReason finish_reason() const { return finish_reason_; }
   // The stop token that ended the request (kNoToken for EOS, length, abort).
   int32_t stop_token_id() const { return stop_token_id_; }
+  // It may get draft tokens (RequestSpec::speculate, with speculative decoding on).
+  bool speculate() const { return speculate_; }
 
   std::span<const int32_t> token_ids() const { return token_ids_; }
   std::span<const int32_t> prompt_token_ids() const {
@@ -161,6 +163,8 @@ class Request {
   // With a draft model (each draft costs a forward pass of it): how many drafts the next entry
   // gets, 1 after a miss, doubled after all were accepted, m + 1 after m of more; 0: the maximum.
   int32_t spec_len_ = 0;
+  // MTP: the drafts the worker proposed after the request's last step, for its next entry.
+  std::vector<int32_t> proposed_drafts_;
 };
 
 }  // namespace strata::sched

@@ -243,7 +243,8 @@ FinishReason Scheduler::check_stop(Request* r, int32_t token) const {
 
 std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
                                              std::span<const int32_t> sampled_token_ids,
-                                             std::span<const std::vector<int32_t>> accepted) {
+                                             std::span<const std::vector<int32_t>> accepted,
+                                             std::span<const std::vector<int32_t>> proposals) {
   STRATA_CHECK_EQ(sampled_token_ids.size(), plan.scheduled.size())
       << "update() needs one sampled token (or kNoToken) per scheduled request";
   STRATA_CHECK_EQ(plan.step, step_) << "update() must get the latest plan, once";
@@ -276,6 +277,10 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     STRATA_CHECK_LE(m, drafts) << "request " << r->id_ << ": " << m
                                << " accepted tokens for an entry with " << drafts << " drafts";
     if (drafts > 0) count_speculation(r, drafts, m);
+    if (i < proposals.size())
+      r->proposed_drafts_ = proposals[i];
+    else
+      r->proposed_drafts_.clear();
     const int64_t c = r->num_computed_tokens_;
     for (int64_t j = 0; j <= m; ++j) {
       const int32_t token = step_tokens_[static_cast<size_t>(j)];

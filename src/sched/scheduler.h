@@ -98,9 +98,12 @@ class Scheduler {
   // With speculative decoding, `accepted[i]` (when given) are the tokens after
   // sampled_token_ids[i] that the step also produced for an entry with drafts (the accepted
   // drafts' successors: plan.scheduled[i]'s drafts matched up to there); one output per token.
+  // With drafts the workers propose (MTP), `proposals[i]` (when given) are the drafts for
+  // plan.scheduled[i]'s next entry.
   std::vector<RequestOutput> update(const StepPlan& plan,
                                     std::span<const int32_t> sampled_token_ids,
-                                    std::span<const std::vector<int32_t>> accepted = {});
+                                    std::span<const std::vector<int32_t>> accepted = {},
+                                    std::span<const std::vector<int32_t>> proposals = {});
 
   // KV TIERS. With `tiers` set (and prefix caching on), admission continues a prefix lookup that
   // misses the pool in the tiers: a request whose next blocks are there is admitted holding

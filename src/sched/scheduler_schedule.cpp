@@ -336,6 +336,11 @@ void Scheduler::propose_drafts(const Request& r, int64_t budget) {
   if (sc.disable_by_batch_size > 0 &&
       static_cast<int64_t>(running_.size()) >= sc.disable_by_batch_size)
     return;
+  if (sc.uses_mtp()) {  // what the worker's MTP layer proposed after the request's last step
+    const auto& p = r.proposed_drafts_;
+    drafts_.assign(p.begin(), p.begin() + std::min<int64_t>(k, static_cast<int64_t>(p.size())));
+    return;
+  }
   if (sc.uses_draft_model()) {  // the worker's draft model fills these places
     if (r.spec_len_ > 0) k = std::min<int64_t>(k, r.spec_len_);
     drafts_.assign(static_cast<size_t>(k), kNoToken);

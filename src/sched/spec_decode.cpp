@@ -33,32 +33,36 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
   if (method.empty() && model == "[ngram]") method = "ngram";
   if (method.empty() && has_model) method = "draft_model";  // vLLM infers it from "model"
   if (method == "[ngram]") method = "ngram";
-  if (method != "ngram" && method != "draft_model") {
+  if (method != "ngram" && method != "draft_model" && method != "mtp" && method != "deepseek_mtp") {
     if (method.empty())
       return invalid_argument(
-          "--speculative-config needs \"method\" (Strata has \"ngram\" and \"draft_model\")");
+          "--speculative-config needs \"method\" (Strata has \"ngram\", \"draft_model\" and "
+          "\"deepseek_mtp\")");
     return unimplemented("--speculative-config method \"" + method +
-                         "\" is not built yet: Strata has \"ngram\" (prompt lookup) and "
-                         "\"draft_model\" (a smaller model with the same tokenizer)");
+                         "\" is not built yet: Strata has \"ngram\" (prompt lookup), "
+                         "\"draft_model\" (a smaller model with the same tokenizer) and "
+                         "\"deepseek_mtp\" / \"mtp\" (the checkpoint's multi-token-prediction "
+                         "layer)");
   }
   c.method = method;
   static const char* kCommon[] = {"method", "model", "num_speculative_tokens", "disable_log_stats",
                                   "disable_by_batch_size"};
   static const char* kNgram[] = {"prompt_lookup_max", "prompt_lookup_min"};
   static const char* kDraft[] = {"draft_tensor_parallel_size", "quantization", "hf_overrides"};
-  auto known = [](std::span<const char* const> list, const std::string& key) {
+  auto known = [](std::span<const char* const> list, const std::string& key) -> bool {
     return std::find(list.begin(), list.end(), key) != list.end();
   };
   const bool ngram = method == "ngram";
+  const bool mtp = method == "mtp" || method == "deepseek_mtp";
   for (const auto& [key, value] : j.items()) {
-    if (known(kCommon, key) ||
-        known(ngram ? std::span<const char* const>(kNgram) : std::span<const char* const>(kDraft),
-              key))
+    if (known(kCommon, key) || (ngram && known(kNgram, key)) ||
+        (!ngram && !mtp && known(kDraft, key)))
       continue;
     return invalid_argument(
         "--speculative-config: unknown key \"" + key + "\" for method " + method +
         (ngram ? " (keys: num_speculative_tokens, prompt_lookup_max, prompt_lookup_min, "
                  "disable_by_batch_size)"
+         : mtp ? " (keys: num_speculative_tokens, disable_by_batch_size)"
                : " (keys: model, num_speculative_tokens, quantization, hf_overrides, "
                  "draft_tensor_parallel_size, disable_by_batch_size)"));
   }
@@ -66,6 +70,11 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
     return invalid_argument("--speculative-config needs \"num_speculative_tokens\" (e.g. 4)");
   STRATA_RETURN_IF_ERROR(integer("num_speculative_tokens", 1, 16, &c.num_speculative_tokens));
   STRATA_RETURN_IF_ERROR(integer("disable_by_batch_size", 2, 1 << 20, &c.disable_by_batch_size));
+  if (mtp) {
+    // The target's own MTP layer; "model" (vLLM lets it name the target again) is not used.
+    c.method = "deepseek_mtp";
+    return c;
+  }
   if (!ngram) {
     if (model.empty())
       return invalid_argument(

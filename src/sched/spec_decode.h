@@ -17,7 +17,7 @@
 namespace strata::sched {
 
 struct SpeculativeConfig {
-  std::string method;  // "" (off), "ngram" or "draft_model"
+  std::string method;  // "" (off), "ngram", "draft_model" or "deepseek_mtp"
   int64_t num_speculative_tokens = 0;
   int64_t prompt_lookup_min = 0;  // ngram: the window, in tokens
   int64_t prompt_lookup_max = 0;
@@ -28,15 +28,19 @@ struct SpeculativeConfig {
   int64_t disable_by_batch_size = 0;
   bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
   bool uses_draft_model() const { return enabled() && method == "draft_model"; }
+  // The target's multi-token-prediction layer proposes after each forward pass, for the next step
+  // (engine/mtp_proposer.h): the scheduler takes the drafts from the step output.
+  bool uses_mtp() const { return enabled() && method == "deepseek_mtp"; }
 };
 
 // Parses --speculative-config: a JSON object with "method" ("ngram", vLLM's "[ngram]" too, or
-// "draft_model", which a "model" key alone also means), "num_speculative_tokens" (1..16),
+// "draft_model", which a "model" key alone also means, or "deepseek_mtp" / "mtp", the target
+// checkpoint's multi-token-prediction layer), "num_speculative_tokens" (1..16),
 // "disable_by_batch_size", for ngram "prompt_lookup_max" / "prompt_lookup_min" (1..64; one given
 // sets the other, neither gives 5 and 2), and for draft_model "model", "quantization",
 // "hf_overrides" (a Strata extension: e.g. {"num_hidden_layers": 4} drafts with the first four
-// layers of a checkpoint) and "draft_tensor_parallel_size" (1). Methods Strata lacks ("mtp",
-// "eagle", ...) and unknown keys are refused with a message; an empty string is "off".
+// layers of a checkpoint) and "draft_tensor_parallel_size" (1). Methods Strata lacks ("eagle",
+// "medusa", ...) and unknown keys are refused with a message; an empty string is "off".
 Result<SpeculativeConfig> parse_speculative_config(const std::string& json);
 
 // Prompt lookup: the longest n in [min_n, max_n] for which the last n tokens occurred earlier in

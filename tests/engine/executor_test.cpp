@@ -315,6 +315,7 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   n.params.seed = 4;
   n.params.stop = {"end"};
   n.wants_prompt_logprobs = true;
+  n.speculate = true;
   n.params.prompt_logprobs = 2;
   in.new_requests.push_back(n);
   const std::string bytes = engine::encode_step_input(in);
@@ -333,6 +334,8 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   out.entries[0].logprobs.chosen.logprob = -0.25f;
   out.entries[0].logprobs.top.push_back(out.entries[0].logprobs.chosen);
   out.entries[1].prompt_logprobs.resize(2);
+  out.entries[0].accepted_token_ids = {7, 8};
+  out.entries[1].draft_token_ids = {9, 10, 11};
   out.forward_seconds = 0.125;
   out.sample_seconds = 0.0625;
   out.kv_loads_done = {
@@ -344,6 +347,8 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   EXPECT_EQ(oback->entries[0].token_id, 42);
   EXPECT_EQ(oback->entries[0].logprobs, out.entries[0].logprobs);
   EXPECT_EQ(oback->entries[1].prompt_logprobs.size(), 2u);
+  EXPECT_EQ(oback->entries[0].accepted_token_ids, out.entries[0].accepted_token_ids);
+  EXPECT_EQ(oback->entries[1].draft_token_ids, out.entries[1].draft_token_ids);
   EXPECT_EQ(oback->forward_seconds, 0.125);
   EXPECT_EQ(oback->sample_seconds, 0.0625);
   EXPECT_EQ(oback->kv_loads_done, out.kv_loads_done);

@@ -57,6 +57,14 @@ TEST(SpeculativeConfig, ParsesVllmKeysAndRefusesWhatIsNotBuilt) {
   EXPECT_EQ(m->draft_quantization, "q8_0");
   EXPECT_EQ(m->draft_hf_overrides, R"({"num_hidden_layers":4})");
   EXPECT_EQ(m->disable_by_batch_size, 8);
+  for (const char* name : {"mtp", "deepseek_mtp"}) {
+    auto mtp = parse_speculative_config(std::string(R"({"method": ")") + name +
+                                        R"(", "num_speculative_tokens": 1})");
+    ASSERT_TRUE(mtp.ok()) << mtp.status().message();
+    EXPECT_TRUE(mtp->uses_mtp());
+    EXPECT_FALSE(mtp->uses_draft_model());
+    EXPECT_EQ(mtp->num_speculative_tokens, 1);
+  }
   auto inferred = parse_speculative_config(R"({"model": "/m/small", "num_speculative_tokens": 2})");
   ASSERT_TRUE(inferred.ok());
   EXPECT_EQ(inferred->method, "draft_model");
@@ -75,10 +83,12 @@ TEST(SpeculativeConfig, ParsesVllmKeysAndRefusesWhatIsNotBuilt) {
        StatusCode::kInvalidArgument, "unknown key \"prompt_lookup_max\" for method draft_model"},
       {R"({"model": "x", "num_speculative_tokens": 2, "hf_overrides": 4})",
        StatusCode::kInvalidArgument, "hf_overrides"},
-      {R"({"method": "mtp", "num_speculative_tokens": 1})", StatusCode::kUnimplemented,
+      {R"({"method": "eagle", "num_speculative_tokens": 1})", StatusCode::kUnimplemented,
        "not built yet"},
-      {R"({"method": "deepseek_mtp", "num_speculative_tokens": 1})", StatusCode::kUnimplemented,
-       "not built yet"},
+      {R"({"method": "mtp", "num_speculative_tokens": 1, "prompt_lookup_max": 2})",
+       StatusCode::kInvalidArgument, "unknown key \"prompt_lookup_max\" for method mtp"},
+      {R"({"method": "medusa", "num_speculative_tokens": 1})", StatusCode::kUnimplemented,
+       "deepseek_mtp"},
       {R"({"method": "ngram"})", StatusCode::kInvalidArgument, "num_speculative_tokens"},
       {R"({"method": "ngram", "num_speculative_tokens": 0})", StatusCode::kInvalidArgument,
        "from 1 to 16"},
