@@ -161,10 +161,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   e->scheduler_->set_kv_tiers(e->executor_->kv_tiers());
   if (sc.speculative.enabled())
     STRATA_LOG(INFO) << "Speculative decoding: " << sc.speculative.method << ", "
-                     << sc.speculative.num_speculative_tokens
-                     << " draft tokens per step, prompt lookup of "
-                     << sc.speculative.prompt_lookup_min << ".." << sc.speculative.prompt_lookup_max
-                     << " tokens (greedy and unseeded sampled requests)";
+                     << sc.speculative.num_speculative_tokens << " draft tokens per step, "
+                     << (sc.speculative.uses_draft_model()
+                             ? "proposed by the draft model " + sc.speculative.draft_model
+                             : "prompt lookup of " +
+                                   std::to_string(sc.speculative.prompt_lookup_min) + ".." +
+                                   std::to_string(sc.speculative.prompt_lookup_max) + " tokens")
+                     << (sc.speculative.disable_by_batch_size > 0
+                             ? ", none in steps with " +
+                                   std::to_string(sc.speculative.disable_by_batch_size) +
+                                   " or more requests"
+                             : std::string())
+                     << " (greedy and unseeded sampled requests)";
 
   EngineInfo& info = e->info_;
   info.model_path = c.model.model;

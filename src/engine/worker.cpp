@@ -86,6 +86,17 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                    << model.parameter_count() / 1e6 << "M parameters) in " << loaded.load_seconds
                    << " s";
 
+  if (sc.speculative.uses_draft_model()) {
+    LoadOptions dlo = lo;
+    dlo.model = sc.speculative.draft_model;
+    dlo.quantization = sc.speculative.draft_quantization;
+    dlo.hf_overrides = sc.speculative.draft_hf_overrides;
+    auto draft = DraftProposer::load(dlo, model.config().vocab_size);
+    if (!draft.ok())
+      return draft.status().with_context("--speculative-config draft model " + dlo.model);
+    w->draft_ = std::move(draft).value();
+  }
+
   {
     // Matmul weight bytes by storage type (a GGUF file mixes several).
     std::map<std::string, std::pair<int64_t, int>> by_type;
@@ -118,6 +129,12 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   const int64_t max_logit_rows = c.model.limits.max_logit_rows;
   plan.workspace_bytes = model.workspace_bytes() + (V * 4) * 2 * max_logit_rows;
   plan.kv_bytes_per_token = ks.bytes_per_token(kv_dtype);
+  if (w->draft_ != nullptr) {  // its weights, activations and KV (the same blocks as the target)
+    plan.weight_bytes += w->draft_->model().weight_bytes_total();
+    plan.workspace_bytes += w->draft_->workspace_bytes();
+    plan.draft_kv_bytes_per_token = w->draft_->kv_bytes_per_token(kv_dtype);
+    plan.kv_bytes_per_token += plan.draft_kv_bytes_per_token;
+  }
   const int64_t block_bytes = plan.kv_bytes_per_token * plan.block_size;
   if (c.cache.kv_cache_memory_bytes > 0) {
     plan.kv_bytes = c.cache.kv_cache_memory_bytes;
@@ -148,7 +165,11 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                    << " (" << dtype_name(kv_dtype) << ")";
   STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
                    << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
-                   << " x " << ks.head_dim << " values, " << dtype_name(kv_dtype) << ")";
+                   << " x " << ks.head_dim << " values, " << dtype_name(kv_dtype)
+                   << (w->draft_ != nullptr
+                           ? "; the draft model's " + std::to_string(plan.draft_kv_bytes_per_token)
+                           : std::string())
+                   << ")";
 
   if (c.commit_kv_cache) {
     // The weights are loaded: what is free now is what the KV cache and the workspace can have.
@@ -168,6 +189,9 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                           KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
                                                ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
                                               backend.allocator()));
+  if (w->draft_ != nullptr)
+    STRATA_RETURN_IF_ERROR(
+        w->draft_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend));
   if (c.commit_kv_cache)
     STRATA_LOG(INFO) << "KV cache committed: "
                      << format_bytes(static_cast<double>(w->storage_.bytes())) << " of RAM in "
@@ -213,8 +237,7 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
 }
 
 Status Worker::execute(const StepInput& input, StepOutput* output) {
-  const sched::StepPlan& plan = input.plan;
-  for (const auto& id : plan.finished_ids) requests_.erase(id);
+  for (const auto& id : input.plan.finished_ids) requests_.erase(id);
   for (const NewRequestData& n : input.new_requests) {
     RequestState& r = requests_[n.request_id];
     r.token_ids = n.prompt_token_ids;
@@ -230,14 +253,17 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
   // KV tiers: copy the plan's stores out of the pool before the forward pass may reuse their
   // blocks, then queue the loads (they run on the tiers' thread, into blocks no entry computes).
   if (tiers_ != nullptr) {
+    const sched::StepPlan& plan = input.plan;
     for (const sched::KvTransfer& t : plan.kv_stores) tiers_->store(t.block, {t.key_lo, t.key_hi});
     for (const sched::KvTransfer& t : plan.kv_loads) tiers_->load(t.block, {t.key_lo, t.key_hi});
-  } else if (!plan.kv_stores.empty() || !plan.kv_loads.empty()) {
+  } else if (!input.plan.kv_stores.empty() || !input.plan.kv_loads.empty()) {
     return internal_error("plan moves KV blocks but this worker has no KV tiers");
   }
   output->kv_loads_done.clear();
-  if (plan.scheduled.empty()) {  // only loads to wait for: nothing else can progress
+  if (input.plan.scheduled.empty()) {  // only loads to wait for: nothing else can progress
+    const sched::StepPlan& plan = input.plan;
     STRATA_RETURN_IF_ERROR(runner_->execute(plan, logits_.data()));  // drops finished tables
+    if (draft_ != nullptr) STRATA_RETURN_IF_ERROR(draft_->propose(plan, {}, &filled_));
     output->entries.clear();
     output->forward_seconds = output->sample_seconds = 0;
     if (tiers_ != nullptr) {
@@ -246,14 +272,22 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     }
     return ok_status();
   }
-  entry_states_.assign(plan.scheduled.size(), nullptr);
-  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    auto it = requests_.find(plan.scheduled[i].request_id);
+  entry_states_.assign(input.plan.scheduled.size(), nullptr);
+  for (size_t i = 0; i < input.plan.scheduled.size(); ++i) {
+    auto it = requests_.find(input.plan.scheduled[i].request_id);
     if (it == requests_.end())
-      return internal_error("plan schedules request '" + plan.scheduled[i].request_id +
+      return internal_error("plan schedules request '" + input.plan.scheduled[i].request_id +
                             "', which this worker was never given");
     entry_states_[i] = &it->second;
   }
+  const sched::StepPlan* planp = &input.plan;
+  if (draft_ != nullptr) {  // the draft model fills the plan's draft places
+    histories_.clear();
+    for (RequestState* st : entry_states_) histories_.emplace_back(st->token_ids);
+    STRATA_RETURN_IF_ERROR(draft_->propose(input.plan, histories_, &filled_));
+    planp = &filled_;
+  }
+  const sched::StepPlan& plan = *planp;
   STRATA_RETURN_IF_ERROR(runner_->execute(plan, logits_.data()));
   const double sample_start = now_seconds();
   const auto& index = runner_->sample_plan_index();
@@ -311,7 +345,9 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
     r += drafts.size() + 1;
   }
   STRATA_RETURN_IF_ERROR(compute_prompt_logprobs(plan, output));
-  output->forward_seconds = runner_->forward_seconds();
+  // The draft model's passes are forward time too.
+  output->forward_seconds =
+      runner_->forward_seconds() + (draft_ != nullptr ? draft_->forward_seconds() : 0.0);
   output->sample_seconds = now_seconds() - sample_start;
   // The sampled tokens join each request's history (penalties and min_tokens see them next step).
   for (size_t r = 0; r < R; r += plan.scheduled[index[r]].spec_token_ids_count + 1) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "engine/draft_proposer.h"
 #include "engine/engine_config.h"
 #include "engine/model_runner.h"
 #include "engine/step_io.h"
@@ -30,8 +31,9 @@ struct MemoryPlan {
   int64_t weight_bytes = 0;
   int64_t workspace_bytes = 0;
   int64_t kv_bytes = 0;
-  int64_t kv_bytes_per_token = 0;
-  int64_t num_blocks = 0;  // usable KV blocks (the null block excluded)
+  int64_t kv_bytes_per_token = 0;        // the target's and the draft model's
+  int64_t draft_kv_bytes_per_token = 0;  // the draft model's share (speculative decoding)
+  int64_t num_blocks = 0;                // usable KV blocks (the null block excluded)
   int64_t block_size = 0;
   int64_t num_tokens() const { return num_blocks * block_size; }
 };
@@ -63,6 +65,8 @@ class Worker {
   Model& model() { return *model_; }
   Backend& backend() { return *backend_; }
   ModelRunner& runner() { return *runner_; }
+  // The draft model of speculative decoding; nullptr when none is configured.
+  DraftProposer* draft() { return draft_.get(); }
   size_t num_requests() const { return requests_.size(); }
   // The KV tiers under the pool; nullptr when none is configured.
   kv::KvTiers* kv_tiers() { return tiers_.get(); }
@@ -87,6 +91,7 @@ class Worker {
   KvStorage storage_;
   std::unique_ptr<kv::KvTiers> tiers_;  // after storage_: it copies into it until destroyed
   std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<DraftProposer> draft_;  // speculative decoding with a draft model
   std::unique_ptr<sampling::Sampler> sampler_;
   std::unordered_map<std::string, RequestState> requests_;
   // Per-step buffers.
@@ -95,6 +100,8 @@ class Worker {
   std::vector<sampling::SampleOutput> samples_;
   std::vector<RequestState*> entry_states_;
   std::vector<int32_t> verified_;  // speculative decoding of sampled requests
+  sched::StepPlan filled_;         // the plan with the draft model's drafts
+  std::vector<std::span<const int32_t>> histories_;
 };
 
 }  // namespace strata::engine

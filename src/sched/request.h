@@ -158,6 +158,9 @@ class Request {
   // none; the pause doubles with each such miss (up to 32 steps) and resets on an acceptance.
   int32_t spec_backoff_ = 0;
   int32_t spec_skip_ = 0;
+  // With a draft model (each draft costs a forward pass of it): how many drafts the next entry
+  // gets, 1 after a miss, doubled after all were accepted, m + 1 after m of more; 0: the maximum.
+  int32_t spec_len_ = 0;
 };
 
 }  // namespace strata::sched

@@ -340,6 +340,10 @@ void Scheduler::count_speculation(Request* r, int64_t d, int64_t m) {
   } else {
     r->spec_backoff_ = 0;
   }
+  if (config_.speculative.uses_draft_model()) {
+    const int64_t len = m == 0 ? 1 : m == d ? 2 * d : m + 1;
+    r->spec_len_ = static_cast<int32_t>(std::min(len, config_.speculative.num_speculative_tokens));
+  }
 }
 
 SchedulerStats Scheduler::stats() const {

@@ -320,7 +320,10 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
 
 // Draft tokens for `r` (decoding, its last token scheduled) into drafts_: at most
 // num_speculative_tokens, `budget` and the step's draft cap, and never more than the request may
-// still generate (the accepted drafts and the model's own next token all become outputs).
+// still generate (the accepted drafts and the model's own next token all become outputs); none
+// when disable_by_batch_size requests or more run. With a draft model they are kNoToken places
+// the worker fills, as many as the request's spec_len_ (one after a miss, growing back as drafts
+// are accepted: a draft that is never right costs one draft pass per attempt).
 void Scheduler::propose_drafts(const Request& r, int64_t budget) {
   const SpeculativeConfig& sc = config_.speculative;
   int64_t k = std::min(sc.num_speculative_tokens, budget);
@@ -330,6 +333,14 @@ void Scheduler::propose_drafts(const Request& r, int64_t budget) {
     allowance = std::min(allowance, r.stop_.max_tokens - r.num_output_tokens());
   k = std::min(k, allowance - 1);
   if (k <= 0) return;
+  if (sc.disable_by_batch_size > 0 &&
+      static_cast<int64_t>(running_.size()) >= sc.disable_by_batch_size)
+    return;
+  if (sc.uses_draft_model()) {  // the worker's draft model fills these places
+    if (r.spec_len_ > 0) k = std::min<int64_t>(k, r.spec_len_);
+    drafts_.assign(static_cast<size_t>(k), kNoToken);
+    return;
+  }
   propose_ngram(r.token_ids_, sc.prompt_lookup_min, sc.prompt_lookup_max, k, &drafts_);
 }
 

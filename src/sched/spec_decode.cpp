@@ -1,6 +1,7 @@
 #include "sched/spec_decode.h"
 
 #include <algorithm>
+#include <span>
 
 #include "core/json.h"
 
@@ -27,34 +28,70 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
   };
   std::string method;
   if (j.contains("method") && j["method"].is_string()) method = j["method"].get<std::string>();
-  if (method.empty() && j.contains("model") && j["model"].is_string() &&
-      j["model"].get<std::string>() == "[ngram]")
-    method = "ngram";
+  const bool has_model = j.contains("model") && j["model"].is_string();
+  const std::string model = has_model ? j["model"].get<std::string>() : std::string();
+  if (method.empty() && model == "[ngram]") method = "ngram";
+  if (method.empty() && has_model) method = "draft_model";  // vLLM infers it from "model"
   if (method == "[ngram]") method = "ngram";
-  if (method != "ngram") {
+  if (method != "ngram" && method != "draft_model") {
     if (method.empty())
-      return invalid_argument("--speculative-config needs \"method\" (Strata has \"ngram\")");
+      return invalid_argument(
+          "--speculative-config needs \"method\" (Strata has \"ngram\" and \"draft_model\")");
     return unimplemented("--speculative-config method \"" + method +
-                         "\" is not built yet: Strata has \"ngram\" (prompt lookup); draft "
-                         "models and MTP are not implemented");
+                         "\" is not built yet: Strata has \"ngram\" (prompt lookup) and "
+                         "\"draft_model\" (a smaller model with the same tokenizer)");
   }
   c.method = method;
-  static const char* kKnown[] = {"method",
-                                 "model",
-                                 "num_speculative_tokens",
-                                 "prompt_lookup_max",
-                                 "prompt_lookup_min",
-                                 "disable_log_stats",
-                                 "disable_by_batch_size"};
+  static const char* kCommon[] = {"method", "model", "num_speculative_tokens", "disable_log_stats",
+                                  "disable_by_batch_size"};
+  static const char* kNgram[] = {"prompt_lookup_max", "prompt_lookup_min"};
+  static const char* kDraft[] = {"draft_tensor_parallel_size", "quantization", "hf_overrides"};
+  auto known = [](std::span<const char* const> list, const std::string& key) {
+    return std::find(list.begin(), list.end(), key) != list.end();
+  };
+  const bool ngram = method == "ngram";
   for (const auto& [key, value] : j.items()) {
-    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown))
-      return invalid_argument("--speculative-config: unknown key \"" + key +
-                              "\" for method ngram (keys: num_speculative_tokens, "
-                              "prompt_lookup_max, prompt_lookup_min)");
+    if (known(kCommon, key) ||
+        known(ngram ? std::span<const char* const>(kNgram) : std::span<const char* const>(kDraft),
+              key))
+      continue;
+    return invalid_argument(
+        "--speculative-config: unknown key \"" + key + "\" for method " + method +
+        (ngram ? " (keys: num_speculative_tokens, prompt_lookup_max, prompt_lookup_min, "
+                 "disable_by_batch_size)"
+               : " (keys: model, num_speculative_tokens, quantization, hf_overrides, "
+                 "draft_tensor_parallel_size, disable_by_batch_size)"));
   }
   if (!j.contains("num_speculative_tokens"))
     return invalid_argument("--speculative-config needs \"num_speculative_tokens\" (e.g. 4)");
   STRATA_RETURN_IF_ERROR(integer("num_speculative_tokens", 1, 16, &c.num_speculative_tokens));
+  STRATA_RETURN_IF_ERROR(integer("disable_by_batch_size", 2, 1 << 20, &c.disable_by_batch_size));
+  if (!ngram) {
+    if (model.empty())
+      return invalid_argument(
+          "--speculative-config: method draft_model needs \"model\", the draft model's folder or "
+          "GGUF file (a smaller model with the target's tokenizer)");
+    c.draft_model = model;
+    int64_t tp = 1;
+    STRATA_RETURN_IF_ERROR(integer("draft_tensor_parallel_size", 1, 1 << 16, &tp));
+    if (tp != 1)
+      return unimplemented(
+          "--speculative-config: draft_tensor_parallel_size " + std::to_string(tp) +
+          " is not built: the draft model runs whole on each worker (omit the key, or give 1)");
+    if (j.contains("quantization") && !j["quantization"].is_null()) {
+      if (!j["quantization"].is_string())
+        return invalid_argument("--speculative-config: \"quantization\" must be a string");
+      c.draft_quantization = j["quantization"].get<std::string>();
+    }
+    if (j.contains("hf_overrides") && !j["hf_overrides"].is_null()) {
+      if (!j["hf_overrides"].is_object())
+        return invalid_argument(
+            "--speculative-config: \"hf_overrides\" must be a JSON object, e.g. "
+            "{\"num_hidden_layers\": 4}");
+      c.draft_hf_overrides = j["hf_overrides"].dump();
+    }
+    return c;
+  }
   STRATA_RETURN_IF_ERROR(integer("prompt_lookup_max", 1, 64, &c.prompt_lookup_max));
   STRATA_RETURN_IF_ERROR(integer("prompt_lookup_min", 1, 64, &c.prompt_lookup_min));
   if (c.prompt_lookup_max == 0 && c.prompt_lookup_min == 0) {

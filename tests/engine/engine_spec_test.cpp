@@ -1,6 +1,7 @@
-// Speculative decoding (n-gram prompt lookup) on real weights (stories260K): greedy output token
-// for token that of plain decoding, alone, batched, with prefix hits and under preemption, while
-// drafts are actually proposed and accepted.
+// Speculative decoding on real weights (stories260K), with n-gram prompt lookup and with draft
+// models (the model itself, and its first four layers): greedy output token for token that of plain
+// decoding, alone, batched, with prefix hits and under preemption, while drafts are actually
+// proposed and accepted.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,17 +26,43 @@ std::vector<std::vector<int32_t>> prompts() {
   return out;
 }
 
-engine::EngineConfig config(bool speculative, int64_t pool_tokens) {
-  auto c = testing::engine_config(testing::shared_data_path("models/stories260K-hf"), "auto", 0);
+enum class Method { kPlain, kNgram, kDraftSelf, kDraftFourLayers };
+
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::kPlain:
+      return "plain";
+    case Method::kNgram:
+      return "ngram";
+    case Method::kDraftSelf:
+      return "draft model: the target itself";
+    case Method::kDraftFourLayers:
+      return "draft model: the target's first four layers";
+  }
+  return "";
+}
+
+// A pool of `pool_tokens` tokens whatever the method (a draft model's KV shares the blocks).
+engine::EngineConfig config(Method method, int64_t pool_tokens) {
+  const std::string model = testing::shared_data_path("models/stories260K-hf");
+  auto c = testing::engine_config(model, "auto", 0);
   c.cache.block_size = 16;
-  c.cache.kv_cache_memory_bytes = 1280 * pool_tokens;
+  int64_t bytes_per_token = 1280;  // 5 layers x K+V x 4 heads x 8 values x f32
   c.scheduler.max_model_len = 256;
   c.scheduler.max_num_batched_tokens = 48;
-  if (speculative)
+  if (method == Method::kNgram)
     c.scheduler.speculative = {.method = "ngram",
                                .num_speculative_tokens = 4,
                                .prompt_lookup_min = 2,
                                .prompt_lookup_max = 3};
+  if (method == Method::kDraftSelf || method == Method::kDraftFourLayers) {
+    c.scheduler.speculative = {.method = "draft_model", .num_speculative_tokens = 4};
+    c.scheduler.speculative.draft_model = model;
+    if (method == Method::kDraftFourLayers)
+      c.scheduler.speculative.draft_hf_overrides = R"({"num_hidden_layers": 4})";
+    bytes_per_token += method == Method::kDraftSelf ? 1280 : 1024;
+  }
+  c.cache.kv_cache_memory_bytes = bytes_per_token * pool_tokens;
   return c;
 }
 
@@ -76,36 +103,78 @@ class EngineSpeculative : public ::testing::Test {
 TEST_F(EngineSpeculative, GreedyOutputIsPlainDecodingAloneAndBatched) {
   for (bool together : {false, true}) {
     SCOPED_TRACE(together ? "batched" : "alone");
-    engine::EngineStats plain_stats, spec_stats;
-    const auto plain = run(config(false, 4096), together, &plain_stats);
-    const auto spec = run(config(true, 4096), together, &spec_stats);
-    ASSERT_EQ(plain.size(), spec.size());
-    for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i], plain[i]) << "request " << i;
+    engine::EngineStats plain_stats;
+    const auto plain = run(config(Method::kPlain, 4096), together, &plain_stats);
     EXPECT_EQ(plain_stats.spec_num_drafts, 0);
-    EXPECT_GT(spec_stats.spec_num_drafts, 10);
-    EXPECT_GT(spec_stats.spec_num_accepted_tokens, spec_stats.spec_num_draft_tokens / 10)
-        << "repetitive stories should accept drafts";
-    EXPECT_LE(spec_stats.spec_num_accepted_tokens, spec_stats.spec_num_draft_tokens);
-    EXPECT_EQ(spec_stats.generation_tokens, plain_stats.generation_tokens);
-    // Alone, accepted drafts save steps (batched, drafts also share the 48-token budget).
-    if (!together) EXPECT_LT(spec_stats.num_steps, plain_stats.num_steps);
-    ASSERT_EQ(spec_stats.spec_accepted_per_pos.size(), 4u);
-    EXPECT_GE(spec_stats.spec_accepted_per_pos[0], spec_stats.spec_accepted_per_pos[3]);
+    for (Method m : {Method::kNgram, Method::kDraftSelf, Method::kDraftFourLayers}) {
+      SCOPED_TRACE(method_name(m));
+      engine::EngineStats spec_stats;
+      const auto spec = run(config(m, 4096), together, &spec_stats);
+      ASSERT_EQ(plain.size(), spec.size());
+      for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i], plain[i]) << "request " << i;
+      EXPECT_GT(spec_stats.spec_num_drafts, 10);
+      EXPECT_GT(spec_stats.spec_num_accepted_tokens, spec_stats.spec_num_draft_tokens / 10)
+          << "repetitive stories should accept drafts";
+      EXPECT_LE(spec_stats.spec_num_accepted_tokens, spec_stats.spec_num_draft_tokens);
+      EXPECT_EQ(spec_stats.generation_tokens, plain_stats.generation_tokens);
+      // Alone, accepted drafts save steps (batched, drafts also share the 48-token budget).
+      if (!together) {
+        EXPECT_LT(spec_stats.num_steps, plain_stats.num_steps);
+      }
+      ASSERT_EQ(spec_stats.spec_accepted_per_pos.size(), 4u);
+      EXPECT_GE(spec_stats.spec_accepted_per_pos[0], spec_stats.spec_accepted_per_pos[3]);
+      if (m == Method::kDraftSelf) {
+        // The target as its own draft proposes what greedy decoding gives (the kernels are batch
+        // invariant, and its KV mirrors the target's): every draft is accepted. A draft KV at a
+        // wrong position or of a wrong token would show here.
+        EXPECT_EQ(spec_stats.spec_num_accepted_tokens, spec_stats.spec_num_draft_tokens);
+      }
+    }
   }
 }
 
-TEST_F(EngineSpeculative, GreedyOutputIsPlainDecodingUnderPreemption) {
-  engine::EngineStats plain_stats, spec_stats;
-  const auto plain = run(config(false, 4096), true, &plain_stats);
-  const auto spec = run(config(true, 272), true, &spec_stats);  // 17 blocks: preemption
+// Steps without drafts (here: while 12 or more requests run) leave the draft model out; when a
+// request proposes again the draft catches up on the tokens it missed in one pass. The target as
+// its own draft still has every draft accepted.
+TEST_F(EngineSpeculative, DraftModelCatchesUpAfterStepsWithoutDrafts) {
+  engine::EngineStats plain_stats, always_stats, spec_stats;
+  const auto plain = run(config(Method::kPlain, 4096), true, &plain_stats);
+  run(config(Method::kDraftSelf, 4096), true, &always_stats);
+  auto cfg = config(Method::kDraftSelf, 4096);
+  cfg.scheduler.speculative.disable_by_batch_size = 12;
+  const auto spec = run(cfg, true, &spec_stats);
   ASSERT_EQ(plain.size(), spec.size());
+  ASSERT_GT(plain.size(), 12u);
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i], plain[i]) << "request " << i;
-  EXPECT_GT(spec_stats.num_preemptions, 0);
-  EXPECT_GT(spec_stats.spec_num_accepted_tokens, 0);
+  EXPECT_GT(spec_stats.spec_num_drafts, 10);
+  // Tokens of entries without drafts: every entry gives one token, plus its accepted drafts.
+  auto undrafted = [](const engine::EngineStats& st) {
+    return st.generation_tokens - st.spec_num_accepted_tokens - st.spec_num_drafts;
+  };
+  EXPECT_GT(undrafted(spec_stats), undrafted(always_stats) + static_cast<int64_t>(plain.size()))
+      << "the busy steps should have had no drafts";
+  EXPECT_EQ(spec_stats.spec_num_accepted_tokens, spec_stats.spec_num_draft_tokens);
+}
+
+TEST_F(EngineSpeculative, GreedyOutputIsPlainDecodingUnderPreemption) {
+  engine::EngineStats plain_stats;
+  const auto plain = run(config(Method::kPlain, 4096), true, &plain_stats);
+  for (Method m : {Method::kNgram, Method::kDraftSelf, Method::kDraftFourLayers}) {
+    SCOPED_TRACE(method_name(m));
+    engine::EngineStats spec_stats;
+    const auto spec = run(config(m, 272), true, &spec_stats);  // 17 blocks: preemption
+    ASSERT_EQ(plain.size(), spec.size());
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i], plain[i]) << "request " << i;
+    EXPECT_GT(spec_stats.num_preemptions, 0);
+    EXPECT_GT(spec_stats.spec_num_accepted_tokens, 0);
+    if (m == Method::kDraftSelf) {
+      EXPECT_EQ(spec_stats.spec_num_accepted_tokens, spec_stats.spec_num_draft_tokens);
+    }
+  }
 }
 
 TEST_F(EngineSpeculative, SeededSamplingRequestsDecodePlainly) {
-  auto client = engine::EngineClient::create(config(true, 4096));
+  auto client = engine::EngineClient::create(config(Method::kNgram, 4096));
   ASSERT_TRUE(client.ok());
   auto r = testing::greedy_request("s", prompts()[1], 40);
   r.params.temperature = 0.8f;
@@ -119,56 +188,60 @@ TEST_F(EngineSpeculative, SeededSamplingRequestsDecodePlainly) {
 
 // Unseeded sampling with speculation (rejection sampling): the distribution of the tokens is that
 // of plain sampling. Many requests on one repetitive prompt, temperature 1; the tokens at a few
-// output positions are compared between the two engines with a chi-square homogeneity test
-// (fixed engine seeds: the test is deterministic).
+// output positions are compared between plain and each speculative engine with a chi-square
+// homogeneity test (fixed engine seeds: the test is deterministic).
 TEST_F(EngineSpeculative, SampledOutputHasThePlainDistribution) {
   constexpr int kRequests = 1200;
   constexpr int kPositions[] = {2, 5, 9};
-  std::vector<std::map<int32_t, int64_t>> counts[2];
-  engine::EngineStats stats[2];
-  for (int spec = 0; spec < 2; ++spec) {
-    auto cfg = config(spec == 1, 4096);
-    cfg.seed = 11 + spec;
+  constexpr Method kMethods[] = {Method::kPlain, Method::kNgram, Method::kDraftFourLayers};
+  std::vector<std::map<int32_t, int64_t>> counts[std::size(kMethods)];
+  engine::EngineStats stats[std::size(kMethods)];
+  for (size_t m = 0; m < std::size(kMethods); ++m) {
+    auto cfg = config(kMethods[m], 4096);
+    cfg.seed = 11 + m;
     auto client = engine::EngineClient::create(cfg);
     ASSERT_TRUE(client.ok()) << client.status().to_string();
-    counts[spec].resize(std::size(kPositions));
+    counts[m].resize(std::size(kPositions));
     for (int i = 0; i < kRequests; ++i) {
       auto r = testing::greedy_request("r" + std::to_string(i), prompts()[1], 12);
       r.params.temperature = 1.0f;
       const auto out = testing::collect(**(*client)->submit(r))[0].tokens;
       ASSERT_EQ(out.size(), 12u);
-      for (size_t k = 0; k < std::size(kPositions); ++k) ++counts[spec][k][out[kPositions[k]]];
+      for (size_t k = 0; k < std::size(kPositions); ++k) ++counts[m][k][out[kPositions[k]]];
     }
     ASSERT_TRUE(testing::wait_idle(**client));
-    stats[spec] = (*client)->stats();
+    stats[m] = (*client)->stats();
   }
   EXPECT_EQ(stats[0].spec_num_drafts, 0);
-  EXPECT_GT(stats[1].spec_num_draft_tokens, 500) << "sampled requests should get drafts";
-  EXPECT_GT(stats[1].spec_num_accepted_tokens, 100);
-  for (size_t k = 0; k < std::size(kPositions); ++k) {
-    // Two-sample chi-square over tokens seen at least 10 times in all (the rest pooled).
-    std::map<int32_t, std::pair<double, double>> bins;
-    std::pair<double, double> rest{0, 0};
-    std::map<int32_t, int64_t> total;
-    for (int spec = 0; spec < 2; ++spec)
-      for (const auto& [t, c] : counts[spec][k]) total[t] += c;
-    for (int spec = 0; spec < 2; ++spec)
-      for (const auto& [t, c] : counts[spec][k]) {
-        auto& b = total[t] >= 10 ? bins[t] : rest;
-        (spec == 0 ? b.first : b.second) += static_cast<double>(c);
+  for (size_t m = 1; m < std::size(kMethods); ++m) {
+    SCOPED_TRACE(method_name(kMethods[m]));
+    EXPECT_GT(stats[m].spec_num_draft_tokens, 500) << "sampled requests should get drafts";
+    EXPECT_GT(stats[m].spec_num_accepted_tokens, 100);
+    for (size_t k = 0; k < std::size(kPositions); ++k) {
+      // Two-sample chi-square over tokens seen at least 10 times in all (the rest pooled).
+      std::map<int32_t, std::pair<double, double>> bins;
+      std::pair<double, double> rest{0, 0};
+      std::map<int32_t, int64_t> total;
+      for (size_t i : {size_t{0}, m})
+        for (const auto& [t, c] : counts[i][k]) total[t] += c;
+      for (size_t i : {size_t{0}, m})
+        for (const auto& [t, c] : counts[i][k]) {
+          auto& bin = total[t] >= 10 ? bins[t] : rest;
+          (i == 0 ? bin.first : bin.second) += static_cast<double>(c);
+        }
+      if (rest.first + rest.second > 0) bins[-1] = rest;
+      double chi = 0;
+      for (const auto& [t, bin] : bins) {
+        const double e = (bin.first + bin.second) / 2;  // equal sample sizes
+        chi += (bin.first - e) * (bin.first - e) / e + (bin.second - e) * (bin.second - e) / e;
       }
-    if (rest.first + rest.second > 0) bins[-1] = rest;
-    double chi = 0;
-    for (const auto& [t, b] : bins) {
-      const double e = (b.first + b.second) / 2;  // equal sample sizes
-      chi += (b.first - e) * (b.first - e) / e + (b.second - e) * (b.second - e) / e;
+      const int dof = static_cast<int>(bins.size()) - 1;
+      ASSERT_GT(dof, 0);
+      const double a = 2.0 / (9.0 * dof);
+      const double critical = dof * std::pow(1 - a + 3.090 * std::sqrt(a), 3);  // p = 0.001
+      EXPECT_LT(chi, critical) << "output position " << kPositions[k] << ": chi-square " << chi
+                               << " with " << dof << " dof";
     }
-    const int dof = static_cast<int>(bins.size()) - 1;
-    ASSERT_GT(dof, 0);
-    const double a = 2.0 / (9.0 * dof);
-    const double critical = dof * std::pow(1 - a + 3.090 * std::sqrt(a), 3);  // p = 0.001
-    EXPECT_LT(chi, critical) << "output position " << kPositions[k] << ": chi-square " << chi
-                             << " with " << dof << " dof";
   }
 }
 

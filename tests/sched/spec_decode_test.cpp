@@ -44,6 +44,22 @@ TEST(SpeculativeConfig, ParsesVllmKeysAndRefusesWhatIsNotBuilt) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->prompt_lookup_max, 5);
   EXPECT_EQ(d->prompt_lookup_min, 2);
+  EXPECT_FALSE(d->uses_draft_model());
+  // A draft model: "method" given, or inferred from "model" as vLLM does.
+  auto m = parse_speculative_config(
+      R"({"method": "draft_model", "model": "/m/small", "num_speculative_tokens": 3,
+          "quantization": "q8_0", "hf_overrides": {"num_hidden_layers": 4},
+          "draft_tensor_parallel_size": 1, "disable_by_batch_size": 8})");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->uses_draft_model());
+  EXPECT_EQ(m->draft_model, "/m/small");
+  EXPECT_EQ(m->num_speculative_tokens, 3);
+  EXPECT_EQ(m->draft_quantization, "q8_0");
+  EXPECT_EQ(m->draft_hf_overrides, R"({"num_hidden_layers":4})");
+  EXPECT_EQ(m->disable_by_batch_size, 8);
+  auto inferred = parse_speculative_config(R"({"model": "/m/small", "num_speculative_tokens": 2})");
+  ASSERT_TRUE(inferred.ok());
+  EXPECT_EQ(inferred->method, "draft_model");
   struct Bad {
     const char* json;
     StatusCode code;
@@ -51,8 +67,16 @@ TEST(SpeculativeConfig, ParsesVllmKeysAndRefusesWhatIsNotBuilt) {
   } bad[] = {
       {"{", StatusCode::kInvalidArgument, "JSON object"},
       {R"({"num_speculative_tokens": 2})", StatusCode::kInvalidArgument, "method"},
-      {R"({"method": "draft_model", "model": "x", "num_speculative_tokens": 2})",
-       StatusCode::kUnimplemented, "draft_model"},
+      {R"({"method": "draft_model", "num_speculative_tokens": 2})", StatusCode::kInvalidArgument,
+       "needs \"model\""},
+      {R"({"model": "x", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 2})",
+       StatusCode::kUnimplemented, "draft_tensor_parallel_size 2"},
+      {R"({"model": "x", "num_speculative_tokens": 2, "prompt_lookup_max": 2})",
+       StatusCode::kInvalidArgument, "unknown key \"prompt_lookup_max\" for method draft_model"},
+      {R"({"model": "x", "num_speculative_tokens": 2, "hf_overrides": 4})",
+       StatusCode::kInvalidArgument, "hf_overrides"},
+      {R"({"method": "mtp", "num_speculative_tokens": 1})", StatusCode::kUnimplemented,
+       "not built yet"},
       {R"({"method": "deepseek_mtp", "num_speculative_tokens": 1})", StatusCode::kUnimplemented,
        "not built yet"},
       {R"({"method": "ngram"})", StatusCode::kInvalidArgument, "num_speculative_tokens"},

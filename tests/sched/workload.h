@@ -302,7 +302,17 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
                            static_cast<int64_t>(drafts.size());  // position of the new token
       sampled.push_back(e.will_sample ? model_token(e.request_id, next) : kNoToken);
       for (size_t j = 0; j < drafts.size(); ++j) {
-        if (drafts[j] != model_token(e.request_id, next + static_cast<int64_t>(j))) break;
+        const int32_t want = model_token(e.request_id, next + static_cast<int64_t>(j));
+        // A draft-model place (kNoToken): the stub draft model proposes the right token, except
+        // at one position in four (of a hash of the request and the position).
+        int32_t draft = drafts[j];
+        EXPECT_EQ(draft == kNoToken, config.speculative.uses_draft_model())
+            << "draft places are kNoToken exactly with a draft model";
+        if (draft == kNoToken)
+          draft = stub_token(seed + 7, e.request_id, next + static_cast<int64_t>(j), 4) == 0
+                      ? (want + 1) % static_cast<int32_t>(vocab)
+                      : want;
+        if (draft != want) break;
         accepted[i].push_back(model_token(e.request_id, next + static_cast<int64_t>(j) + 1));
       }
       result.drafted_entries += drafts.empty() ? 0 : 1;
