@@ -1,0 +1,170 @@
+// The cost of one engine step: FLOPs and bytes moved for a batch (each sequence's new tokens and
+// the context before them), from the model's shapes, and a step time on a device with tensor,
+// pipeline and expert parallelism. A pure function of its inputs; docs/plan.md derives every
+// formula and states the assumptions.
+//
+// Time of one step (a roofline per pipeline stage, the stages run one after the other):
+//   stage_s = max(matmul_flops / (peak(weights) * eff) + attention_flops / (peak(act) * eff),
+//                 bytes / (memory_bw * eff))
+//             + TP all-reduces + EP all-to-alls of the stage's layers
+//   step_s  = sum of stage_s + (pp - 1) point-to-point sends of the hidden states
+//             + step_overhead_s
+// where every figure is per device (one tensor-parallel rank).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "model/model_config.h"
+#include "plan/hardware.h"
+
+namespace strata::plan {
+
+// The shapes of an architecture that the cost model needs (model_shape() reads them from a
+// config the engine can run: Llama-family dense models, Mixtral / Qwen MoE, DeepSeek MLA + MoE).
+struct ModelShape {
+  int64_t hidden = 0;
+  int64_t vocab = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  // Grouped-query attention (every model but DeepSeek's).
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3), computed in the absorbed form the engine uses
+  // for every token (model/deepseek_mla.h); 0 q_lora_rank: one q_proj.
+  bool mla = false;
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_dim = 0;
+  int64_t qk_rope_dim = 0;
+  int64_t v_head_dim = 0;
+  // Feed-forward: dense SwiGLU layers, and MoE layers where moe_layer[l].
+  int64_t dense_ffn = 0;
+  std::vector<bool> moe_layer;
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  int64_t expert_ffn = 0;
+  int64_t shared_ffn = 0;  // all shared experts together; 0: none
+
+  bool is_moe(int64_t layer) const {
+    return layer < static_cast<int64_t>(moe_layer.size()) && moe_layer[layer];
+  }
+  // Matmul weights (elements) of one attention layer that every tensor-parallel rank splits,
+  // and those it replicates (MLA's fused q_a|kv_a projection).
+  int64_t attention_sharded_params() const;
+  int64_t attention_replicated_params() const;
+  int64_t dense_mlp_params() const { return 3 * hidden * dense_ffn; }
+  int64_t expert_params() const { return 3 * hidden * expert_ffn; }
+  int64_t shared_expert_params() const { return 3 * hidden * shared_ffn; }
+  int64_t router_params() const { return num_experts * hidden; }
+  int64_t lm_head_params() const { return vocab * hidden; }
+  // KV cache elements per token and layer (all heads): 2 * kv_heads * head_dim, or the MLA
+  // latent row kv_lora_rank + qk_rope_dim.
+  int64_t kv_elems_per_token() const;
+  // Attention FLOPs per (query token, context token) pair and layer, all heads:
+  // 4 * heads * head_dim (QK^T and PV), MLA: heads * (2 (kv_lora + rope) + 2 kv_lora).
+  double attention_flops_per_pair() const;
+};
+
+Result<ModelShape> model_shape(const ModelConfig& config);
+
+// Tensor, pipeline and expert parallel sizes. Routed experts are split over `ep` ranks of each
+// tensor-parallel group (whole experts), and each expert over tp / ep ranks: ep = 1 is plain
+// tensor parallelism inside the experts, ep = tp is --enable-expert-parallel.
+struct ParallelConfig {
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t ep = 1;
+  int64_t num_devices() const { return tp * pp; }
+};
+
+// Number formats. weight_dtype is the storage of the attention and FFN matmul weights (any
+// core/dtype.h type, quantized ones included: Q4_K reads 4.5 bits per weight); the embedding and
+// lm_head stay unquantized (lm_head_dtype), the MoE router is f32, as the engine loads them.
+struct PrecisionConfig {
+  DType weight_dtype = DType::kBF16;
+  int64_t weight_group_size = 128;  // kW4G / kW8G: one f16 scale and zero per group
+  DType lm_head_dtype = DType::kBF16;
+  DType kv_dtype = DType::kBF16;
+  DType activation_dtype = DType::kBF16;  // hidden states in memory and on the links
+};
+
+// Bytes per element of `t` including block scales: f32 4, bf16 2, fp8 1, Q8_0 34/32, Q4_K
+// 144/256, W4G 0.5 + 4/group_size.
+double bytes_per_element(DType t, int64_t group_size = 128);
+// The matmul rate a weight type runs at: FP8 weights on fp8 tensor cores, otherwise (weight-only
+// quantization widens to the activations) the activation type.
+ComputeType matmul_compute_type(DType weight, DType activation);
+
+// Expected number of distinct experts that `tokens` tokens touch when each picks top_k of
+// num_experts uniformly: E (1 - (1 - k/E)^T).
+double expected_distinct_experts(int64_t num_experts, int64_t top_k, double tokens);
+
+// One sequence of a step's batch.
+struct SequenceWork {
+  int64_t num_new_tokens = 0;  // tokens computed this step (a prompt chunk, or 1 to decode)
+  int64_t context_len = 0;     // tokens already in the KV cache before them
+  bool sample = true;          // produces logits (the lm_head runs for it)
+};
+
+// What one step costs. Work figures are per device on the critical path: one tensor-parallel
+// rank, summed over the pipeline stages it passes through (with tp = pp = 1: the whole model).
+struct StepCost {
+  int64_t num_tokens = 0;
+  int64_t num_logits_rows = 0;
+  double matmul_flops = 0;     // 2 * tokens * active weights (+ lm_head rows)
+  double attention_flops = 0;  // scores and weighted values over each token's context
+  double weight_bytes = 0;     // weights read once per step (MoE: the experts the batch touches)
+  double kv_read_bytes = 0;    // every sequence's context and new tokens, once
+  double kv_write_bytes = 0;   // the new tokens' KV
+  double activation_bytes = 0;
+  double compute_s = 0;  // sums over stages of the two sides of the roofline
+  double memory_s = 0;
+  double tp_comm_s = 0;
+  double ep_comm_s = 0;
+  double pp_comm_s = 0;
+  double overhead_s = 0;
+  double step_time_s = 0;
+
+  double flops() const { return matmul_flops + attention_flops; }
+  double bytes() const { return weight_bytes + kv_read_bytes + kv_write_bytes + activation_bytes; }
+};
+
+class CostModel {
+ public:
+  // Errors (kInvalidArgument) when the parallel sizes do not fit the model: tp must divide the
+  // attention heads and the experts' count be divisible by ep, ep must divide tp, pp <= layers.
+  static Result<CostModel> create(ModelShape model, HardwareSpec hardware, ParallelConfig parallel,
+                                  PrecisionConfig precision);
+
+  StepCost step_cost(std::span<const SequenceWork> batch) const;
+  double step_time(std::span<const SequenceWork> batch) const {
+    return step_cost(batch).step_time_s;
+  }
+
+  const ModelShape& model() const { return model_; }
+  const HardwareSpec& hardware() const { return hw_; }
+  const ParallelConfig& parallel() const { return par_; }
+  const PrecisionConfig& precision() const { return prec_; }
+  // Layers [first, last) of pipeline stage `s`: L / pp each, the first L % pp stages one more.
+  std::pair<int64_t, int64_t> stage_layers(int64_t s) const;
+
+  // Ring all-reduce of `bytes` over `ranks` devices: 2 (n-1)/n bytes / bw + 2 (n-1) latency.
+  static double all_reduce_s(double bytes, int64_t ranks, const LinkSpec& link, double eff);
+
+ private:
+  CostModel(ModelShape m, HardwareSpec h, ParallelConfig p, PrecisionConfig c)
+      : model_(std::move(m)), hw_(std::move(h)), par_(p), prec_(c) {}
+  // The link a group of `ranks` consecutive devices communicates over.
+  const LinkSpec& group_link(int64_t ranks) const;
+
+  ModelShape model_;
+  HardwareSpec hw_;
+  ParallelConfig par_;
+  PrecisionConfig prec_;
+};
+
+}  // namespace strata::plan

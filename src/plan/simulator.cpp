@@ -1,0 +1,293 @@
+#include "plan/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <numeric>
+
+#include "bench/arrivals.h"
+#include "core/rng.h"
+#include "core/strings.h"
+#include "sched/clock.h"
+
+namespace strata::plan {
+
+namespace {
+
+Status bad_spec(const std::string& spec, const std::string& why) {
+  return invalid_argument("--workload '" + spec + "': " + why +
+                          " (expected random:in=N,out=M[,range=R][,prefix=P][,n=NUM][,rate=QPS]"
+                          "[,burstiness=B][,seed=S])");
+}
+
+Result<double> parse_number(const std::string& spec, const std::string& key,
+                            const std::string& text) {
+  if (text == "inf") return std::numeric_limits<double>::infinity();
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(v >= 0))
+    return bad_spec(spec, key + "=" + text + " is not a non-negative number");
+  return v;
+}
+
+Result<int64_t> parse_count(const std::string& spec, const std::string& key,
+                            const std::string& text, int64_t min) {
+  STRATA_ASSIGN_OR_RETURN(double v, parse_number(spec, key, text));
+  if (v != std::floor(v) || v < static_cast<double>(min) || v > 1e12)
+    return bad_spec(spec, key + "=" + text + " must be a whole number >= " + std::to_string(min));
+  return static_cast<int64_t>(v);
+}
+
+// Prompt token ids: a group prefix [group marker, filler...] then [request marker, filler...].
+// Markers differ per group / request, so prompts share KV only through a common group prefix.
+std::vector<int32_t> prompt_tokens(const SimRequest& r, size_t index) {
+  std::vector<int32_t> t(static_cast<size_t>(r.prompt_len));
+  const int64_t shared = r.prefix_group >= 0 ? std::min(r.prefix_len, r.prompt_len) : 0;
+  for (int64_t j = 0; j < r.prompt_len; ++j) {
+    const bool in_prefix = j < shared;
+    const int64_t start = in_prefix ? 0 : shared;
+    if (j == start) {
+      t[j] = in_prefix ? 1'000'000 + static_cast<int32_t>(r.prefix_group % 1'000'000)
+                       : 2'000'000 + static_cast<int32_t>(index % 100'000'000);
+    } else {
+      t[j] = 1 + static_cast<int32_t>((j * 7919) % 30000);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+Result<RandomWorkload> parse_workload_spec(const std::string& spec) {
+  if (!starts_with(spec, "random:"))
+    return bad_spec(spec, "only the random workload can be simulated so far");
+  RandomWorkload w;
+  bool has_in = false, has_out = false;
+  for (const std::string& part : split(spec.substr(7), ',')) {
+    const size_t eq = part.find('=');
+    if (eq == std::string::npos) return bad_spec(spec, "'" + part + "' is not KEY=VALUE");
+    const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    if (key == "in") {
+      STRATA_ASSIGN_OR_RETURN(w.input_len, parse_count(spec, key, value, 1));
+      has_in = true;
+    } else if (key == "out") {
+      STRATA_ASSIGN_OR_RETURN(w.output_len, parse_count(spec, key, value, 1));
+      has_out = true;
+    } else if (key == "range") {
+      STRATA_ASSIGN_OR_RETURN(w.range_ratio, parse_number(spec, key, value));
+      if (w.range_ratio >= 1) return bad_spec(spec, "range must be in [0, 1)");
+    } else if (key == "prefix") {
+      STRATA_ASSIGN_OR_RETURN(w.prefix_len, parse_count(spec, key, value, 0));
+    } else if (key == "n") {
+      STRATA_ASSIGN_OR_RETURN(w.num_prompts, parse_count(spec, key, value, 1));
+    } else if (key == "rate") {
+      STRATA_ASSIGN_OR_RETURN(w.request_rate, parse_number(spec, key, value));
+      if (w.request_rate <= 0) return bad_spec(spec, "rate must be > 0 (inf: all at once)");
+    } else if (key == "burstiness") {
+      STRATA_ASSIGN_OR_RETURN(w.burstiness, parse_number(spec, key, value));
+      if (w.burstiness <= 0) return bad_spec(spec, "burstiness must be > 0");
+    } else if (key == "seed") {
+      STRATA_ASSIGN_OR_RETURN(int64_t seed, parse_count(spec, key, value, 0));
+      w.seed = static_cast<uint64_t>(seed);
+    } else {
+      return bad_spec(spec, "unknown key '" + key + "'");
+    }
+  }
+  if (!has_in || !has_out) return bad_spec(spec, "in= and out= are required");
+  return w;
+}
+
+std::vector<SimRequest> make_random_workload(const RandomWorkload& w) {
+  Rng rng(w.seed);
+  auto draw = [&](int64_t len) {
+    const int64_t lo =
+        std::max<int64_t>(1, static_cast<int64_t>(std::floor(len * (1 - w.range_ratio))));
+    const int64_t hi = std::max(lo, static_cast<int64_t>(std::ceil(len * (1 + w.range_ratio))));
+    return lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1)));
+  };
+  std::vector<SimRequest> out(static_cast<size_t>(w.num_prompts));
+  for (auto& r : out) {
+    r.prompt_len = w.prefix_len + draw(w.input_len);
+    r.output_len = draw(w.output_len);
+    if (w.prefix_len > 0) {
+      r.prefix_group = 0;
+      r.prefix_len = w.prefix_len;
+    }
+  }
+  const auto offsets = bench::arrival_offsets(out.size(), w.request_rate, w.burstiness, &rng);
+  for (size_t i = 0; i < out.size(); ++i) out[i].arrival_s = offsets[i];
+  return out;
+}
+
+Result<SimulationResult> simulate(const SimulationConfig& config,
+                                  std::span<const SimRequest> workload,
+                                  const StepTimeFn& step_time) {
+  for (size_t i = 0; i < workload.size(); ++i) {
+    const SimRequest& r = workload[i];
+    if (r.prompt_len < 1 || r.output_len < 1 || !(r.arrival_s >= 0) || !std::isfinite(r.arrival_s))
+      return invalid_argument("workload request " + std::to_string(i) +
+                              ": needs prompt_len >= 1, output_len >= 1 and a finite arrival "
+                              "time >= 0");
+  }
+  if (config.max_concurrency && *config.max_concurrency < 1)
+    return invalid_argument("max concurrency must be >= 1");
+  sched::ManualClock clock(0.0);
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<sched::Scheduler> sched,
+      sched::Scheduler::create(config.scheduler, config.cache, config.num_kv_blocks, &clock));
+
+  SimulationResult res;
+  const size_t n = workload.size();
+  res.outputs.resize(n);
+  std::vector<size_t> order(n);  // by arrival time, then index
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return workload[a].arrival_s < workload[b].arrival_s;
+  });
+  std::vector<double> last_token(n, 0.0);
+  std::deque<size_t> pending;  // arrived, waiting for a concurrency slot
+  size_t next = 0;             // into order
+  size_t done = 0;
+  int64_t in_flight = 0;
+  const int64_t cap = config.max_concurrency.value_or(std::numeric_limits<int64_t>::max());
+  double now = 0;
+
+  // Sends request i at time t; false when the scheduler refused it (then it is done, failed).
+  auto send = [&](size_t i, double t) {
+    const SimRequest& r = workload[i];
+    bench::RequestOutput& out = res.outputs[i];
+    out.prompt_len = r.prompt_len;
+    out.start_time = t;
+    out.queue_time = t - r.arrival_s;
+    sched::RequestSpec spec{.request_id = "sim-" + std::to_string(i),
+                            .prompt_token_ids = prompt_tokens(r, i)};
+    spec.stop.max_tokens = r.output_len;
+    spec.stop.ignore_eos = true;
+    spec.arrival_time = t;
+    spec.user_data = i;
+    Status st = sched->add_request(std::move(spec));
+    if (!st.ok()) {
+      out.success = false;
+      out.error = st.to_string();
+      ++done;
+      return false;
+    }
+    return true;
+  };
+  auto dispatch_pending = [&](double t) {
+    while (!pending.empty() && in_flight < cap) {
+      const size_t i = pending.front();
+      pending.pop_front();
+      if (send(i, t)) ++in_flight;
+    }
+  };
+  // Requests arriving by time t: sent at their own arrival time while slots are free.
+  auto arrive_until = [&](double t, int64_t* occupied) {
+    while (next < n && workload[order[next]].arrival_s <= t) {
+      const size_t i = order[next++];
+      if (pending.empty() && *occupied < cap) {
+        if (send(i, workload[i].arrival_s)) ++*occupied;
+      } else {
+        pending.push_back(i);
+      }
+    }
+  };
+
+  std::vector<SequenceWork> batch;
+  std::vector<int32_t> sampled;
+  while (done < n) {
+    if (!sched->has_runnable_requests()) {
+      dispatch_pending(now);
+      if (sched->has_runnable_requests() || done == n) continue;
+      if (next >= n)
+        return internal_error("simulation: requests are queued but the scheduler has no work");
+      now = std::max(now, workload[order[next]].arrival_s);
+      clock.set(now);
+      arrive_until(now, &in_flight);
+      dispatch_pending(now);
+      continue;
+    }
+    if (res.num_steps >= config.max_steps)
+      return internal_error("simulation: no end after " + std::to_string(config.max_steps) +
+                            " steps (" + std::to_string(n - done) + " requests unfinished)");
+    sched::StepPlan plan = sched->schedule();
+    if (plan.empty()) return internal_error("simulation: the scheduler planned an empty step");
+    batch.clear();
+    sampled.clear();
+    for (const auto& s : plan.scheduled) {
+      batch.push_back({.num_new_tokens = s.num_scheduled_tokens,
+                       .context_len = s.num_computed_tokens,
+                       .sample = s.will_sample});
+      // A made-up token that is no stop token (EOS is ignored anyway).
+      sampled.push_back(
+          s.will_sample
+              ? static_cast<int32_t>(1 + (s.num_computed_tokens + s.num_scheduled_tokens) % 30000)
+              : sched::kNoToken);
+    }
+    const double dt = step_time(batch);
+    if (!(dt > 0) || !std::isfinite(dt))
+      return invalid_argument("simulation: the step time of a batch of " +
+                              std::to_string(plan.total_num_scheduled_tokens) +
+                              " tokens is not a positive number of seconds");
+    now += dt;
+    clock.set(now);
+    ++res.num_steps;
+    res.max_running = std::max(res.max_running, static_cast<int64_t>(plan.scheduled.size()));
+    int64_t occupied = in_flight;  // the slots in use while the step ran
+    int64_t freed = 0;
+    for (const sched::RequestOutput& o : sched->update(plan, sampled)) {
+      const size_t i = static_cast<size_t>(o.user_data);
+      bench::RequestOutput& out = res.outputs[i];
+      if (o.num_output_tokens == 1) {
+        out.ttft = now - out.start_time;
+      } else {
+        out.itl.push_back(now - last_token[i]);
+      }
+      last_token[i] = now;
+      if (o.finished()) {
+        out.success = o.finish_reason == sched::FinishReason::kLength;
+        if (!out.success)
+          out.error = std::string("finished: ") + finish_reason_name(o.finish_reason);
+        out.output_tokens = o.num_output_tokens;
+        out.output_tokens_from_usage = true;
+        out.latency = now - out.start_time;
+        res.duration_s = now;
+        ++freed;
+        ++done;
+      }
+    }
+    arrive_until(now, &occupied);
+    in_flight = occupied - freed;
+    dispatch_pending(now);
+  }
+  res.stats = sched->stats();
+  return res;
+}
+
+Result<std::vector<SweepPoint>> simulate_sweep(const SimulationConfig& config,
+                                               std::span<const SimRequest> workload,
+                                               const StepTimeFn& step_time,
+                                               const SweepOptions& options) {
+  std::vector<SweepPoint> points;
+  for (const auto& c : options.concurrencies) {
+    SimulationConfig point_config = config;
+    point_config.max_concurrency = c;
+    SweepPoint p;
+    p.max_concurrency = c;
+    STRATA_ASSIGN_OR_RETURN(p.result, simulate(point_config, workload, step_time));
+    p.metrics =
+        bench::compute_metrics(p.result.outputs, p.result.duration_s, options.percentiles, {});
+    p.row = bench::make_sweep_row(p.metrics, p.result.outputs, p.result.duration_s, c,
+                                  options.input_len, options.output_len);
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+}  // namespace strata::plan

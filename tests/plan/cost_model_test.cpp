@@ -1,0 +1,280 @@
+// The step cost model against figures computed by hand from the configs (the arithmetic is
+// written out in each test), for a dense Llama, Mixtral and DeepSeek-V3 (MLA + MoE), with tensor,
+// pipeline and expert parallelism on a made-up device whose rates make the times easy to check.
+#include "plan/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "model/model_config.h"
+#include "test_util.h"
+
+namespace strata::plan {
+namespace {
+
+ModelShape shape_of(const std::string& dir) {
+  auto config = read_hf_config(dir, "");
+  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  if (!config.ok()) return {};
+  auto shape = model_shape(*config);
+  EXPECT_TRUE(shape.ok()) << shape.status().to_string();
+  return shape.ok() ? *shape : ModelShape{};
+}
+
+// 1 TFLOP/s bf16, 2 TFLOP/s fp8, 100 GB/s, half of each achievable; 1 ms per step.
+HardwareSpec toy_device(int64_t devices_per_node = 8) {
+  HardwareSpec hw;
+  hw.name = "toy";
+  hw.memory_bytes = int64_t{1} << 40;
+  hw.memory_bandwidth_bytes_per_s = 100e9;
+  hw.peak_flops = {{ComputeType::kBF16, 1e12}, {ComputeType::kFP8, 2e12}};
+  hw.devices_per_node = devices_per_node;
+  hw.intra_node_link = {"fast", 10e9, 1e-6};
+  hw.inter_node_link = {"slow", 1e9, 1e-5};
+  hw.step_overhead_s = 1e-3;
+  hw.efficiency = {.flops = 0.5, .memory_bandwidth = 0.5, .link_bandwidth = 0.5};
+  return hw;
+}
+
+CostModel make(const ModelShape& m, ParallelConfig p = {}, PrecisionConfig c = {},
+               HardwareSpec hw = toy_device()) {
+  auto cm = CostModel::create(m, hw, p, c);
+  EXPECT_TRUE(cm.ok()) << cm.status().to_string();
+  return std::move(cm).value();
+}
+
+// llama-134m: H 768, F 2048, 12 layers, 12 heads of 64 (no GQA), vocab 32000.
+constexpr double kLlamaAttn = 4.0 * 768 * 768;                  // q, k, v, o: 2,359,296
+constexpr double kLlamaMlp = 3.0 * 768 * 2048;                  // 4,718,592
+constexpr double kLlamaLayers = 12 * (kLlamaAttn + kLlamaMlp);  // 84,934,656
+constexpr double kLlamaLmHead = 32000.0 * 768;                  // 24,576,000
+constexpr double kLlamaKvPerToken = 2.0 * 12 * 64 * 2 * 12;     // k and v, bf16, 12 layers: 36,864
+
+TEST(CostModelTest, LlamaDecodeStepIsTwiceTheWeightsPlusAttention) {
+  const ModelShape m = shape_of(testing::repo_path("models/llama-134m"));
+  EXPECT_EQ(m.attention_sharded_params(), 2359296);
+  EXPECT_EQ(m.dense_mlp_params(), 4718592);
+  EXPECT_EQ(m.kv_elems_per_token(), 1536);
+  const CostModel cm = make(m);
+  const std::vector<SequenceWork> batch = {{.num_new_tokens = 1, .context_len = 100}};
+  const StepCost c = cm.step_cost(batch);
+  EXPECT_EQ(c.num_tokens, 1);
+  EXPECT_EQ(c.num_logits_rows, 1);
+  EXPECT_DOUBLE_EQ(c.matmul_flops, 2 * (kLlamaLayers + kLlamaLmHead));  // 219,021,312
+  // The new token attends to 101 positions: 4 * heads * head_dim FLOPs each, 12 layers.
+  EXPECT_DOUBLE_EQ(c.attention_flops, 4.0 * 12 * 64 * 101 * 12);
+  EXPECT_DOUBLE_EQ(c.weight_bytes, 2 * (kLlamaLayers + kLlamaLmHead));  // bf16
+  EXPECT_DOUBLE_EQ(c.kv_read_bytes, 101 * kLlamaKvPerToken);
+  EXPECT_DOUBLE_EQ(c.kv_write_bytes, kLlamaKvPerToken);
+  EXPECT_DOUBLE_EQ(c.activation_bytes, 8.0 * 768 * 2 * 12);
+  // Memory-bound: 219.2 MB at 50 GB/s = 4.39 ms against 0.45 ms of compute, plus 1 ms.
+  const double bytes = 2 * (kLlamaLayers + kLlamaLmHead) + 102 * kLlamaKvPerToken + 8.0 * 768 * 24;
+  EXPECT_DOUBLE_EQ(c.memory_s, bytes / 50e9);
+  EXPECT_DOUBLE_EQ(c.compute_s,
+                   (2 * (kLlamaLayers + kLlamaLmHead) + 4.0 * 12 * 64 * 101 * 12) / 0.5e12);
+  EXPECT_DOUBLE_EQ(c.step_time_s, bytes / 50e9 + 1e-3);
+  EXPECT_DOUBLE_EQ(cm.step_time(batch), c.step_time_s);
+  EXPECT_EQ(c.tp_comm_s + c.ep_comm_s + c.pp_comm_s, 0);
+}
+
+TEST(CostModelTest, LlamaPrefillIsComputeBoundAndChunksCountTheirContext) {
+  const CostModel cm = make(shape_of(testing::repo_path("models/llama-134m")));
+  const std::vector<SequenceWork> prefill = {{.num_new_tokens = 512, .context_len = 0}};
+  const StepCost c = cm.step_cost(prefill);
+  // One logits row: the lm_head runs for the last token only.
+  const double mm = 2 * 512 * kLlamaLayers + 2 * kLlamaLmHead;
+  const double attn = 4.0 * 12 * 64 * (512.0 * 513 / 2) * 12;  // causal pairs
+  EXPECT_DOUBLE_EQ(c.matmul_flops, mm);
+  EXPECT_DOUBLE_EQ(c.attention_flops, attn);
+  EXPECT_DOUBLE_EQ(c.compute_s, (mm + attn) / 0.5e12);
+  EXPECT_GT(c.compute_s, c.memory_s);
+  EXPECT_DOUBLE_EQ(c.step_time_s, (mm + attn) / 0.5e12 + 1e-3);
+  // The second half of the prompt as a chunk: 256 tokens after 256 cached, no sampling.
+  const std::vector<SequenceWork> chunk = {
+      {.num_new_tokens = 256, .context_len = 256, .sample = false}};
+  const StepCost k = cm.step_cost(chunk);
+  EXPECT_EQ(k.num_logits_rows, 0);
+  EXPECT_DOUBLE_EQ(k.matmul_flops, 2 * 256 * kLlamaLayers);
+  EXPECT_DOUBLE_EQ(k.attention_flops, 4.0 * 12 * 64 * (256.0 * 256 + 256.0 * 257 / 2) * 12);
+  EXPECT_DOUBLE_EQ(k.weight_bytes, 2 * kLlamaLayers) << "no lm_head without logits rows";
+  EXPECT_DOUBLE_EQ(k.kv_read_bytes, 512 * kLlamaKvPerToken);
+  EXPECT_DOUBLE_EQ(k.kv_write_bytes, 256 * kLlamaKvPerToken);
+}
+
+TEST(CostModelTest, ABatchReadsTheWeightsOnceAndEachContext) {
+  const CostModel cm = make(shape_of(testing::repo_path("models/llama-134m")));
+  const std::vector<SequenceWork> batch = {{.num_new_tokens = 1, .context_len = 10},
+                                           {.num_new_tokens = 1, .context_len = 30},
+                                           {.num_new_tokens = 1, .context_len = 50}};
+  const StepCost c = cm.step_cost(batch);
+  EXPECT_DOUBLE_EQ(c.weight_bytes, 2 * (kLlamaLayers + kLlamaLmHead));
+  EXPECT_DOUBLE_EQ(c.matmul_flops, 3 * 2 * (kLlamaLayers + kLlamaLmHead));
+  EXPECT_DOUBLE_EQ(c.kv_read_bytes, (11 + 31 + 51) * kLlamaKvPerToken);
+  EXPECT_DOUBLE_EQ(c.attention_flops, 4.0 * 12 * 64 * (11 + 31 + 51) * 12);
+  // An empty step costs the overhead alone.
+  EXPECT_DOUBLE_EQ(cm.step_cost({}).step_time_s, 1e-3);
+}
+
+TEST(CostModelTest, QuantizedWeightsAndFp8KvReadFewerBytes) {
+  const ModelShape m = shape_of(testing::repo_path("models/llama-134m"));
+  EXPECT_DOUBLE_EQ(bytes_per_element(DType::kBF16), 2);
+  EXPECT_DOUBLE_EQ(bytes_per_element(DType::kF8E4M3), 1);
+  EXPECT_DOUBLE_EQ(bytes_per_element(DType::kQ8_0), 34.0 / 32);
+  EXPECT_DOUBLE_EQ(bytes_per_element(DType::kQ4_K), 144.0 / 256);  // 4.5 bits
+  EXPECT_DOUBLE_EQ(bytes_per_element(DType::kW4G, 128), 0.5 + 4.0 / 128);
+  const CostModel cm = make(m, {}, {.weight_dtype = DType::kQ4_K, .kv_dtype = DType::kF8E4M3});
+  const std::vector<SequenceWork> batch = {{.num_new_tokens = 1, .context_len = 100}};
+  const StepCost c = cm.step_cost(batch);
+  EXPECT_DOUBLE_EQ(c.weight_bytes, kLlamaLayers * 144.0 / 256 + 2 * kLlamaLmHead);
+  EXPECT_DOUBLE_EQ(c.kv_read_bytes, 101 * kLlamaKvPerToken / 2);
+  EXPECT_EQ(matmul_compute_type(DType::kQ4_K, DType::kBF16), ComputeType::kBF16);
+  EXPECT_EQ(matmul_compute_type(DType::kF8E4M3, DType::kBF16), ComputeType::kFP8);
+}
+
+TEST(CostModelTest, TensorParallelSplitsTheWorkAndAllReducesTwicePerLayer) {
+  const ModelShape m = shape_of(testing::repo_path("models/llama-134m"));
+  const CostModel cm = make(m, {.tp = 2});
+  const std::vector<SequenceWork> batch = {{.num_new_tokens = 4, .context_len = 0}};
+  const StepCost c = cm.step_cost(batch);
+  EXPECT_DOUBLE_EQ(c.matmul_flops, (2 * 4 * kLlamaLayers + 2 * kLlamaLmHead) / 2);
+  EXPECT_DOUBLE_EQ(c.weight_bytes, 2 * (kLlamaLayers + kLlamaLmHead) / 2);
+  EXPECT_DOUBLE_EQ(c.kv_write_bytes, 4 * kLlamaKvPerToken / 2);
+  // Ring all-reduce of 4 tokens x 768 x bf16 = 6144 bytes over 2 ranks on the 10 GB/s link at
+  // 50%: 2 * 1/2 * 6144 / 5e9 + 2 * 1 us; 24 of them (2 per layer).
+  const double one = 6144.0 / 5e9 + 2e-6;
+  EXPECT_DOUBLE_EQ(CostModel::all_reduce_s(6144, 2, toy_device().intra_node_link, 0.5), one);
+  EXPECT_NEAR(c.tp_comm_s, 24 * one, 1e-15);
+  EXPECT_NEAR(c.step_time_s, std::max(c.compute_s, c.memory_s) + 24 * one + 1e-3, 1e-15);
+  // Beyond one node the group runs at the inter-node link.
+  const CostModel wide = make(m, {.tp = 4}, {}, toy_device(/*devices_per_node=*/2));
+  EXPECT_NEAR(wide.step_cost(batch).tp_comm_s, 24 * (2 * 0.75 * 6144.0 / 0.5e9 + 6 * 1e-5), 1e-15);
+}
+
+TEST(CostModelTest, PipelineStagesRunOneAfterTheOtherWithASendBetween) {
+  const ModelShape m = shape_of(testing::repo_path("models/llama-134m"));
+  const CostModel one = make(m);
+  const CostModel two = make(m, {.pp = 2}, {}, toy_device(/*devices_per_node=*/1));
+  EXPECT_EQ(two.stage_layers(0), std::make_pair(int64_t{0}, int64_t{6}));
+  EXPECT_EQ(two.stage_layers(1), std::make_pair(int64_t{6}, int64_t{12}));
+  const CostModel five = make(m, {.pp = 5});
+  EXPECT_EQ(five.stage_layers(0), std::make_pair(int64_t{0}, int64_t{3}));  // 12 = 3+3+2+2+2
+  EXPECT_EQ(five.stage_layers(4), std::make_pair(int64_t{10}, int64_t{12}));
+  const std::vector<SequenceWork> batch = {{.num_new_tokens = 8, .context_len = 0}};
+  const StepCost a = one.step_cost(batch), b = two.step_cost(batch);
+  // Same total work; the hidden states (8 x 768 x 2 bytes) cross nodes once: 1 GB/s at 50%.
+  EXPECT_DOUBLE_EQ(b.matmul_flops, a.matmul_flops);
+  EXPECT_DOUBLE_EQ(b.weight_bytes, a.weight_bytes);
+  EXPECT_DOUBLE_EQ(b.pp_comm_s, 12288.0 / 0.5e9 + 1e-5);
+  // Both stages are memory-bound (a decode-sized batch): stage times add up to the same.
+  EXPECT_NEAR(b.step_time_s, a.step_time_s + b.pp_comm_s, 1e-12);
+}
+
+// Mixtral-8x7B: H 4096, 32 layers, 32 heads / 8 KV heads of 128, 8 experts of F 14336, top 2.
+constexpr double kMixAttn = 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096;  // 41,943,040
+constexpr double kMixExpert = 3.0 * 4096 * 14336;                        // 176,160,768
+constexpr double kMixRouter = 8.0 * 4096;
+constexpr double kMixLmHead = 32000.0 * 4096;
+
+TEST(CostModelTest, MixtralReadsOnlyTheExpertsTheBatchTouches) {
+  STRATA_REQUIRE_SHARED("configs/mixtral-8x7b/config.json");
+  const ModelShape m = shape_of(testing::shared_data_path("configs/mixtral-8x7b"));
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_EQ(m.top_k, 2);
+  EXPECT_EQ(m.attention_sharded_params(), 41943040);
+  EXPECT_EQ(m.expert_params(), 176160768);
+  const CostModel cm = make(m);
+  const std::vector<SequenceWork> one = {{.num_new_tokens = 1, .context_len = 0}};
+  StepCost c = cm.step_cost(one);
+  // Per token: attention, the router and 2 experts, in each of 32 layers; plus the lm_head.
+  EXPECT_DOUBLE_EQ(c.matmul_flops,
+                   2 * 32 * (kMixAttn + kMixRouter + 2 * kMixExpert) + 2 * kMixLmHead);
+  // One token touches exactly 2 experts: 8 (1 - (1 - 2/8)^1). The router is f32.
+  EXPECT_DOUBLE_EQ(c.weight_bytes,
+                   32 * (2 * kMixAttn + 4 * kMixRouter + 2 * 2 * kMixExpert) + 2 * kMixLmHead);
+  // 64 tokens touch nearly all 8: 8 (1 - 0.75^64).
+  std::vector<SequenceWork> many(64, SequenceWork{.num_new_tokens = 1, .context_len = 10});
+  c = cm.step_cost(many);
+  const double distinct = 8 * (1 - std::pow(0.75, 64));
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(8, 2, 64), distinct);
+  EXPECT_DOUBLE_EQ(
+      c.weight_bytes,
+      32 * (2 * kMixAttn + 4 * kMixRouter + distinct * 2 * kMixExpert) + 2 * kMixLmHead);
+  EXPECT_DOUBLE_EQ(c.kv_read_bytes, 64 * 11 * (2.0 * 8 * 128 * 2 * 32));  // GQA: 8 KV heads
+}
+
+TEST(CostModelTest, ExpertParallelHoldsWholeExpertsAndSendsTokensAllToAll) {
+  STRATA_REQUIRE_SHARED("configs/mixtral-8x7b/config.json");
+  const ModelShape m = shape_of(testing::shared_data_path("configs/mixtral-8x7b"));
+  const CostModel tp_only = make(m, {.tp = 8});
+  const CostModel ep = make(m, {.tp = 8, .ep = 8});
+  std::vector<SequenceWork> batch(16, SequenceWork{.num_new_tokens = 1, .context_len = 0});
+  const StepCost a = tp_only.step_cost(batch), b = ep.step_cost(batch);
+  EXPECT_DOUBLE_EQ(a.matmul_flops, b.matmul_flops) << "balanced routing: same FLOPs per rank";
+  // Each rank holds one whole expert (touched with probability 1 - 0.75^16) instead of 1/8 of all
+  // 8: the same expected bytes.
+  EXPECT_NEAR(a.weight_bytes, b.weight_bytes, 1e-6 * a.weight_bytes);
+  // MoE layers swap their all-reduce for dispatch + combine: each rank sends its 16/8 tokens'
+  // 2 copies x 4096 x bf16, 7/8 of them to other ranks, at 5 GB/s, plus 1 us, twice.
+  const double a2a = 2.0 * 2 * 4096 * 2 * 7 / 8 / 5e9 + 1e-6;
+  EXPECT_NEAR(b.ep_comm_s, 32 * 2 * a2a, 1e-15);
+  EXPECT_NEAR(b.tp_comm_s, a.tp_comm_s / 2, 1e-15);
+  // Sizes that do not fit are refused with the reason.
+  auto bad = CostModel::create(m, toy_device(), {.tp = 3}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not divide the model's 32 attention heads"),
+            std::string::npos)
+      << bad.status().message();
+  bad = CostModel::create(m, toy_device(), {.tp = 4, .ep = 8}, {});
+  ASSERT_FALSE(bad.ok());
+  bad = CostModel::create(shape_of(testing::repo_path("models/llama-134m")), toy_device(),
+                          {.tp = 2, .ep = 2}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("MoE model"), std::string::npos);
+}
+
+TEST(CostModelTest, DeepSeekV3DecodeCostsTwiceItsActiveParameters) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v3/config.json");
+  const ModelShape m = shape_of(testing::shared_data_path("configs/deepseek-v3"));
+  EXPECT_TRUE(m.mla);
+  EXPECT_EQ(m.kv_elems_per_token(), 512 + 64);
+  // MLA per layer, absorbed: q_a|kv_a 7168 x (1536 + 512 + 64), q_b 1536 x 128 x 192,
+  // W_UK 128 x 128 x 512, W_UV 128 x 512 x 128, o 128 x 128 x 7168.
+  EXPECT_EQ(m.attention_replicated_params(), 15138816);
+  EXPECT_EQ(m.attention_sharded_params(), 37748736 + 8388608 + 8388608 + 117440512);
+  const double attn = 15138816.0 + 37748736 + 8388608 + 8388608 + 117440512;
+  const double dense = 3.0 * 7168 * 18432;                                      // first 3 layers
+  const double moe = 256.0 * 7168 + 8 * 3.0 * 7168 * 2048 + 3.0 * 7168 * 2048;  // + 1 shared
+  const double lm = 129280.0 * 7168;
+  const double active = 61 * attn + 3 * dense + 58 * moe + lm;  // 36,624,596,992
+  EXPECT_DOUBLE_EQ(active, 36624596992.0);
+  const CostModel cm = make(m, {}, {.weight_dtype = DType::kF8E4M3, .kv_dtype = DType::kF8E4M3});
+  const std::vector<SequenceWork> batch = {{.num_new_tokens = 1, .context_len = 999}};
+  const StepCost c = cm.step_cost(batch);
+  EXPECT_DOUBLE_EQ(c.matmul_flops, 2 * active);
+  EXPECT_NEAR(c.matmul_flops / 2, 37e9, 0.03 * 37e9) << "DeepSeek-V3: ~37B active parameters";
+  // Latent attention over 1000 positions: 128 heads x (2 x 576 + 2 x 512) per pair, 61 layers.
+  EXPECT_DOUBLE_EQ(c.attention_flops, 128.0 * (2 * 576 + 2 * 512) * 1000 * 61);
+  EXPECT_DOUBLE_EQ(c.kv_read_bytes, 1000.0 * 576 * 61);  // fp8 latent cache
+  // FP8 weights run at the fp8 peak (2 TFLOP/s): compute = 2 * active / 1e12 + attention.
+  EXPECT_DOUBLE_EQ(c.compute_s, 2 * active / 1e12 + c.attention_flops / 0.5e12);
+  // Under TP the latent cache stays whole on every rank while the heads split.
+  const CostModel tp8 =
+      make(m, {.tp = 8}, {.weight_dtype = DType::kF8E4M3, .kv_dtype = DType::kF8E4M3});
+  const StepCost t = tp8.step_cost(batch);
+  EXPECT_DOUBLE_EQ(t.kv_read_bytes, c.kv_read_bytes);
+  EXPECT_DOUBLE_EQ(t.attention_flops, c.attention_flops / 8);
+}
+
+TEST(CostModelTest, ExpectedDistinctExperts) {
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(8, 2, 1), 2);
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(256, 8, 1), 8);
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(8, 2, 0), 0);
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(8, 2, 2), 8 * (1 - 0.75 * 0.75));  // 3.5
+  EXPECT_NEAR(expected_distinct_experts(256, 8, 4096), 256, 1e-6);
+  EXPECT_DOUBLE_EQ(expected_distinct_experts(0, 0, 10), 0);
+}
+
+}  // namespace
+}  // namespace strata::plan
