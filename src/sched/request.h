@@ -158,6 +158,7 @@ class Request {
   int64_t num_draft_tokens_ = 0;  // drafts in the pending plan (part of num_scheduled_tokens_)
   // Adaptivity: after drafts that were all rejected, the next spec_skip_ decode steps propose
   // none; the pause doubles with each such miss (up to 32 steps) and resets on an acceptance.
+  // With a draft model, a miss after a pause of 32 ends the request's drafting.
   int32_t spec_backoff_ = 0;
   int32_t spec_skip_ = 0;
   // With a draft model (each draft costs a forward pass of it): how many drafts the next entry

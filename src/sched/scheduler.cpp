@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/check.h"
 
@@ -340,8 +341,12 @@ void Scheduler::count_speculation(Request* r, int64_t d, int64_t m) {
   if (static_cast<int64_t>(spec_accepted_per_pos_.size()) < d) spec_accepted_per_pos_.resize(d);
   for (int64_t j = 0; j < m; ++j) ++spec_accepted_per_pos_[static_cast<size_t>(j)];
   if (m == 0) {
-    r->spec_backoff_ = std::min(32, std::max(1, 2 * r->spec_backoff_));
-    r->spec_skip_ = r->spec_backoff_;
+    // A draft model (it runs over every token it proposes after) that missed after the longest
+    // pause too is given up on for the request.
+    if (config_.speculative.uses_draft_model() && r->spec_backoff_ == 32)
+      r->spec_skip_ = std::numeric_limits<int32_t>::max();
+    else
+      r->spec_skip_ = r->spec_backoff_ = std::min(32, std::max(1, 2 * r->spec_backoff_));
   } else {
     r->spec_backoff_ = 0;
   }
