@@ -93,24 +93,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   // Model config first: max_model_len defaults to the model's, and it sizes the workspaces.
   STRATA_ASSIGN_OR_RETURN(e->model_config_, load_model_config(c.model));
   const ModelConfig& mc = e->model_config_;
-  int64_t model_len = mc.max_position_embeddings;
-  if (mc.sliding_window && *mc.sliding_window < model_len) {
-    STRATA_LOG(WARNING) << "sliding-window attention is not implemented: limiting the context to "
-                        << "the window of " << *mc.sliding_window << " tokens";
-    model_len = *mc.sliding_window;
-  }
-  STRATA_RETURN_IF_ERROR(c.scheduler.resolve_max_model_len(model_len));
-  STRATA_RETURN_IF_ERROR(c.scheduler.validate());
-  STRATA_RETURN_IF_ERROR(c.cache.validate());
+  STRATA_RETURN_IF_ERROR(resolve_engine_config(mc, &c));
   const auto& sc = c.scheduler;
-  c.model.limits.max_num_tokens = sc.max_num_batched_tokens;
-  c.model.limits.max_seq_len = sc.max_model_len;
-  c.model.limits.max_logit_rows = std::max<int64_t>(sc.max_num_seqs, 64);
-  if (sc.speculative.enabled()) {  // verification rows: one per draft token
-    c.scheduler.max_draft_tokens_per_step =
-        std::min<int64_t>(sc.max_num_seqs, 64) * sc.speculative.num_speculative_tokens;
-    c.model.limits.max_logit_rows += c.scheduler.max_draft_tokens_per_step;
-  }
 
   // The step trace's file first: a bad path fails before the model loads.
   if (!c.step_trace.empty()) {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/file_util.h"
+#include "core/logging.h"
 #include "core/thread_pool.h"
 
 namespace strata::engine {
@@ -142,6 +143,29 @@ int64_t available_memory_bytes() {
     }
   }
   return ram;
+}
+
+Status resolve_engine_config(const ModelConfig& mc, EngineConfig* config) {
+  EngineConfig& c = *config;
+  int64_t model_len = mc.max_position_embeddings;
+  if (mc.sliding_window && *mc.sliding_window < model_len) {
+    STRATA_LOG(WARNING) << "sliding-window attention is not implemented: limiting the context to "
+                        << "the window of " << *mc.sliding_window << " tokens";
+    model_len = *mc.sliding_window;
+  }
+  STRATA_RETURN_IF_ERROR(c.scheduler.resolve_max_model_len(model_len));
+  STRATA_RETURN_IF_ERROR(c.scheduler.validate());
+  STRATA_RETURN_IF_ERROR(c.cache.validate());
+  const auto& sc = c.scheduler;
+  c.model.limits.max_num_tokens = sc.max_num_batched_tokens;
+  c.model.limits.max_seq_len = sc.max_model_len;
+  c.model.limits.max_logit_rows = std::max<int64_t>(sc.max_num_seqs, 64);
+  if (sc.speculative.enabled()) {  // verification rows: one per draft token
+    c.scheduler.max_draft_tokens_per_step =
+        std::min<int64_t>(sc.max_num_seqs, 64) * sc.speculative.num_speculative_tokens;
+    c.model.limits.max_logit_rows += c.scheduler.max_draft_tokens_per_step;
+  }
+  return ok_status();
 }
 
 }  // namespace strata::engine

@@ -38,6 +38,10 @@ struct EngineConfig {
 void add_engine_options(OptionSet& options);
 // Reads them back; MODEL is positional()[0].
 Result<EngineConfig> engine_config_from_args(const Args& args);
+// Completes a config for the model (Engine::create and `strata plan` both run it): max_model_len
+// from the model when not given, the checks of the scheduler and cache options, and the model's
+// workspace limits (token budget, context, logits rows including speculative verification).
+Status resolve_engine_config(const ModelConfig& model, EngineConfig* config);
 
 // Physical memory this process may use (RAM, or the cgroup limit when lower), in bytes.
 int64_t available_memory_bytes();

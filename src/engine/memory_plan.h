@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace strata::engine {
@@ -40,6 +41,14 @@ struct MemoryPlanInputs {
   // the activations do not; empty: the refusal says less.
   std::function<int64_t(int64_t max_num_batched_tokens)> workspace_for_tokens;
 };
+
+// The KV cache dtype when --kv-cache-dtype is auto: the weights' float type, else bf16 (FP8 and
+// integer-quantized checkpoints).
+inline DType default_kv_dtype(DType weights) {
+  return (weights == DType::kF32 || weights == DType::kF16 || weights == DType::kBF16)
+             ? weights
+             : DType::kBF16;
+}
 
 // The worker's logits buffers: two [max_logit_rows, vocab] f32 arrays (sampling and prompt
 // logprobs).

@@ -15,12 +15,6 @@
 namespace strata::engine {
 namespace {
 
-DType default_kv_dtype(DType weights) {
-  return (weights == DType::kF32 || weights == DType::kF16 || weights == DType::kBF16)
-             ? weights
-             : DType::kBF16;
-}
-
 // The digest naming this configuration's disk-tier blocks (kv/fingerprint.h): the weights (their
 // files, or the dummy seed), the model config, dtypes, the KV layout and block size, and the
 // kernels (different kernel variants may round differently, and a loaded block must equal the

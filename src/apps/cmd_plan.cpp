@@ -1,0 +1,169 @@
+// `strata plan MODEL_OR_CONFIG --hardware h200x8 [serving flags]`: the memory of a deployment per
+// device, and the engine's refusal when it does not fit, before any device is rented
+// (plan/deployment.h); with --simulate, its serving speed over a concurrency sweep from the real
+// scheduler on a virtual clock and the step cost model (plan/simulator.h, plan/cost_model.h),
+// printed as `strata bench serve` prints a sweep.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "apps/command.h"
+#include "bench/report.h"
+#include "core/file_util.h"
+#include "core/strings.h"
+#include "core/thread_pool.h"
+#include "engine/engine_config.h"
+#include "plan/deployment.h"
+#include "plan/simulator.h"
+
+namespace strata::apps {
+namespace {
+
+constexpr const char* kGroup = "Plan";
+
+void add_options(OptionSet& o) {
+  engine::add_engine_options(o);
+  o.add_string("hardware", "local",
+               "the devices: local (this machine: its RAM, and the built-in CPU figures), a "
+               "built-in device and count (h100, h200, b200, a100, l20, l40s: h200x8, l20x24) "
+               "or a hardware JSON file (docs/plan.md)",
+               kGroup);
+  o.add_int("tensor-parallel-size", 1, "tensor-parallel ranks", kGroup);
+  o.add_int("pipeline-parallel-size", 1, "pipeline stages", kGroup);
+  o.add_bool("enable-expert-parallel", false,
+             "experts placed whole over the tensor-parallel ranks", kGroup);
+  o.add_bool("simulate", false,
+             "also simulate serving: the real scheduler on a virtual clock with the step cost "
+             "model",
+             kGroup);
+  o.add_string("workload", "random:in=1024,out=128,n=200",
+               "simulated requests: random:in=N,out=M[,range=R][,prefix=P][,n=NUM][,rate=QPS]"
+               "[,burstiness=B][,seed=S] (vLLM's random dataset, bench serve's arrivals)",
+               kGroup);
+  o.add_string("max-concurrency", "1,8,32",
+               "simulated client concurrency levels, comma-separated (a sweep)", kGroup);
+  o.add_string("save-sweep", "",
+               "write the simulated sweep as STEM.json and an SVG chart STEM.svg", kGroup);
+}
+
+// A folder with a config.json and no weights is planned as its config alone.
+void plan_config_only(engine::EngineConfig* c) {
+  if (c->model.load_format != "auto" || !is_directory(c->model.model)) return;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(c->model.model, ec)) {
+    const std::string n = e.path().filename().string();
+    if (ends_with(n, ".safetensors") || ends_with(n, ".gguf") || ends_with(n, ".bin")) return;
+  }
+  c->model.load_format = "dummy";
+}
+
+int fail(const Status& s) {
+  std::cerr << "strata plan: " << s.message() << "\n";
+  return 2;
+}
+
+int run(const Args& args) {
+  auto cfg = engine::engine_config_from_args(args);
+  if (!cfg.ok()) return fail(cfg.status());
+  engine::EngineConfig c = std::move(cfg).value();
+  plan_config_only(&c);
+  plan::Deployment d;
+  auto mc = load_model_config(c.model);
+  if (!mc.ok()) return fail(mc.status());
+  d.model = *mc;
+  if (Status s = engine::resolve_engine_config(d.model, &c); !s.ok()) return fail(s);
+  d.engine = c;
+
+  const std::string hw = args.get("hardware");
+  if (hw == "local") {
+    auto cpu = plan::load_hardware("cpu-xeon-avx512-2core");
+    if (!cpu.ok()) return fail(cpu.status());
+    d.hardware = *cpu;
+    d.hardware.name = "local (" + d.hardware.name + " figures)";
+    d.device_memory_bytes = engine::available_memory_bytes();
+    d.num_devices = 1;
+    d.threads = c.threads > 0 ? c.threads : static_cast<int>(ThreadPool::hardware_threads());
+  } else {
+    auto arg = plan::parse_hardware_arg(hw);
+    if (!arg.ok()) return fail(arg.status());
+    auto spec = plan::load_hardware(arg->device);
+    if (!spec.ok()) return fail(spec.status());
+    d.hardware = *spec;
+    d.num_devices = arg->count;
+    d.device_memory_bytes = d.hardware.memory_bytes;
+    d.threads = c.threads > 0 ? c.threads : 1;
+  }
+  d.parallel.tp = args.get_int("tensor-parallel-size");
+  d.parallel.pp = args.get_int("pipeline-parallel-size");
+  d.parallel.ep = args.get_bool("enable-expert-parallel") ? d.parallel.tp : 1;
+  if (d.num_devices == 1 && d.parallel.tp * d.parallel.pp > 1 && hw != "local") {
+    d.num_devices = d.parallel.tp * d.parallel.pp;  // "--hardware h200" with --tp 8: 8 of them
+  }
+  auto mem = plan::plan_device_memory(d);
+  if (!mem.ok()) return fail(mem.status());
+  std::cout << plan::format_memory_report(d, *mem);
+  if (!mem->plan.ok()) return 1;
+  if (!args.get_bool("simulate")) return 0;
+
+  // Serving speed: the cost model of this deployment, the real scheduler on a virtual clock.
+  auto shape = plan::model_shape(d.model);
+  if (!shape.ok()) return fail(shape.status());
+  plan::PrecisionConfig prec;
+  int64_t most = -1;
+  for (const auto& [name, b] : mem->model_weights.by_dtype)
+    if (DType t; parse_dtype(name, &t) && b > most) {
+      most = b;
+      prec.weight_dtype = t;
+    }
+  prec.kv_dtype = mem->kv_dtype;
+  auto cost = plan::CostModel::create(*shape, d.hardware, d.parallel, prec);
+  if (!cost.ok()) return fail(cost.status());
+  auto wl = plan::parse_workload_spec(args.get("workload"));
+  if (!wl.ok()) return fail(wl.status());
+  const auto workload = plan::make_random_workload(*wl);
+  plan::SimulationConfig sim;
+  sim.scheduler = d.engine.scheduler;
+  sim.cache = d.engine.cache;
+  sim.num_kv_blocks = mem->plan->num_blocks + 1;
+  plan::SweepOptions so;
+  auto levels = parse_int_list(args.get("max-concurrency"));
+  if (!levels.ok() || levels->empty())
+    return fail(invalid_argument("--max-concurrency expects a comma-separated list, got '" +
+                                 args.get("max-concurrency") + "'"));
+  so.concurrencies.clear();
+  for (int64_t n : *levels) {
+    if (n <= 0) return fail(invalid_argument("--max-concurrency values must be positive"));
+    so.concurrencies.push_back(n);
+  }
+  so.input_len = wl->input_len;
+  so.output_len = wl->output_len;
+  const plan::CostModel& model = *cost;
+  auto sweep = plan::simulate_sweep(
+      sim, workload, [&](std::span<const plan::SequenceWork> b) { return model.step_time(b); },
+      so);
+  if (!sweep.ok()) return fail(sweep.status());
+  std::vector<bench::SweepRow> rows;
+  for (const auto& p : *sweep) rows.push_back(p.row);
+  std::cout << "\nSimulated serving (" << args.get("workload") << "; step times from the cost "
+            << "model of " << d.hardware.name << "):\n"
+            << bench::format_sweep_table(rows);
+  if (const std::string stem = args.get("save-sweep"); !stem.empty()) {
+    Status a = write_file(stem + ".json", bench::sweep_json(rows));
+    Status b = write_file(stem + ".svg",
+                          bench::render_sweep_svg(rows, "strata plan: " + d.model.architecture +
+                                                            " on " + std::to_string(d.num_devices) +
+                                                            " x " + d.hardware.name));
+    if (!a.ok() || !b.ok()) return fail(a.ok() ? b : a);
+    std::cout << "Saved the sweep to " << stem << ".json and " << stem << ".svg\n";
+  }
+  return 0;
+}
+
+STRATA_REGISTER_COMMAND(plan_command, "plan", "MODEL_OR_CONFIG [options]",
+                        "memory per device and simulated serving speed of a deployment, before "
+                        "running it",
+                        add_options, run);
+
+}  // namespace
+}  // namespace strata::apps

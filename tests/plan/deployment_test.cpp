@@ -1,0 +1,117 @@
+// The plan's memory for one local device is the engine's own (same figures, same function): for
+// every tiny architecture and the repo's models, the weights, activation workspace, KV bytes per
+// token and KV blocks `strata plan` reports equal the memory plan of an engine started with the
+// same flags. Parallel plans divide the classes as documented.
+#include "plan/deployment.h"
+
+#include <gtest/gtest.h>
+
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "model/tiny_models.h"
+
+namespace strata {
+namespace {
+
+plan::Deployment local(engine::EngineConfig c) {
+  plan::Deployment d;
+  auto mc = load_model_config(c.model);
+  EXPECT_TRUE(mc.ok()) << mc.status().to_string();
+  d.model = *mc;
+  EXPECT_TRUE(engine::resolve_engine_config(d.model, &c).ok());
+  d.engine = c;
+  auto hw = plan::load_hardware("cpu-xeon-avx512-2core");
+  EXPECT_TRUE(hw.ok());
+  d.hardware = *hw;
+  d.device_memory_bytes = engine::available_memory_bytes();
+  d.threads = c.threads;
+  return d;
+}
+
+void expect_engine_figures(const engine::EngineConfig& c, const std::string& name) {
+  SCOPED_TRACE(name);
+  auto e = engine::Engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  const engine::MemoryPlan& want = (*e)->memory_plan();
+  auto m = plan::plan_device_memory(local(c));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_TRUE(m->plan.ok()) << m->plan.status().to_string();
+  EXPECT_EQ(m->plan->weight_bytes, want.weight_bytes);
+  EXPECT_EQ(m->plan->workspace_bytes, want.workspace_bytes);
+  EXPECT_EQ(m->plan->kv_bytes_per_token, want.kv_bytes_per_token);
+  EXPECT_EQ(m->plan->num_blocks, want.num_blocks);
+  EXPECT_EQ(m->plan->memory_budget, want.memory_budget);
+}
+
+TEST(PlanMemory, OneLocalDeviceIsTheEnginesOwnPlan) {
+  for (const auto& a : testing::tiny_archs()) {
+    for (const char* dtype : {"auto", "float32"}) {
+      auto c = testing::engine_config(testing::write_tiny_config(a.config_json), "dummy", 0);
+      c.model.dtype = dtype;
+      c.scheduler.max_model_len = 256;
+      c.scheduler.max_num_batched_tokens = 512;
+      c.cache.gpu_memory_utilization = 0.05;  // a budget, not --kv-cache-memory
+      c.commit_kv_cache = false;
+      expect_engine_figures(c, std::string(a.name) + " " + dtype);
+    }
+  }
+  auto c = testing::engine_config(testing::repo_path("models/llama-134m"), "dummy", 64 << 20);
+  c.scheduler.max_model_len = 512;
+  c.scheduler.max_num_seqs = 32;
+  expect_engine_figures(c, "llama-134m, --kv-cache-memory 64 MiB");
+  c.model.quantization = "q8_0";
+  expect_engine_figures(c, "llama-134m, --quantization q8_0");
+  c.cache.kv_cache_dtype = DType::kF8E4M3;
+  expect_engine_figures(c, "llama-134m, --kv-cache-dtype fp8");
+}
+
+TEST(PlanMemory, TheEnginesRefusalsWithWhatFits) {
+  auto c = testing::engine_config(testing::repo_path("models/llama-134m"), "dummy", 0);
+  c.scheduler.max_model_len = 2048;
+  c.scheduler.max_num_batched_tokens = 1 << 20;  // far more activations than RAM
+  auto m = plan::plan_device_memory(local(c));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_FALSE(m->plan.ok());
+  const std::string msg = m->plan.status().message();
+  EXPECT_NE(msg.find("--max-num-batched-tokens 1048576 needs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at most "), std::string::npos) << msg;
+  // The engine refuses the same flags with the same message.
+  c.commit_kv_cache = false;
+  auto e = engine::Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().message().substr(0, msg.find(';')), msg.substr(0, msg.find(';')));
+}
+
+TEST(PlanMemory, ParallelismDividesTheClasses) {
+  auto c = testing::engine_config(testing::repo_path("models/llama-134m"), "dummy", 0);
+  c.scheduler.max_model_len = 2048;
+  auto d = local(c);
+  auto one = plan::plan_device_memory(d);
+  ASSERT_TRUE(one.ok());
+  auto hw = plan::load_hardware("h200");
+  ASSERT_TRUE(hw.ok());
+  d.hardware = *hw;
+  d.device_memory_bytes = hw->memory_bytes;
+  d.num_devices = 4;
+  d.parallel = {.tp = 4, .pp = 1, .ep = 1};
+  auto tp4 = plan::plan_device_memory(d);
+  ASSERT_TRUE(tp4.ok()) << tp4.status().to_string();
+  EXPECT_EQ(tp4->weights.attention, (one->weights.attention + 3) / 4);
+  EXPECT_EQ(tp4->weights.dense_mlp, (one->weights.dense_mlp + 3) / 4);
+  EXPECT_EQ(tp4->kv_bytes_per_token, one->kv_bytes_per_token / 4);  // 12 KV heads over 4 ranks
+  EXPECT_GT(tp4->communication_bytes, 0);
+  d.num_devices = 8;
+  d.parallel = {.tp = 4, .pp = 2, .ep = 1};
+  auto pp2 = plan::plan_device_memory(d);
+  ASSERT_TRUE(pp2.ok());
+  EXPECT_EQ(pp2->kv_bytes_per_token, one->kv_bytes_per_token / 8);  // half the layers too
+  d.parallel = {.tp = 5, .pp = 1, .ep = 1};
+  d.num_devices = 5;
+  auto bad = plan::plan_device_memory(d);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("must divide the 12 attention heads"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
