@@ -149,7 +149,7 @@ class PackedWeight {
   int64_t fp8_block_k_ = 1;  // F8E4M3 only
   bool quant_ = false;       // block-quantized (quant_weight.h layout)
   QuantLayout layout_;       // block-quantized only
-  AlignedBuffer data_;  // own data (empty once placed)
+  AlignedBuffer data_;       // own data (empty once placed)
   std::shared_ptr<const DeviceBuffer> arena_;
   const std::byte* arena_data_ = nullptr;  // this weight's bytes inside *arena_
 };

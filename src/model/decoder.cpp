@@ -103,9 +103,8 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
   return ok_status();
 }
 
-Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names,
-                                                   const ModelConfig& c, WeightSource& w,
-                                                   const ModelBuildOptions& opt,
+Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names, const ModelConfig& c,
+                                                   WeightSource& w, const ModelBuildOptions& opt,
                                                    const Fp8Quantization& lm_head_fp8,
                                                    const EstimateHooks& hooks) {
   // Mirrors load() above, weight for weight.
@@ -122,7 +121,8 @@ Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names,
   b.other += final_norm;
   WeightPlan head;
   if (c.tie_word_embeddings || !w.has(tensor_name(names.lm_head, w.naming()))) {
-    STRATA_ASSIGN_OR_RETURN(head, plan_pack(c.vocab_size, H, matmul_storage(opt.storage, embed_dtype)));
+    STRATA_ASSIGN_OR_RETURN(head,
+                            plan_pack(c.vocab_size, H, matmul_storage(opt.storage, embed_dtype)));
   } else {
     STRATA_ASSIGN_OR_RETURN(
         head, plan_packed(w, {{names.lm_head, c.vocab_size}}, H, -1, opt.storage, lm_head_fp8));

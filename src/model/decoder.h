@@ -138,7 +138,7 @@ class DecoderModel : public Model {
   ThreadPool& pool_;
   WorkspaceLimits limits_;
   int64_t active_bytes_ = 0;   // matmul weights one token reads, LM head included
-  int64_t total_bytes_ = 0;  // every weight held (embedding, inactive experts, norms too)
+  int64_t total_bytes_ = 0;    // every weight held (embedding, inactive experts, norms too)
   int64_t params_ = 0;         // parameters
   int64_t active_params_ = 0;  // matmul parameters one token uses, all layers (no LM head)
 

@@ -109,9 +109,9 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
     return MlaAttention::plan(w, c, mla, l, opt.layers(), b);
   };
   hooks.dense_mlp = [&](int64_t l, WeightBytesByClass* b) -> Status {
-    STRATA_ASSIGN_OR_RETURN(auto mlp, DenseMlp::plan(w, "model.layers.{L}.mlp.", c.hidden_size,
-                                                     c.intermediate_size, l,
-                                                     linear_storage(c, opt.layers()), fp8));
+    STRATA_ASSIGN_OR_RETURN(
+        auto mlp, DenseMlp::plan(w, "model.layers.{L}.mlp.", c.hidden_size, c.intermediate_size, l,
+                                 linear_storage(c, opt.layers()), fp8));
     for (const WeightPlan& p : mlp) b->add_matmul(&WeightBytesByClass::dense_mlp, p.dtype, p.bytes);
     return ok_status();
   };

@@ -76,8 +76,8 @@ Result<RopeTable> mla_rope_table(const ModelConfig& c, const MlaSpec& s) {
 namespace {
 
 int64_t mla_scratch_per_thread(const MlaSpec& s, int64_t max_seq_len) {
-  return (mla_attention_scratch_floats(static_cast<int>(s.num_heads), s.cache_row(),
-                                       s.kv_lora_rank, max_seq_len) +
+  return (mla_attention_scratch_floats(static_cast<int>(s.num_heads), s.cache_row(), s.kv_lora_rank,
+                                       max_seq_len) +
           15) /
          16 * 16;
 }
@@ -162,8 +162,8 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
   return m;
 }
 
-Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec& s,
-                          int64_t layer, std::optional<DType> storage, WeightBytesByClass* out) {
+Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec& s, int64_t layer,
+                          std::optional<DType> storage, WeightBytesByClass* out) {
   // Mirrors load() above, weight for weight.
   const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
@@ -173,7 +173,8 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
   };
   if (s.q_lora_rank > 0) {
     STRATA_ASSIGN_OR_RETURN(
-        WeightPlan a, plan_packed(src, {{kQA, s.q_lora_rank}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
+        WeightPlan a,
+        plan_packed(src, {{kQA, s.q_lora_rank}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
     add(a);
     STRATA_ASSIGN_OR_RETURN(int64_t norm, plan_vector(src, kQANorm, s.q_lora_rank, layer));
     out->other += norm;

@@ -57,8 +57,7 @@ class MlaWorkspace {
   // allocate() with the same arguments.
   static std::array<int64_t, 8> slot_sizes(const MlaSpec& s, int64_t max_tokens,
                                            int64_t max_seq_len, int threads);
-  static int64_t bytes_for(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len,
-                           int threads);
+  static int64_t bytes_for(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len, int threads);
 
   static constexpr int64_t kChunk = 128;  // tokens per absorbed-attention chunk
   int64_t max_tokens = 0;

@@ -223,7 +223,7 @@ Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& 
 }
 
 Result<bool> int_weight_has_plain_groups(WeightSource& src, const std::string& base, int64_t n,
-                                        int64_t k, const IntQuantization& quant) {
+                                         int64_t k, const IntQuantization& quant) {
   UnpackedIntWeight w;
   w.n = n;
   w.k = k;

@@ -384,8 +384,7 @@ Result<DType> EmbeddingTable::storage_for(const io::TensorRef& t, int64_t hidden
                                           std::optional<DType> storage) {
   if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 ||
       hidden % dtype_block_elems(t.dtype) != 0)
-    return unimplemented("embedding '" + t.name + "' has unsupported dtype " +
-                         dtype_name(t.dtype));
+    return unimplemented("embedding '" + t.name + "' has unsupported dtype " + dtype_name(t.dtype));
   DType want = storage.value_or(t.dtype);
   if (want == DType::kQ8_0 && hidden % 32 != 0) want = DType::kBF16;
   return want;

@@ -43,7 +43,8 @@ constexpr DecoderNames kNames{kEmbed, kFinalNorm, kLmHead, kAttnNorm, kFfnNorm};
 std::array<int64_t, 3> attention_slot_sizes(const ModelConfig& c, const WorkspaceLimits& limits,
                                             int threads, int64_t* scratch_per_thread) {
   const int64_t T = limits.max_num_tokens;
-  const int64_t q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
+  const int64_t q_dim = c.num_attention_heads * c.head_dim,
+                kv_dim = c.num_key_value_heads * c.head_dim;
   int64_t scratch = attention_scratch_floats(static_cast<int>(c.num_attention_heads),
                                              static_cast<int>(c.num_key_value_heads),
                                              static_cast<int>(c.head_dim), limits.max_seq_len);

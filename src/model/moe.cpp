@@ -148,9 +148,8 @@ std::optional<DType> linear_storage(const ModelConfig& c, std::optional<DType> s
   return c.fp8 ? std::optional<DType>(DType::kF8E4M3) : storage;
 }
 
-std::array<int64_t, 11> MoeWorkspace::slot_sizes(const std::optional<MoeSpec>& spec,
-                                                  int64_t hidden, int64_t dense_ffn,
-                                                  int64_t max_tokens) {
+std::array<int64_t, 11> MoeWorkspace::slot_sizes(const std::optional<MoeSpec>& spec, int64_t hidden,
+                                                 int64_t dense_ffn, int64_t max_tokens) {
   const int64_t T = max_tokens, H = hidden;
   int64_t ffn = dense_ffn, E = 1, K = 1;
   if (spec) {
@@ -161,10 +160,9 @@ std::array<int64_t, 11> MoeWorkspace::slot_sizes(const std::optional<MoeSpec>& s
   auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
   // A dense model needs only gu and act.
   const int64_t moe = spec ? 1 : 0;
-  return {round(moe * T * E),   round(moe * T * K), round(moe * T * K),
-          round(moe * (E + 1)), round(moe * T * K), round(moe * T * H),
-          round(T * 2 * ffn),   round(T * ffn),     round(moe * T * H),
-          round(moe * T * H),   round(moe * T)};
+  return {round(moe * T * E), round(moe * T * K), round(moe * T * K), round(moe * (E + 1)),
+          round(moe * T * K), round(moe * T * H), round(T * 2 * ffn), round(T * ffn),
+          round(moe * T * H), round(moe * T * H), round(moe * T)};
 }
 
 int64_t MoeWorkspace::bytes_for(const std::optional<MoeSpec>& spec, int64_t hidden,
@@ -228,9 +226,8 @@ Result<std::array<WeightPlan, 2>> DenseMlp::plan(WeightSource& src, const std::s
   const std::string d = prefix + (mixtral ? "w2.weight" : "down_proj.weight");
   std::array<WeightPlan, 2> out;
   STRATA_ASSIGN_OR_RETURN(
-      out[0],
-      plan_packed(src, {{TensorName{g.c_str(), ""}, ffn}, {TensorName{u.c_str(), ""}, ffn}}, hidden,
-                  layer, storage, fp8));
+      out[0], plan_packed(src, {{TensorName{g.c_str(), ""}, ffn}, {TensorName{u.c_str(), ""}, ffn}},
+                          hidden, layer, storage, fp8));
   STRATA_ASSIGN_OR_RETURN(
       out[1], plan_packed(src, {{TensorName{d.c_str(), ""}, hidden}}, ffn, layer, storage, fp8));
   return out;
@@ -313,8 +310,8 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
   return b;
 }
 
-Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& c,
-                      int64_t layer, std::optional<DType> storage, WeightBytesByClass* out) {
+Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& c, int64_t layer,
+                      std::optional<DType> storage, WeightBytesByClass* out) {
   // Mirrors load() above, weight for weight.
   const int64_t H = c.hidden_size, E = spec.routing.num_experts;
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
@@ -325,8 +322,8 @@ Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig&
     out->add_matmul(cls, p.dtype, p.bytes);
   };
   const std::string gate = base + "gate.weight";
-  STRATA_ASSIGN_OR_RETURN(
-      WeightPlan g, plan_packed(src, {{TensorName{gate.c_str(), ""}, E}}, H, layer, DType::kF32, fp8));
+  STRATA_ASSIGN_OR_RETURN(WeightPlan g, plan_packed(src, {{TensorName{gate.c_str(), ""}, E}}, H,
+                                                    layer, DType::kF32, fp8));
   add(&WeightBytesByClass::router, g);
   if (spec.correction_bias) {
     const std::string name = base + "gate.e_score_correction_bias";
@@ -335,14 +332,15 @@ Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig&
   }
   for (int64_t e = 0; e < E; ++e) {
     const std::string prefix = base + "experts." + std::to_string(e) + ".";
-    STRATA_ASSIGN_OR_RETURN(auto m,
-                            DenseMlp::plan(src, prefix, H, spec.expert_ffn, layer, lin, fp8, mixtral));
+    STRATA_ASSIGN_OR_RETURN(
+        auto m, DenseMlp::plan(src, prefix, H, spec.expert_ffn, layer, lin, fp8, mixtral));
     for (const WeightPlan& p : m) add(&WeightBytesByClass::routed_experts, p);
   }
   if (spec.shared_ffn > 0) {
     const std::string prefix =
         base + (spec.family == MoeFamily::kQwen2Moe ? "shared_expert." : "shared_experts.");
-    STRATA_ASSIGN_OR_RETURN(auto m, DenseMlp::plan(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
+    STRATA_ASSIGN_OR_RETURN(auto m,
+                            DenseMlp::plan(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
     for (const WeightPlan& p : m) add(&WeightBytesByClass::shared_experts, p);
   }
   if (spec.shared_gate) {

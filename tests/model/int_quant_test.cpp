@@ -121,7 +121,8 @@ class IntQuantCheckpoint : public ::testing::Test {
       EXPECT_EQ(est->weights.total(), m->model->weight_bytes_total()) << model;
       EXPECT_EQ(est->workspace_bytes, m->model->workspace_bytes()) << model;
       std::map<std::string, int64_t> by_dtype;
-      for (const LinearInfo& l : m->model->linear_layers()) by_dtype[dtype_name(l.dtype)] += l.bytes;
+      for (const LinearInfo& l : m->model->linear_layers())
+        by_dtype[dtype_name(l.dtype)] += l.bytes;
       EXPECT_EQ(est->weights.by_dtype, by_dtype) << model;
     }
     return std::move(m).value();

@@ -113,9 +113,8 @@ TEST(MemoryEstimate, EveryTinyArchitectureDtypeAndQuantization) {
       for (const char* quant : {"", "fp8", "q8_0"}) {
         o.dtype = dtype;
         o.quantization = quant;
-        const bool ok =
-            check_estimate(o, std::string(a.name) + " --dtype " + dtype + " --quantization " +
-                                  (*quant ? quant : "(none)"));
+        const bool ok = check_estimate(o, std::string(a.name) + " --dtype " + dtype +
+                                              " --quantization " + (*quant ? quant : "(none)"));
         if (ok) covered.insert(parse_json(a.config_json, "c")->at("architectures")[0]);
       }
     }
@@ -185,7 +184,9 @@ TEST(MemoryEstimate, Fp8Checkpoint) {
     const int64_t sn = (t.shape[0] + 31) / 32, sk = (t.shape[1] + 31) / 32;
     tensors.push_back({name, DType::kF8E4M3, t.shape, std::string(numel, '\0')});
     std::vector<float> ones(sn * sk, 1.0f);
-    tensors.push_back({name + "_scale_inv", DType::kF32, {sn, sk},
+    tensors.push_back({name + "_scale_inv",
+                       DType::kF32,
+                       {sn, sk},
                        std::string(reinterpret_cast<const char*>(ones.data()), ones.size() * 4)});
     ++num_fp8;
   }
@@ -271,10 +272,10 @@ TEST(MemoryEstimate, ErrorsAreTheLoaders) {
   // A checkpoint without the tensors the config needs: the loader's missing-tensor error.
   o.model = testing::write_tiny_config(arch("llama3_untied").config_json);
   o.load_format = "safetensors";
-  ASSERT_TRUE(io::write_safetensors(o.model + "/model.safetensors",
-                                    {{"model.norm.weight", DType::kF32, {64},
-                                      std::string(64 * 4, '\0')}})
-                  .ok());
+  ASSERT_TRUE(
+      io::write_safetensors(o.model + "/model.safetensors",
+                            {{"model.norm.weight", DType::kF32, {64}, std::string(64 * 4, '\0')}})
+          .ok());
   EXPECT_FALSE(check_estimate(o, "missing tensors"));
 }
 
