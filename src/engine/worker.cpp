@@ -121,54 +121,36 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                             static_cast<double>(model.weight_bytes_total() - matmul_bytes));
   }
 
-  // Memory plan.
-  MemoryPlan& plan = w->info_.memory;
+  // Memory plan (engine/memory_plan.h: the same function `strata plan` runs).
   const KvSpec ks = model.kv_spec();
   const DType kv_dtype = c.cache.kv_cache_dtype.value_or(default_kv_dtype(model.weight_dtype()));
   w->info_.kv_dtype = kv_dtype;
-  plan.block_size = c.cache.block_size;
-  plan.memory_budget =
-      static_cast<int64_t>(available_memory_bytes() * c.cache.gpu_memory_utilization);
-  plan.weight_bytes = model.weight_bytes_total();
   const int64_t V = model.config().vocab_size;
   const int64_t max_logit_rows = c.model.limits.max_logit_rows;
-  plan.workspace_bytes = model.workspace_bytes() + (V * 4) * 2 * max_logit_rows;
-  plan.kv_bytes_per_token = ks.bytes_per_token(kv_dtype);
+  MemoryPlanInputs mi;
+  mi.device_memory_bytes = available_memory_bytes();
+  mi.gpu_memory_utilization = c.cache.gpu_memory_utilization;
+  mi.weight_bytes = model.weight_bytes_total();
+  mi.workspace_bytes = model.workspace_bytes() + logits_workspace_bytes(V, max_logit_rows);
+  mi.kv_bytes_per_token = ks.bytes_per_token(kv_dtype);
   if (w->draft_ != nullptr) {  // its weights, activations and KV (the same blocks as the target)
-    plan.weight_bytes += w->draft_->model().weight_bytes_total();
-    plan.workspace_bytes += w->draft_->workspace_bytes();
-    plan.draft_kv_bytes_per_token = w->draft_->kv_bytes_per_token(kv_dtype);
-    plan.kv_bytes_per_token += plan.draft_kv_bytes_per_token;
+    mi.weight_bytes += w->draft_->model().weight_bytes_total();
+    mi.workspace_bytes += w->draft_->workspace_bytes();
+    mi.draft_kv_bytes_per_token = w->draft_->kv_bytes_per_token(kv_dtype);
   }
   if (w->mtp_ != nullptr) {  // the MTP layer's weights, activations and KV
-    plan.weight_bytes += w->mtp_->model().weight_bytes_total();
-    plan.workspace_bytes += w->mtp_->workspace_bytes();
-    plan.draft_kv_bytes_per_token = w->mtp_->kv_bytes_per_token(kv_dtype);
-    plan.kv_bytes_per_token += plan.draft_kv_bytes_per_token;
+    mi.weight_bytes += w->mtp_->model().weight_bytes_total();
+    mi.workspace_bytes += w->mtp_->workspace_bytes();
+    mi.draft_kv_bytes_per_token = w->mtp_->kv_bytes_per_token(kv_dtype);
   }
+  mi.kv_bytes_per_token += mi.draft_kv_bytes_per_token;
+  mi.block_size = c.cache.block_size;
+  mi.kv_cache_memory_bytes = c.cache.kv_cache_memory_bytes;
+  mi.max_model_len = sc.max_model_len;
+  mi.max_num_batched_tokens = sc.max_num_batched_tokens;
+  STRATA_ASSIGN_OR_RETURN(w->info_.memory, plan_memory(mi));
+  MemoryPlan& plan = w->info_.memory;
   const int64_t block_bytes = plan.kv_bytes_per_token * plan.block_size;
-  if (c.cache.kv_cache_memory_bytes > 0) {
-    plan.kv_bytes = c.cache.kv_cache_memory_bytes;
-  } else {
-    plan.kv_bytes = plan.memory_budget - plan.weight_bytes - plan.workspace_bytes;
-    if (plan.kv_bytes <= 0)
-      return resource_exhausted("the model needs " + format_bytes(plan.weight_bytes) +
-                                " of weights and " + format_bytes(plan.workspace_bytes) +
-                                " of workspace, more than the budget of " +
-                                format_bytes(plan.memory_budget) + " (--gpu-memory-utilization " +
-                                std::to_string(c.cache.gpu_memory_utilization) +
-                                " of RAM); raise it, or lower --max-num-batched-tokens");
-  }
-  plan.num_blocks = plan.kv_bytes / block_bytes;
-  const int64_t needed = (sc.max_model_len + plan.block_size - 1) / plan.block_size;
-  if (plan.num_blocks < needed)
-    return resource_exhausted(
-        "max_model_len " + std::to_string(sc.max_model_len) + " needs " + std::to_string(needed) +
-        " KV blocks (" + format_bytes(static_cast<double>(needed) * block_bytes) + ") but only " +
-        std::to_string(plan.num_blocks) + " fit in " + format_bytes(plan.kv_bytes) +
-        " of KV memory; lower --max-model-len, or raise --kv-cache-memory / "
-        "--gpu-memory-utilization");
-  plan.kv_bytes = plan.num_blocks * block_bytes;
   STRATA_LOG(INFO) << "Memory plan: budget " << format_bytes(plan.memory_budget) << ", weights "
                    << format_bytes(plan.weight_bytes) << ", activation workspace "
                    << format_bytes(plan.workspace_bytes) << " (max_num_batched_tokens "

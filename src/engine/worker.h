@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "engine/draft_proposer.h"
 #include "engine/engine_config.h"
+#include "engine/memory_plan.h"
 #include "engine/model_runner.h"
 #include "engine/mtp_proposer.h"
 #include "engine/step_io.h"
@@ -25,19 +26,6 @@
 #include "sampling/sampler.h"
 
 namespace strata::engine {
-
-// What the worker decided at start-up (logged, and reported by /v1/models and benchmarks).
-struct MemoryPlan {
-  int64_t memory_budget = 0;  // bytes the engine may use
-  int64_t weight_bytes = 0;
-  int64_t workspace_bytes = 0;
-  int64_t kv_bytes = 0;
-  int64_t kv_bytes_per_token = 0;        // the target's and the draft model's
-  int64_t draft_kv_bytes_per_token = 0;  // the draft model's share (speculative decoding)
-  int64_t num_blocks = 0;                // usable KV blocks (the null block excluded)
-  int64_t block_size = 0;
-  int64_t num_tokens() const { return num_blocks * block_size; }
-};
 
 struct WorkerConfig {
   EngineConfig engine;                 // resolved (max_model_len set, limits filled in)
