@@ -22,6 +22,7 @@
 //           MoeBlock::plan, DenseMlp::plan, the Llama attention in llama.cpp). A weight added
 //           to a load function must be added to its plan function too; the tests in
 //           tests/model/memory_estimate_test.cpp compare both for every architecture.
+// The functions are defined in loader.cpp, beside load_model(), whose preparation they share.
 // Value-dependent choices are decided by reading the few small tensors they depend on (AWQ/GPTQ
 // g_idx and compressed-tensors scales), never the weights.
 #pragma once
