@@ -29,25 +29,16 @@ Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, i
     }
     return pack_fp8_rows(fp8.data(), num_parts, k, 128, 128);
   }
+  STRATA_RETURN_IF_ERROR(check_storage(storage, k));
   const bool quant = is_block_quant(storage);
-  if (storage != DType::kF32 && storage != DType::kF16 && storage != DType::kBF16 && !quant)
-    return unimplemented(std::string("matmul weights cannot be stored as ") + dtype_name(storage));
-  if (quant && k % dtype_block_elems(storage) != 0)
-    return invalid_argument(
-        std::string(dtype_name(storage)) + " weights need rows of a multiple of " +
-        std::to_string(dtype_block_elems(storage)) + " values, got " + std::to_string(k));
   PackedWeight w;
   w.dtype_ = storage;
   w.k_ = k;
   QuantLayout L;
   if (quant) {
-    if (storage == DType::kW4G || storage == DType::kW8G)
-      return invalid_argument("W4G/W8G weights come from integer checkpoints (pack_int_rows)");
     L = strata::quant_layout(storage, k);
     w.layout_ = L;
     w.quant_ = true;
-    w.quant_unit_cols_ = L.unit_cols();
-    w.quant_unit_bytes_ = L.unit_bytes();
   }
   for (int i = 0; i < num_parts; ++i) {
     DType d = parts[i].dtype;
@@ -120,6 +111,20 @@ Result<PackedWeight> PackedWeight::pack_rows(const Part* parts, int num_parts, i
   return w;
 }
 
+Status PackedWeight::check_storage(DType storage, int64_t k) {
+  if (storage == DType::kF8E4M3) return ok_status();
+  const bool quant = is_block_quant(storage);
+  if (storage != DType::kF32 && storage != DType::kF16 && storage != DType::kBF16 && !quant)
+    return unimplemented(std::string("matmul weights cannot be stored as ") + dtype_name(storage));
+  if (quant && k % dtype_block_elems(storage) != 0)
+    return invalid_argument(
+        std::string(dtype_name(storage)) + " weights need rows of a multiple of " +
+        std::to_string(dtype_block_elems(storage)) + " values, got " + std::to_string(k));
+  if (storage == DType::kW4G || storage == DType::kW8G)
+    return invalid_argument("W4G/W8G weights come from integer checkpoints (pack_int_rows)");
+  return ok_status();
+}
+
 Result<PackedWeight> PackedWeight::pack_int_rows(const IntPart* parts, int num_parts, int64_t k,
                                                  int bits, int64_t group) {
   QuantLayout L;
@@ -133,8 +138,6 @@ Result<PackedWeight> PackedWeight::pack_int_rows(const IntPart* parts, int num_p
   w.k_ = k;
   w.quant_ = true;
   w.layout_ = L;
-  w.quant_unit_cols_ = L.unit_cols();
-  w.quant_unit_bytes_ = L.unit_bytes();
   for (int i = 0; i < num_parts; ++i) w.n_ += parts[i].n;
   w.data_.resize(static_cast<size_t>(w.num_panels() * w.panel_bytes()));  // zeroed
   const int64_t nsb = k / L.super, ngroups = k / group, maxq = (1 << bits) - 1;

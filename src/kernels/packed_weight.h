@@ -51,6 +51,9 @@ class PackedWeight {
     int64_t n;
   };
   static Result<PackedWeight> pack_rows(const Part* parts, int num_parts, int64_t k, DType storage);
+  // pack_rows()'s checks of the storage itself: a dtype matmul weights can be packed into from
+  // float rows, whose blocks divide k.
+  static Status check_storage(DType storage, int64_t k);
 
   // F8E4M3 block-scaled weight from parts stacked as rows (kernels/fp8_weight.cpp). An F8E4M3
   // part comes with its checkpoint scales: `scales` row-major [ceil(n / block_n),
@@ -85,11 +88,29 @@ class PackedWeight {
   int64_t k() const { return k_; }
   int64_t num_panels() const { return (n_ + kPanelRows - 1) / kPanelRows; }
   // Bytes of one panel (all k).
-  int64_t panel_bytes() const {
-    if (dtype_ == DType::kF8E4M3)
-      return (fp8_num_blocks() * kFp8ScaleBytes + k_ * kPanelRows + 63) / 64 * 64;
-    if (quant_) return k_ / quant_unit_cols_ * quant_unit_bytes_;
-    return k_ * kPanelRows * dtype_block_bytes(dtype_);
+  int64_t panel_bytes() const { return panel_bytes_for(dtype_, k_, fp8_block_k_, layout_); }
+  // The packed size of a weight without building it (memory estimates share these with the
+  // weights themselves): one panel of rows of k values stored as `storage`, with F8E4M3's column
+  // block `fp8_block_k`, or a block-quantized storage's `layout` (quant_layout(storage, k), or
+  // grouped_int_layout() for W4G/W8G); and all ceil(n / 16) panels of a [n, k] weight.
+  static int64_t panel_bytes_for(DType storage, int64_t k, int64_t fp8_block_k,
+                                 const QuantLayout& layout) {
+    if (storage == DType::kF8E4M3) {
+      const int64_t blocks = (k + fp8_block_k - 1) / fp8_block_k;
+      return (blocks * kFp8ScaleBytes + k * kPanelRows + 63) / 64 * 64;
+    }
+    if (is_block_quant(storage)) return k / layout.unit_cols() * layout.unit_bytes();
+    return k * kPanelRows * dtype_block_bytes(storage);
+  }
+  static int64_t bytes_for(DType storage, int64_t n, int64_t k, int64_t fp8_block_k,
+                           const QuantLayout& layout) {
+    return (n + kPanelRows - 1) / kPanelRows * panel_bytes_for(storage, k, fp8_block_k, layout);
+  }
+  // The same for every storage but W4G/W8G (whose layout depends on the group size); k must
+  // suit the storage's blocks, as pack() requires.
+  static int64_t bytes_for(DType storage, int64_t n, int64_t k, int64_t fp8_block_k = 128) {
+    return bytes_for(storage, n, k, fp8_block_k,
+                     is_block_quant(storage) ? strata::quant_layout(storage, k) : QuantLayout{});
   }
   // F8E4M3: columns per scale block, the number of column blocks, and the byte offset of column
   // block b inside a panel (its 16 scales, then its bytes).
@@ -127,9 +148,8 @@ class PackedWeight {
   int64_t n_ = 0, k_ = 0;
   int64_t fp8_block_k_ = 1;  // F8E4M3 only
   bool quant_ = false;       // block-quantized (quant_weight.h layout)
-  int64_t quant_unit_cols_ = 1, quant_unit_bytes_ = 0;
-  QuantLayout layout_;  // block-quantized only
-  AlignedBuffer data_;  // own data (empty once placed)
+  QuantLayout layout_;       // block-quantized only
+  AlignedBuffer data_;       // own data (empty once placed)
   std::shared_ptr<const DeviceBuffer> arena_;
   const std::byte* arena_data_ = nullptr;  // this weight's bytes inside *arena_
 };

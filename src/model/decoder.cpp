@@ -32,6 +32,7 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
         lm_head_, load_packed(w, {{names.lm_head, c.vocab_size}}, H, -1, opt.storage, lm_head_fp8));
   }
   params_ = c.vocab_size * H * (c.tie_word_embeddings ? 1 : 2) + H;
+  total_bytes_ += H * static_cast<int64_t>(sizeof(float));  // final norm
   if (opt.mtp_module) {
     MtpInput m;
     STRATA_ASSIGN_OR_RETURN(
@@ -44,7 +45,7 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
     params_ += 2 * H + 2 * H * H;
     active_params_ += 2 * H * H;
     active_bytes_ += m.eh_proj.bytes();
-    total_bytes_ += m.eh_proj.bytes();
+    total_bytes_ += m.eh_proj.bytes() + 2 * H * static_cast<int64_t>(sizeof(float));
     declare("mtp.eh_proj", m.eh_proj, Sharding::kReplicated);
     mtp_ = std::move(m);
   }
@@ -56,6 +57,7 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
     STRATA_ASSIGN_OR_RETURN(attn_norm_[l], load_vector(w, names.attn_norm, H, l, DummyInit::kOnes));
     STRATA_ASSIGN_OR_RETURN(ffn_norm_[l], load_vector(w, names.ffn_norm, H, l, DummyInit::kOnes));
     params_ += 2 * H;
+    total_bytes_ += 2 * H * static_cast<int64_t>(sizeof(float));
     STRATA_RETURN_IF_ERROR(load_attention(l, opt));
     STRATA_ASSIGN_OR_RETURN(ffn_[l], load_feed_forward(l, opt));
     FeedForward& f = ffn_[l];
@@ -101,12 +103,80 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
   return ok_status();
 }
 
+Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names, const ModelConfig& c,
+                                                   WeightSource& w, const ModelBuildOptions& opt,
+                                                   const Fp8Quantization& lm_head_fp8,
+                                                   const EstimateHooks& hooks) {
+  // Mirrors load() above, weight for weight.
+  ModelMemoryEstimate out;
+  WeightBytesByClass& b = out.weights;
+  const int64_t H = c.hidden_size;
+  STRATA_ASSIGN_OR_RETURN(std::optional<MoeSpec> moe, parse_moe_spec(c));
+  STRATA_ASSIGN_OR_RETURN(io::TensorRef embed,
+                          w.peek(tensor_name(names.embed, w.naming()), {c.vocab_size, H}));
+  STRATA_ASSIGN_OR_RETURN(const DType embed_dtype,
+                          EmbeddingTable::storage_for(embed, H, opt.storage));
+  b.embedding = dtype_bytes(embed_dtype, c.vocab_size * H);
+  STRATA_ASSIGN_OR_RETURN(int64_t final_norm, plan_vector(w, names.final_norm, H, -1));
+  b.other += final_norm;
+  WeightPlan head;
+  if (c.tie_word_embeddings || !w.has(tensor_name(names.lm_head, w.naming()))) {
+    STRATA_ASSIGN_OR_RETURN(head,
+                            plan_pack(c.vocab_size, H, matmul_storage(opt.storage, embed_dtype)));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(
+        head, plan_packed(w, {{names.lm_head, c.vocab_size}}, H, -1, opt.storage, lm_head_fp8));
+  }
+  if (opt.mtp_module) {
+    for (const char* norm : {"model.layers.{L}.enorm.weight", "model.layers.{L}.hnorm.weight"}) {
+      STRATA_ASSIGN_OR_RETURN(int64_t n, plan_vector(w, {norm, ""}, H, 0));
+      b.other += n;
+    }
+    STRATA_ASSIGN_OR_RETURN(WeightPlan eh,
+                            plan_packed(w, {{{"model.layers.{L}.eh_proj.weight", ""}, H}}, 2 * H, 0,
+                                        opt.layers(), c.fp8.value_or(Fp8Quantization{})));
+    b.add_matmul(&WeightBytesByClass::other, eh.dtype, eh.bytes);
+  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    STRATA_ASSIGN_OR_RETURN(int64_t attn_norm, plan_vector(w, names.attn_norm, H, l));
+    STRATA_ASSIGN_OR_RETURN(int64_t ffn_norm, plan_vector(w, names.ffn_norm, H, l));
+    b.other += attn_norm + ffn_norm;
+    STRATA_RETURN_IF_ERROR(hooks.attention(l, &b));
+    if (moe && moe->is_moe(l)) {
+      STRATA_RETURN_IF_ERROR(MoeBlock::plan(w, *moe, c, l, opt.layers(), &b));
+    } else {
+      STRATA_RETURN_IF_ERROR(hooks.dense_mlp(l, &b));
+    }
+  }
+  b.add_matmul(&WeightBytesByClass::lm_head, head.dtype, head.bytes);
+  out.workspace_bytes = workspace_bytes_for(c, moe, hooks.rope_half, opt.mtp_module, opt.limits) +
+                        hooks.attention_workspace_bytes;
+  return out;
+}
+
+std::array<int64_t, 6> DecoderModel::workspace_slot_sizes(int64_t H, int64_t half,
+                                                          const WorkspaceLimits& limits) {
+  const int64_t T = limits.max_num_tokens;
+  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
+  return {round(T * H),    round(T * H),    round(T * H),
+          round(T * half), round(T * half), round(limits.max_logit_rows * H)};
+}
+
+int64_t DecoderModel::workspace_bytes_for(const ModelConfig& c, const std::optional<MoeSpec>& moe,
+                                          int64_t rope_half, bool mtp_module,
+                                          const WorkspaceLimits& limits) {
+  const int64_t T = limits.max_num_tokens, H = c.hidden_size;
+  int64_t floats = 0;
+  for (int64_t s : workspace_slot_sizes(H, rope_half, limits)) floats += s;
+  return floats * static_cast<int64_t>(sizeof(float)) +
+         MoeWorkspace::bytes_for(moe, H, c.intermediate_size, T) +
+         (mtp_module ? T * 2 * H * static_cast<int64_t>(sizeof(float)) : 0);
+}
+
 void DecoderModel::allocate_workspace(const WorkspaceLimits& limits) {
   limits_ = limits;
-  const int64_t T = limits.max_num_tokens, H = config_.hidden_size, half = rope_half();
-  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
-  const int64_t sizes[] = {round(T * H),    round(T * H),    round(T * H),
-                           round(T * half), round(T * half), round(limits.max_logit_rows * H)};
+  const int64_t T = limits.max_num_tokens, H = config_.hidden_size;
+  const std::array<int64_t, 6> sizes = workspace_slot_sizes(H, rope_half(), limits);
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
   ws_.resize(static_cast<size_t>(total) * sizeof(float));

@@ -8,6 +8,8 @@
 // through the hooks below.
 #pragma once
 
+#include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +18,7 @@
 #include "core/aligned_buffer.h"
 #include "core/device_memory.h"
 #include "model/layers.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "model/rope.h"
@@ -56,11 +59,34 @@ class DecoderModel : public Model {
   int64_t weight_bytes_total() const final { return total_bytes_; }
   int64_t parameter_count() const final { return params_; }
   int64_t workspace_bytes() const final {
-    return static_cast<int64_t>(ws_.size()) + ffn_ws_.bytes() + attention_workspace_bytes();
+    return static_cast<int64_t>(ws_.size() + mtp_ws_.size()) + ffn_ws_.bytes() +
+           attention_workspace_bytes();
   }
   // FP8 checkpoints report FP8 (their output head stays float); else the head's storage.
   DType weight_dtype() const override { return config().fp8 ? DType::kF8E4M3 : lm_head_.dtype(); }
   std::vector<LinearInfo> linear_layers() const final { return linears_; }
+
+  // What load() would build, from the tensors' metadata (memory_estimate.h): the same names,
+  // shapes and storage rules walked in load()'s order. An architecture supplies its attention's
+  // weights and workspace and its dense feed-forward; MoE layers are MoeBlock::plan().
+  struct EstimateHooks {
+    std::function<Status(int64_t layer, WeightBytesByClass*)> attention;
+    std::function<Status(int64_t layer, WeightBytesByClass*)> dense_mlp;
+    int64_t rope_half = 0;                  // as rope_half()
+    int64_t attention_workspace_bytes = 0;  // as attention_workspace_bytes()
+  };
+  static Result<ModelMemoryEstimate> estimate(const DecoderNames& names, const ModelConfig& config,
+                                              WeightSource& weights,
+                                              const ModelBuildOptions& options,
+                                              const Fp8Quantization& lm_head_fp8,
+                                              const EstimateHooks& hooks);
+  // The skeleton's own workspace (allocate_workspace() without the attention's): its float slots
+  // h, x, tmp, cos, sin, rows, and in all with the feed-forward's and the MTP input's.
+  static std::array<int64_t, 6> workspace_slot_sizes(int64_t hidden, int64_t rope_half,
+                                                     const WorkspaceLimits& limits);
+  static int64_t workspace_bytes_for(const ModelConfig& config, const std::optional<MoeSpec>& moe,
+                                     int64_t rope_half, bool mtp_module,
+                                     const WorkspaceLimits& limits);
 
  protected:
   DecoderModel(ModelConfig config, std::unique_ptr<WeightSource> weights, ThreadPool& pool)
@@ -112,7 +138,7 @@ class DecoderModel : public Model {
   ThreadPool& pool_;
   WorkspaceLimits limits_;
   int64_t active_bytes_ = 0;   // matmul weights one token reads, LM head included
-  int64_t total_bytes_ = 0;    // every weight held (embedding, inactive experts too)
+  int64_t total_bytes_ = 0;    // every weight held (embedding, inactive experts, norms too)
   int64_t params_ = 0;         // parameters
   int64_t active_params_ = 0;  // matmul parameters one token uses, all layers (no LM head)
 

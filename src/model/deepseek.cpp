@@ -45,7 +45,7 @@ class DeepseekModel : public DecoderModel {
                             MlaAttention::load(weights(), config_, mla_, l, opt.layers()));
     const MlaAttention& a = *attn_[l];
     active_bytes_ += a.bytes();
-    total_bytes_ += a.bytes();
+    total_bytes_ += a.bytes() + a.vector_bytes();
     params_ += a.parameters();
     active_params_ += a.parameters();
     std::vector<LinearInfo> linears;
@@ -98,6 +98,28 @@ class DeepseekModel : public DecoderModel {
 };
 
 }  // namespace
+
+Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, WeightSource& w,
+                                                    const ModelBuildOptions& opt, int threads) {
+  // Mirrors DeepseekModel::load_attention() and load_feed_forward(), weight for weight.
+  STRATA_ASSIGN_OR_RETURN(const MlaSpec mla, parse_mla_spec(c));
+  const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
+  DecoderModel::EstimateHooks hooks;
+  hooks.attention = [&](int64_t l, WeightBytesByClass* b) {
+    return MlaAttention::plan(w, c, mla, l, opt.layers(), b);
+  };
+  hooks.dense_mlp = [&](int64_t l, WeightBytesByClass* b) -> Status {
+    STRATA_ASSIGN_OR_RETURN(
+        auto mlp, DenseMlp::plan(w, "model.layers.{L}.mlp.", c.hidden_size, c.intermediate_size, l,
+                                 linear_storage(c, opt.layers()), fp8));
+    for (const WeightPlan& p : mlp) b->add_matmul(&WeightBytesByClass::dense_mlp, p.dtype, p.bytes);
+    return ok_status();
+  };
+  hooks.rope_half = mla.rope / 2;
+  hooks.attention_workspace_bytes =
+      MlaWorkspace::bytes_for(mla, opt.limits.max_num_tokens, opt.limits.max_seq_len, threads);
+  return DecoderModel::estimate(kNames, c, w, opt, fp8, hooks);
+}
 
 Result<std::unique_ptr<Model>> create_deepseek_model(const ModelConfig& config,
                                                      std::unique_ptr<WeightSource> weights,

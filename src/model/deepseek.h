@@ -17,5 +17,10 @@ namespace strata {
 Result<std::unique_ptr<Model>> create_deepseek_model(const ModelConfig& config,
                                                      std::unique_ptr<WeightSource> weights,
                                                      const ModelBuildOptions& options);
+// What create_deepseek_model() would hold (memory_estimate.h), from the weights' metadata, for
+// `threads` compute threads.
+Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& config,
+                                                    WeightSource& weights,
+                                                    const ModelBuildOptions& options, int threads);
 
 }  // namespace strata

@@ -73,26 +73,45 @@ Result<RopeTable> mla_rope_table(const ModelConfig& c, const MlaSpec& s) {
   return RopeTable::create(s.rope, c.rope_theta, rs, c.max_position_embeddings);
 }
 
-void MlaWorkspace::allocate(const MlaSpec& s, int64_t max_tok, int64_t max_seq_len, int threads) {
-  max_tokens = max_tok;
+namespace {
+
+int64_t mla_scratch_per_thread(const MlaSpec& s, int64_t max_seq_len) {
+  return (mla_attention_scratch_floats(static_cast<int>(s.num_heads), s.cache_row(), s.kv_lora_rank,
+                                       max_seq_len) +
+          15) /
+         16 * 16;
+}
+
+}  // namespace
+
+std::array<int64_t, 8> MlaWorkspace::slot_sizes(const MlaSpec& s, int64_t max_tok,
+                                                int64_t max_seq_len, int threads) {
   const int64_t T = max_tok, nh = s.num_heads, r = s.kv_lora_rank;
   const int64_t q_in = s.q_lora_rank > 0 ? s.q_lora_rank : nh * s.qk_dim();
   const int64_t chunk = std::min(kChunk, T);
-  scratch_per_thread =
-      (mla_attention_scratch_floats(static_cast<int>(nh), s.cache_row(), r, max_seq_len) + 15) /
-      16 * 16;
   auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
-  const int64_t sizes[] = {round(T * (q_in + r + s.rope)),
-                           round(T * s.q_lora_rank),
-                           s.q_lora_rank > 0 ? round(T * nh * s.qk_dim()) : 0,
-                           round(T * r),
-                           round(chunk * nh * s.cache_row()),
-                           round(chunk * nh * r),
-                           round(T * nh * s.v_dim),
-                           scratch_per_thread * threads};
+  return {round(T * (q_in + r + s.rope)),
+          round(T * s.q_lora_rank),
+          s.q_lora_rank > 0 ? round(T * nh * s.qk_dim()) : 0,
+          round(T * r),
+          round(chunk * nh * s.cache_row()),
+          round(chunk * nh * r),
+          round(T * nh * s.v_dim),
+          mla_scratch_per_thread(s, max_seq_len) * threads};
+}
+
+int64_t MlaWorkspace::bytes_for(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len,
+                                int threads) {
   int64_t total = 0;
-  for (int64_t n : sizes) total += n;
-  buf_.resize(static_cast<size_t>(total) * 4);
+  for (int64_t n : slot_sizes(s, max_tokens, max_seq_len, threads)) total += n;
+  return total * 4;
+}
+
+void MlaWorkspace::allocate(const MlaSpec& s, int64_t max_tok, int64_t max_seq_len, int threads) {
+  max_tokens = max_tok;
+  scratch_per_thread = mla_scratch_per_thread(s, max_seq_len);
+  const std::array<int64_t, 8> sizes = slot_sizes(s, max_tok, max_seq_len, threads);
+  buf_.resize(static_cast<size_t>(bytes_for(s, max_tok, max_seq_len, threads)));
   float* p = buf_.as<float>();
   float** slots[] = {&a, &qn, &q, &latent, &q_abs, &o_lat, &o, &scratch};
   for (int i = 0; i < 8; ++i) {
@@ -141,6 +160,47 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
     m.uv_.push_back(std::move(wv));
   }
   return m;
+}
+
+Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec& s, int64_t layer,
+                          std::optional<DType> storage, WeightBytesByClass* out) {
+  // Mirrors load() above, weight for weight.
+  const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
+  const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
+  const std::optional<DType> lin = linear_storage(c, storage);
+  auto add = [&](const WeightPlan& p) {
+    out->add_matmul(&WeightBytesByClass::attention, p.dtype, p.bytes);
+  };
+  if (s.q_lora_rank > 0) {
+    STRATA_ASSIGN_OR_RETURN(
+        WeightPlan a,
+        plan_packed(src, {{kQA, s.q_lora_rank}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
+    add(a);
+    STRATA_ASSIGN_OR_RETURN(int64_t norm, plan_vector(src, kQANorm, s.q_lora_rank, layer));
+    out->other += norm;
+    STRATA_ASSIGN_OR_RETURN(WeightPlan b,
+                            plan_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
+    add(b);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(
+        WeightPlan a, plan_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
+    add(a);
+  }
+  STRATA_ASSIGN_OR_RETURN(int64_t kv_norm, plan_vector(src, kKVANorm, r, layer));
+  out->other += kv_norm;
+  STRATA_ASSIGN_OR_RETURN(WeightPlan o, plan_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
+  add(o);
+  // kv_b_proj is read (dequantised) and split per head into W_UK^T and W_UV.
+  STRATA_RETURN_IF_ERROR(
+      src.peek(tensor_name(kKVB, src.naming(), layer), {nh * (s.nope + s.v_dim), r}).status());
+  const DType dense = matmul_storage(storage, DType::kBF16);
+  STRATA_ASSIGN_OR_RETURN(const WeightPlan uk_t, plan_pack(r, s.nope, dense));
+  STRATA_ASSIGN_OR_RETURN(const WeightPlan uv, plan_pack(s.v_dim, r, dense));
+  for (int64_t h = 0; h < nh; ++h) {
+    add(uk_t);
+    add(uv);
+  }
+  return ok_status();
 }
 
 void MlaAttention::describe(const std::string& prefix, std::vector<LinearInfo>* out) const {

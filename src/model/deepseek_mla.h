@@ -7,6 +7,7 @@
 // the cached latents, kernels/mla.h) is the plain reference the kernel tests hold it to.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -17,6 +18,8 @@
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "model/forward_batch.h"
+#include "model/layers.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/rope.h"
@@ -50,6 +53,11 @@ class MlaWorkspace {
  public:
   void allocate(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len, int threads);
   int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
+  // The float slots allocate() lays out (a ... scratch) and their total bytes: bytes() after
+  // allocate() with the same arguments.
+  static std::array<int64_t, 8> slot_sizes(const MlaSpec& s, int64_t max_tokens,
+                                           int64_t max_seq_len, int threads);
+  static int64_t bytes_for(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len, int threads);
 
   static constexpr int64_t kChunk = 128;  // tokens per absorbed-attention chunk
   int64_t max_tokens = 0;
@@ -79,7 +87,16 @@ class MlaAttention {
                const float* cos, const float* sin, float* out, int64_t ldo, const KernelOps& ops,
                ThreadPool& pool, MlaWorkspace& ws) const;
 
+  // Adds what load() would build to `out` (attention matmuls; the norms as other), from the
+  // tensors' metadata (memory_estimate.h).
+  static Status plan(WeightSource& src, const ModelConfig& config, const MlaSpec& spec,
+                     int64_t layer, std::optional<DType> storage, WeightBytesByClass* out);
+
+  // Bytes of the matmul weights, and of the norm vectors.
   int64_t bytes() const;
+  int64_t vector_bytes() const {
+    return static_cast<int64_t>((q_a_norm_.size() + kv_a_norm_.size()) * sizeof(float));
+  }
   int64_t parameters() const;
   // The fused q_a|kv_a projection replicated, q_b and the per-head W_UK/W_UV column-parallel
   // (heads split over ranks), o row-parallel.

@@ -50,6 +50,16 @@ Status read_g_idx(WeightSource& src, const std::string& name, UnpackedIntWeight*
   return ok_status();
 }
 
+// out[i] = f16(f[i]); whether every one is exact.
+bool to_f16_exactly(const float* f, int64_t count, uint16_t* out) {
+  bool exact = true;
+  for (int64_t i = 0; i < count; ++i) {
+    out[i] = f32_to_f16(f[i]);
+    exact = exact && f32_to_bits(f16_to_f32(out[i])) == f32_to_bits(f[i]);
+  }
+  return exact;
+}
+
 // compressed-tensors pack-quantized (int_quant.h): codes and zero points stored as
 // signed + 2^(bits-1), packed low bits first along inputs (codes) or outputs (zero points).
 Status read_compressed_tensors(WeightSource& src, const std::string& base,
@@ -111,12 +121,7 @@ Status read_compressed_tensors(WeightSource& src, const std::string& base,
   std::vector<float> f(n * G);
   dequantize_row(sc.dtype, sc.data, f.data(), n * G);
   src.release(sc);
-  bool exact = true;
-  for (int64_t i = 0; i < n * G; ++i) {
-    w->scales[i] = f32_to_f16(f[i]);
-    exact = exact && f32_to_bits(f16_to_f32(w->scales[i])) == f32_to_bits(f[i]);
-  }
-  if (!exact) {
+  if (!to_f16_exactly(f.data(), n * G, w->scales.data())) {
     w->scales.clear();
     w->scales_f32 = std::move(f);
   }
@@ -215,6 +220,33 @@ Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& 
     for (int64_t o = 0; o < n; ++o) std::memcpy(&w.scales[o * G + g], sc.data + (g * n + o) * 2, 2);
   src.release(sc);
   return w;
+}
+
+Result<bool> int_weight_has_plain_groups(WeightSource& src, const std::string& base, int64_t n,
+                                         int64_t k, const IntQuantization& quant) {
+  UnpackedIntWeight w;
+  w.n = n;
+  w.k = k;
+  w.group = quant.group_size < 0 ? k : quant.group_size;
+  if (w.group <= 0 || k % w.group != 0)
+    return unimplemented("'" + base + "': rows of " + std::to_string(k) +
+                         " inputs are not a whole number of groups of " + std::to_string(w.group));
+  w.ngroups = k / w.group;
+  const bool ct = quant.method == "compressed-tensors";
+  const std::string g_idx = base + (ct ? ".weight_g_idx" : ".g_idx");
+  if (src.has(g_idx)) STRATA_RETURN_IF_ERROR(read_g_idx(src, g_idx, &w));
+  if (!w.g_idx.empty()) return false;
+  if (!ct) return true;  // AWQ / GPTQ scales are f16
+  STRATA_ASSIGN_OR_RETURN(auto sc, src.get(base + ".weight_scale", {n, w.ngroups}));
+  if (sc.dtype == DType::kF16) return true;
+  if (sc.dtype != DType::kBF16 && sc.dtype != DType::kF32)
+    return unimplemented("'" + base + ".weight_scale' in " + src.describe() + " has dtype " +
+                         dtype_name(sc.dtype) + " (f16, bf16 or f32 expected)");
+  std::vector<float> f(n * w.ngroups);
+  std::vector<uint16_t> h(n * w.ngroups);
+  dequantize_row(sc.dtype, sc.data, f.data(), n * w.ngroups);
+  src.release(sc);
+  return to_f16_exactly(f.data(), n * w.ngroups, h.data());
 }
 
 }  // namespace strata

@@ -84,6 +84,12 @@ struct UnpackedIntWeight {
 Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& base, int64_t n,
                                           int64_t k, const IntQuantization& quant);
 
+// Whether read_int_weight() of this layer would find contiguous groups (no g_idx other than
+// c / group) and scales f16 holds exactly, i.e. whether the layer can use the integer layout;
+// reads only its g_idx and (compressed-tensors) scale tensors. For memory estimates.
+Result<bool> int_weight_has_plain_groups(WeightSource& src, const std::string& base, int64_t n,
+                                         int64_t k, const IntQuantization& quant);
+
 // Whether `name` ("...weight") is stored quantized in `src` (`<base>.qweight`, or
 // `<base>.weight_packed` for compressed-tensors): the base name, else empty.
 std::string int_quantized_base(const WeightSource& src, const std::string& name);

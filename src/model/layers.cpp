@@ -29,6 +29,40 @@ DType matmul_storage(std::optional<DType> requested, DType tensor_dtype) {
   }
 }
 
+PackedStorage packed_storage(const std::vector<DType>& part_dtypes, int64_t k,
+                             std::optional<DType> storage, const Fp8Quantization& fp8) {
+  bool any_fp8 = false, all_fp8 = true;
+  for (DType d : part_dtypes) {
+    any_fp8 = any_fp8 || d == DType::kF8E4M3;
+    all_fp8 = all_fp8 && d == DType::kF8E4M3;
+  }
+  if (any_fp8 || storage == DType::kF8E4M3) {
+    // FP8 parts stay FP8 with their blocks (float parts are quantised into the same blocks)
+    // when all are FP8 or FP8 was asked for; else all are dequantised into the float storage.
+    if (all_fp8 || storage == DType::kF8E4M3) return {DType::kF8E4M3, fp8.block_k};
+    DType st = matmul_storage(storage, DType::kBF16);
+    if (st == DType::kQ8_0 && k % 32 != 0) st = DType::kBF16;
+    return {st};
+  }
+  // Fused parts share one storage type: the requested one, else the first part's. Parts of
+  // different block-quantized types (a Q4_K_M file's Q4_K attn_q with its Q6_K attn_v) cannot
+  // share one, and there is no quantizer into the GGUF types here: they are requantized to Q8_0,
+  // which loses less than any of them.
+  DType st = matmul_storage(storage, part_dtypes.empty() ? DType::kBF16 : part_dtypes[0]);
+  if (!storage && dtype_is_gguf_quant(st)) {
+    for (DType d : part_dtypes)
+      if (d != st) st = k % 32 == 0 ? DType::kQ8_0 : DType::kBF16;
+  }
+  if (st == DType::kQ8_0 && k % 32 != 0) st = DType::kBF16;
+  return {st};
+}
+
+Result<WeightPlan> plan_pack(int64_t n, int64_t k, DType storage) {
+  STRATA_RETURN_IF_ERROR(PackedWeight::check_storage(storage, k));
+  // PackedWeight::pack_rows quantises F8E4M3 with 128 x 128 blocks.
+  return WeightPlan{storage, n, k, PackedWeight::bytes_for(storage, n, k, 128)};
+}
+
 namespace {
 
 // The block scales of an FP8 checkpoint tensor ([ceil(rows / block_n), ceil(k / block_k)]).
@@ -95,9 +129,12 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   what += tensor_name(parts[0].name, src.naming(), layer);
   what += "' from ";
   what += src.describe();
-  if (all_fp8 || storage == DType::kF8E4M3) {
+  std::vector<DType> dtypes;
+  for (const io::TensorRef& t : tensors) dtypes.push_back(t.dtype);
+  const PackedStorage ps = packed_storage(dtypes, k, storage, fp8);
+  if (ps.dtype == DType::kF8E4M3) {
     auto w = PackedWeight::pack_fp8_rows(fp8_parts.data(), static_cast<int>(fp8_parts.size()), k,
-                                         fp8.block_n, fp8.block_k);
+                                         fp8.block_n, ps.fp8_block_k);
     if (!w.ok()) return w.status().with_context("packing " + what);
     return w;
   }
@@ -114,9 +151,8 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
       float_parts.push_back({tensors[i].data, tensors[i].dtype, parts[i].rows});
     }
   }
-  DType st = matmul_storage(storage, DType::kBF16);
-  if (st == DType::kQ8_0 && k % 32 != 0) st = DType::kBF16;
-  auto w = PackedWeight::pack_rows(float_parts.data(), static_cast<int>(float_parts.size()), k, st);
+  auto w = PackedWeight::pack_rows(float_parts.data(), static_cast<int>(float_parts.size()), k,
+                                   ps.dtype);
   if (!w.ok()) return w.status().with_context("packing " + what);
   return w;
 }
@@ -202,28 +238,19 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
   }
   std::vector<PackedWeight::Part> packed_parts;
   std::vector<io::TensorRef> tensors;
-  std::optional<DType> first_dtype;
   bool any_fp8 = false;
   for (const RowPart& p : parts) {
     std::string name = tensor_name(p.name, src.naming(), layer);
     STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(name, {p.rows, k}));
     packed_parts.push_back({t.data, t.dtype, p.rows});
-    if (!first_dtype) first_dtype = t.dtype;
     any_fp8 = any_fp8 || t.dtype == DType::kF8E4M3;
     tensors.push_back(std::move(t));
   }
   if (any_fp8 || storage == DType::kF8E4M3)
     return load_fp8_packed(src, parts, tensors, k, layer, storage, fp8);
-  // Fused parts share one storage type: the requested one, else the first part's. Parts of
-  // different block-quantized types (a Q4_K_M file's Q4_K attn_q with its Q6_K attn_v) cannot
-  // share one, and there is no quantizer into the GGUF types here: they are requantized to Q8_0,
-  // which loses less than any of them.
-  DType st = matmul_storage(storage, *first_dtype);
-  if (!storage && dtype_is_gguf_quant(st)) {
-    for (const auto& t : tensors)
-      if (t.dtype != st) st = k % 32 == 0 ? DType::kQ8_0 : DType::kBF16;
-  }
-  if (st == DType::kQ8_0 && k % 32 != 0) st = DType::kBF16;
+  std::vector<DType> dtypes;
+  for (const io::TensorRef& t : tensors) dtypes.push_back(t.dtype);
+  const DType st = packed_storage(dtypes, k, storage, fp8).dtype;
   auto w =
       PackedWeight::pack_rows(packed_parts.data(), static_cast<int>(packed_parts.size()), k, st);
   if (!w.ok())
@@ -231,6 +258,51 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
                                    "' from " + src.describe());
   for (const auto& t : tensors) src.release(t);
   return w;
+}
+
+Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
+                               int64_t layer, std::optional<DType> storage,
+                               const Fp8Quantization& fp8) {
+  int64_t n = 0;
+  for (const RowPart& p : parts) n += p.rows;
+  if (const IntQuantization* iq = src.int_quant()) {
+    // load_int_packed()'s choice: the integer layout when every part is integer with plain
+    // groups the panel layout holds, else the exact F32 fallback.
+    std::vector<std::string> bases;
+    bool any = false;
+    for (const RowPart& p : parts) {
+      bases.push_back(int_quantized_base(src, tensor_name(p.name, src.naming(), layer)));
+      any = any || !bases.back().empty();
+    }
+    if (any) {
+      const int64_t group = iq->group_size < 0 ? k : iq->group_size;
+      QuantLayout layout;
+      bool packable = grouped_int_layout(iq->bits, group, k, &layout);
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (bases[i].empty()) {
+          STRATA_RETURN_IF_ERROR(
+              src.peek(tensor_name(parts[i].name, src.naming(), layer), {parts[i].rows, k})
+                  .status());
+          packable = false;
+          continue;
+        }
+        auto plain = int_weight_has_plain_groups(src, bases[i], parts[i].rows, k, *iq);
+        if (!plain.ok()) return plain.status().with_context("loading " + iq->method + " layer");
+        packable = packable && *plain;
+      }
+      if (!packable) return plan_pack(n, k, DType::kF32);
+      const DType d = iq->bits == 4 ? DType::kW4G : DType::kW8G;
+      return WeightPlan{d, n, k, PackedWeight::bytes_for(d, n, k, 0, layout)};
+    }
+  }
+  std::vector<DType> dtypes;
+  for (const RowPart& p : parts) {
+    STRATA_ASSIGN_OR_RETURN(io::TensorRef t,
+                            src.peek(tensor_name(p.name, src.naming(), layer), {p.rows, k}));
+    dtypes.push_back(t.dtype);
+  }
+  const PackedStorage ps = packed_storage(dtypes, k, storage, fp8);
+  return WeightPlan{ps.dtype, n, k, PackedWeight::bytes_for(ps.dtype, n, k, ps.fp8_block_k)};
 }
 
 Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& name, int64_t n,
@@ -254,13 +326,28 @@ Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& 
   return out;
 }
 
+namespace {
+
+Status check_vector_dtype(const io::TensorRef& t, int64_t n, const WeightSource& src) {
+  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 || n % dtype_block_elems(t.dtype) != 0)
+    return unimplemented("tensor '" + t.name + "' in '" + src.describe() + "' has dtype " +
+                         dtype_name(t.dtype) + ", which cannot be used as a vector");
+  return ok_status();
+}
+
+}  // namespace
+
+Result<int64_t> plan_vector(WeightSource& src, const TensorName& name, int64_t n, int64_t layer) {
+  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.peek(tensor_name(name, src.naming(), layer), {n}));
+  STRATA_RETURN_IF_ERROR(check_vector_dtype(t, n, src));
+  return n * static_cast<int64_t>(sizeof(float));
+}
+
 Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name, int64_t n,
                                        int64_t layer, DummyInit init) {
   std::string full = tensor_name(name, src.naming(), layer);
   STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {n}, init));
-  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 || n % dtype_block_elems(t.dtype) != 0)
-    return unimplemented("tensor '" + full + "' in '" + src.describe() + "' has dtype " +
-                         dtype_name(t.dtype) + ", which cannot be used as a vector");
+  STRATA_RETURN_IF_ERROR(check_vector_dtype(t, n, src));
   std::vector<float> v(n);
   dequantize_row(t.dtype, t.data, v.data(), n);
   src.release(t);
@@ -272,14 +359,10 @@ Result<EmbeddingTable> EmbeddingTable::load(WeightSource& src, const TensorName&
                                             std::optional<DType> storage, bool keep_in_place) {
   std::string full = tensor_name(name, src.naming(), -1);
   STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {vocab, hidden}));
-  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 ||
-      hidden % dtype_block_elems(t.dtype) != 0)
-    return unimplemented("embedding '" + full + "' has unsupported dtype " + dtype_name(t.dtype));
+  STRATA_ASSIGN_OR_RETURN(const DType want, storage_for(t, hidden, storage));
   EmbeddingTable e;
   e.rows_ = vocab;
   e.cols_ = hidden;
-  DType want = storage.value_or(t.dtype);
-  if (want == DType::kQ8_0 && hidden % 32 != 0) want = DType::kBF16;
   if (want == t.dtype && keep_in_place) {
     e.dtype_ = t.dtype;
     e.data_ = t.data;
@@ -295,6 +378,16 @@ Result<EmbeddingTable> EmbeddingTable::load(WeightSource& src, const TensorName&
   e.data_ = e.owned_.data();
   src.release(t);
   return e;
+}
+
+Result<DType> EmbeddingTable::storage_for(const io::TensorRef& t, int64_t hidden,
+                                          std::optional<DType> storage) {
+  if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 ||
+      hidden % dtype_block_elems(t.dtype) != 0)
+    return unimplemented("embedding '" + t.name + "' has unsupported dtype " + dtype_name(t.dtype));
+  DType want = storage.value_or(t.dtype);
+  if (want == DType::kQ8_0 && hidden % 32 != 0) want = DType::kBF16;
+  return want;
 }
 
 void EmbeddingTable::lookup(const int32_t* ids, int64_t n, float* out, int64_t ld,

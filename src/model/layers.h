@@ -40,6 +40,32 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
                                  int64_t layer, std::optional<DType> storage,
                                  const Fp8Quantization& fp8 = {});
 
+// How load_packed() stores a float or FP8 weight whose parts the checkpoint stores as
+// `part_dtypes` (AWQ/GPTQ layers aside, see plan_packed): the storage dtype and, for F8E4M3, the
+// column block. load_packed() itself decides with it.
+struct PackedStorage {
+  DType dtype = DType::kF32;
+  int64_t fp8_block_k = 128;  // F8E4M3 only
+};
+PackedStorage packed_storage(const std::vector<DType>& part_dtypes, int64_t k,
+                             std::optional<DType> storage, const Fp8Quantization& fp8);
+
+// What load_packed() would build from these parts, from the tensors' metadata alone
+// (WeightSource::peek; AWQ/GPTQ layers also read their small g_idx / scale tensors to decide
+// between the integer layout and the exact F32 fallback): its storage, shape and packed bytes
+// (PackedWeight::bytes_for). Errors for missing tensors and wrong shapes as load_packed() gives
+// them.
+struct WeightPlan {
+  DType dtype = DType::kF32;
+  int64_t n = 0, k = 0, bytes = 0;
+};
+Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
+                               int64_t layer, std::optional<DType> storage,
+                               const Fp8Quantization& fp8 = {});
+// The same for a weight packed from float rows with PackedWeight::pack(.., storage), with its
+// errors for storages it cannot pack into.
+Result<WeightPlan> plan_pack(int64_t n, int64_t k, DType storage);
+
 // Loads a [n, k] tensor as a row-major f32 matrix (FP8 checkpoint tensors dequantised with their
 // `_scale_inv` block scales).
 Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& name, int64_t n,
@@ -50,6 +76,9 @@ Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& 
 Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name, int64_t n,
                                        int64_t layer, DummyInit init);
 
+// The bytes load_vector() would hold (n f32 values), from the tensor's metadata; its errors.
+Result<int64_t> plan_vector(WeightSource& src, const TensorName& name, int64_t n, int64_t layer);
+
 // The token embedding table [vocab, hidden]: used in place from the checkpoint when its dtype is
 // kept, else converted into an owned buffer.
 class EmbeddingTable {
@@ -57,6 +86,9 @@ class EmbeddingTable {
   static Result<EmbeddingTable> load(WeightSource& src, const TensorName& name, int64_t vocab,
                                      int64_t hidden, std::optional<DType> storage,
                                      bool keep_in_place);
+  // The dtype load() holds the table `t` ([vocab, hidden]) in; errors for dtypes it cannot hold.
+  static Result<DType> storage_for(const io::TensorRef& t, int64_t hidden,
+                                   std::optional<DType> storage);
   // out[i, :] = row ids[i]; ids must be in range.
   void lookup(const int32_t* ids, int64_t n, float* out, int64_t ld, ThreadPool& pool) const;
   // A copy of the table as a packed matmul weight (tied LM head).

@@ -1,6 +1,7 @@
 #include "model/llama.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -36,6 +37,22 @@ constexpr TensorName kDown{"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn
 constexpr TensorName kRopeFreqs{"", "rope_freqs.weight"};
 
 constexpr DecoderNames kNames{kEmbed, kFinalNorm, kLmHead, kAttnNorm, kFfnNorm};
+
+// The attention workspace's float slots (qkv, attention output, per-thread scratch) and the
+// scratch per thread: LlamaModel::allocate_attention_workspace() lays them out.
+std::array<int64_t, 3> attention_slot_sizes(const ModelConfig& c, const WorkspaceLimits& limits,
+                                            int threads, int64_t* scratch_per_thread) {
+  const int64_t T = limits.max_num_tokens;
+  const int64_t q_dim = c.num_attention_heads * c.head_dim,
+                kv_dim = c.num_key_value_heads * c.head_dim;
+  int64_t scratch = attention_scratch_floats(static_cast<int>(c.num_attention_heads),
+                                             static_cast<int>(c.num_key_value_heads),
+                                             static_cast<int>(c.head_dim), limits.max_seq_len);
+  scratch = (scratch + 15) / 16 * 16;
+  if (scratch_per_thread != nullptr) *scratch_per_thread = scratch;
+  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
+  return {round(T * (q_dim + 2 * kv_dim)), round(T * q_dim), scratch * threads};
+}
 
 // Grouped-query attention with fused QKV, optional q/k/v biases (Qwen2) and per-head q/k norms
 // (Qwen3), on the skeleton of model/decoder.h.
@@ -117,7 +134,9 @@ Status LlamaModel::load_attention(int64_t l, const ModelBuildOptions& opt) {
     STRATA_ASSIGN_OR_RETURN(A.k_norm, load_vector(w, kKNorm, hd, l, DummyInit::kOnes));
   }
   active_bytes_ += A.qkv.bytes() + A.o.bytes();
-  total_bytes_ += A.qkv.bytes() + A.o.bytes();
+  total_bytes_ +=
+      A.qkv.bytes() + A.o.bytes() +
+      static_cast<int64_t>((A.qkv_bias.size() + A.q_norm.size() + A.k_norm.size()) * sizeof(float));
   const int64_t matmul_params = (qkv_dim_ + q_dim_) * H;
   active_params_ += matmul_params;
   params_ +=
@@ -160,15 +179,8 @@ Result<RopeTable> LlamaModel::make_rope() {
 }
 
 void LlamaModel::allocate_attention_workspace(const WorkspaceLimits& limits) {
-  const ModelConfig& c = config_;
-  const int64_t T = limits.max_num_tokens;
-  scratch_per_thread_ = attention_scratch_floats(static_cast<int>(c.num_attention_heads),
-                                                 static_cast<int>(c.num_key_value_heads),
-                                                 static_cast<int>(c.head_dim), limits.max_seq_len);
-  scratch_per_thread_ = (scratch_per_thread_ + 15) / 16 * 16;
-  auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
-  const int64_t sizes[] = {round(T * qkv_dim_), round(T * q_dim_),
-                           scratch_per_thread_ * pool_.size()};
+  const std::array<int64_t, 3> sizes =
+      attention_slot_sizes(config_, limits, pool_.size(), &scratch_per_thread_);
   ws_.resize(static_cast<size_t>(sizes[0] + sizes[1] + sizes[2]) * sizeof(float));
   qkv_ = ws_.as<float>();
   attn_out_ = qkv_ + sizes[0];
@@ -221,6 +233,48 @@ void LlamaModel::attention(int64_t l, const float* x, const ForwardBatch& b, con
 }
 
 }  // namespace
+
+Result<ModelMemoryEstimate> estimate_llama_model(const ModelConfig& c, WeightSource& w,
+                                                 const ModelBuildOptions& opt, int threads) {
+  // Mirrors LlamaModel::load_attention() and load_feed_forward(), weight for weight.
+  const int64_t H = c.hidden_size, hd = c.head_dim;
+  const int64_t q_dim = c.num_attention_heads * hd, kv_dim = c.num_key_value_heads * hd;
+  const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
+  DecoderModel::EstimateHooks hooks;
+  hooks.attention = [&](int64_t l, WeightBytesByClass* b) -> Status {
+    STRATA_ASSIGN_OR_RETURN(
+        WeightPlan qkv,
+        plan_packed(w, {{kQ, q_dim}, {kK, kv_dim}, {kV, kv_dim}}, H, l, opt.layers(), fp8));
+    STRATA_ASSIGN_OR_RETURN(WeightPlan o, plan_packed(w, {{kO, H}}, q_dim, l, opt.layers(), fp8));
+    b->add_matmul(&WeightBytesByClass::attention, qkv.dtype, qkv.bytes);
+    b->add_matmul(&WeightBytesByClass::attention, o.dtype, o.bytes);
+    if (c.attention_bias) {
+      for (const auto& [name, n] :
+           {std::pair{kQBias, q_dim}, std::pair{kKBias, kv_dim}, std::pair{kVBias, kv_dim}}) {
+        STRATA_ASSIGN_OR_RETURN(int64_t bytes, plan_vector(w, name, n, l));
+        b->other += bytes;
+      }
+    }
+    if (c.qk_norm) {
+      for (const TensorName& name : {kQNorm, kKNorm}) {
+        STRATA_ASSIGN_OR_RETURN(int64_t bytes, plan_vector(w, name, hd, l));
+        b->other += bytes;
+      }
+    }
+    return ok_status();
+  };
+  hooks.dense_mlp = [&](int64_t l, WeightBytesByClass* b) -> Status {
+    STRATA_ASSIGN_OR_RETURN(auto mlp, DenseMlp::plan(w, kGate, kUp, kDown, H, c.intermediate_size,
+                                                     l, opt.layers(), fp8));
+    for (const WeightPlan& p : mlp) b->add_matmul(&WeightBytesByClass::dense_mlp, p.dtype, p.bytes);
+    return ok_status();
+  };
+  hooks.rope_half = c.rotary_dim / 2;
+  int64_t floats = 0;
+  for (int64_t n : attention_slot_sizes(c, opt.limits, threads, nullptr)) floats += n;
+  hooks.attention_workspace_bytes = floats * static_cast<int64_t>(sizeof(float));
+  return DecoderModel::estimate(kNames, c, w, opt, Fp8Quantization{}, hooks);
+}
 
 Result<std::unique_ptr<Model>> create_llama_model(const ModelConfig& config,
                                                   std::unique_ptr<WeightSource> weights,

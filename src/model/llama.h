@@ -15,5 +15,9 @@ namespace strata {
 Result<std::unique_ptr<Model>> create_llama_model(const ModelConfig& config,
                                                   std::unique_ptr<WeightSource> weights,
                                                   const ModelBuildOptions& options);
+// What create_llama_model() would hold (memory_estimate.h), from the weights' metadata, for
+// `threads` compute threads.
+Result<ModelMemoryEstimate> estimate_llama_model(const ModelConfig& config, WeightSource& weights,
+                                                 const ModelBuildOptions& options, int threads);
 
 }  // namespace strata

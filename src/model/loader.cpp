@@ -11,29 +11,36 @@
 #include "io/gguf.h"
 #include "model/deepseek.h"
 #include "model/llama.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
 
 namespace strata {
 namespace {
 
-using Factory = Result<std::unique_ptr<Model>> (*)(const ModelConfig&,
-                                                   std::unique_ptr<WeightSource>,
-                                                   const ModelBuildOptions&);
+// An architecture: how to build it, and what it would hold (memory_estimate.h).
+struct Architecture {
+  Result<std::unique_ptr<Model>> (*create)(const ModelConfig&, std::unique_ptr<WeightSource>,
+                                           const ModelBuildOptions&);
+  Result<ModelMemoryEstimate> (*estimate)(const ModelConfig&, WeightSource&,
+                                          const ModelBuildOptions&, int threads);
+};
 
 // The architecture registry, keyed by Hugging Face `architectures` names.
-const std::map<std::string, Factory>& registry() {
-  static const std::map<std::string, Factory> r = {
-      {"LlamaForCausalLM", create_llama_model},
-      {"MistralForCausalLM", create_llama_model},
-      {"Qwen2ForCausalLM", create_llama_model},
-      {"Qwen3ForCausalLM", create_llama_model},
+const std::map<std::string, Architecture>& registry() {
+  static const Architecture kLlama{create_llama_model, estimate_llama_model};
+  static const Architecture kDeepseek{create_deepseek_model, estimate_deepseek_model};
+  static const std::map<std::string, Architecture> r = {
+      {"LlamaForCausalLM", kLlama},
+      {"MistralForCausalLM", kLlama},
+      {"Qwen2ForCausalLM", kLlama},
+      {"Qwen3ForCausalLM", kLlama},
       // Mixture of experts (model/moe.h) on the Llama-family attention.
-      {"MixtralForCausalLM", create_llama_model},
-      {"Qwen2MoeForCausalLM", create_llama_model},
-      {"Qwen3MoeForCausalLM", create_llama_model},
+      {"MixtralForCausalLM", kLlama},
+      {"Qwen2MoeForCausalLM", kLlama},
+      {"Qwen3MoeForCausalLM", kLlama},
       // Multi-head latent attention + DeepSeekMoE (model/deepseek.h).
-      {"DeepseekV2ForCausalLM", create_deepseek_model},
-      {"DeepseekV3ForCausalLM", create_deepseek_model},
+      {"DeepseekV2ForCausalLM", kDeepseek},
+      {"DeepseekV3ForCausalLM", kDeepseek},
   };
   return r;
 }
@@ -65,6 +72,9 @@ class MtpWeightSource final : public WeightSource {
   Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
                             DummyInit init) override {
     return inner_->get(rename(name), shape, init);
+  }
+  Result<io::TensorRef> peek(const std::string& name, const std::vector<int64_t>& shape) override {
+    return inner_->peek(rename(name), shape);
   }
   void release_generated() override { inner_->release_generated(); }
 
@@ -207,12 +217,25 @@ Result<ModelConfig> load_model_config(const LoadOptions& o) {
   return read_hf_config(dir, o.hf_overrides);
 }
 
-Result<LoadedModel> load_model(const LoadOptions& o) {
-  if (o.pool == nullptr) return invalid_argument("load_model needs a thread pool");
-  Stopwatch sw;
-  STRATA_ASSIGN_OR_RETURN(std::string format, resolve_format(o));
+namespace {
+
+// Everything load_model() decides before building the architecture, shared with the memory
+// estimates: the format, the config (an MTP module's own), the weight source and the build
+// options. `log`: log the checkpoint's quantization (loading does, estimating does not).
+struct PreparedLoad {
+  std::string format;
   ModelConfig config;
   std::unique_ptr<WeightSource> weights;
+  ModelBuildOptions build;
+  const Architecture* arch = nullptr;
+};
+
+Result<PreparedLoad> prepare_load(const LoadOptions& o, bool log) {
+  PreparedLoad p;
+  STRATA_ASSIGN_OR_RETURN(p.format, resolve_format(o));
+  const std::string& format = p.format;
+  ModelConfig& config = p.config;
+  std::unique_ptr<WeightSource>& weights = p.weights;
   std::shared_ptr<io::GgufFile> gguf;
   if (format == "gguf" || (format == "dummy" && is_gguf_path(o.model) && file_exists(o.model))) {
     STRATA_ASSIGN_OR_RETURN(auto g, io::GgufFile::open(o.model));
@@ -226,6 +249,7 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
     return unimplemented("architecture '" + config.architecture +
                          "' is not supported (supported: " + join(supported_architectures(), ", ") +
                          ")");
+  p.arch = &it->second;
   STRATA_ASSIGN_OR_RETURN(std::optional<DType> storage, resolve_dtype(o.dtype, config, format));
   STRATA_ASSIGN_OR_RETURN(std::optional<DType> layer_storage,
                           resolve_quantization(o.quantization, config, format));
@@ -237,19 +261,21 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
     STRATA_ASSIGN_OR_RETURN(weights, open_safetensors_source(o.model));
     if (config.int_quant) {
       weights->set_int_quant(config.int_quant);
-      STRATA_LOG(INFO) << config.int_quant->method << " checkpoint: " << config.int_quant->bits
-                       << "-bit weights in groups of "
-                       << (config.int_quant->group_size < 0
-                               ? std::string("a whole row")
-                               : std::to_string(config.int_quant->group_size))
-                       << (config.int_quant->desc_act ? " (act-order)" : "")
-                       << ", run on the integer kernels";
-      if (config.int_quant->activations_quantized)
-        STRATA_LOG(INFO) << "compressed-tensors scheme also quantizes input activations: Strata "
-                            "runs it weight-only, activations stay float";
+      if (log) {
+        STRATA_LOG(INFO) << config.int_quant->method << " checkpoint: " << config.int_quant->bits
+                         << "-bit weights in groups of "
+                         << (config.int_quant->group_size < 0
+                                 ? std::string("a whole row")
+                                 : std::to_string(config.int_quant->group_size))
+                         << (config.int_quant->desc_act ? " (act-order)" : "")
+                         << ", run on the integer kernels";
+        if (config.int_quant->activations_quantized)
+          STRATA_LOG(INFO) << "compressed-tensors scheme also quantizes input activations: "
+                              "Strata runs it weight-only, activations stay float";
+      }
     }
   }
-  ModelBuildOptions build;
+  ModelBuildOptions& build = p.build;
   if (o.mtp_module) {
     if (format == "gguf")
       return unimplemented(
@@ -266,13 +292,38 @@ Result<LoadedModel> load_model(const LoadOptions& o) {
   build.limits = o.limits;
   build.pool = o.pool;
   build.allocator = o.allocator;
-  auto model = it->second(config, std::move(weights), build);
+  return p;
+}
+
+}  // namespace
+
+Result<LoadedModel> load_model(const LoadOptions& o) {
+  if (o.pool == nullptr) return invalid_argument("load_model needs a thread pool");
+  Stopwatch sw;
+  STRATA_ASSIGN_OR_RETURN(PreparedLoad p, prepare_load(o, /*log=*/true));
+  auto model = p.arch->create(p.config, std::move(p.weights), p.build);
   if (!model.ok()) return model.status();
   LoadedModel out;
   out.model = std::move(model).value();
-  out.format = format;
+  out.format = p.format;
   out.load_seconds = sw.elapsed();
   return out;
+}
+
+Result<ModelMemoryEstimate> estimate_model_memory(const LoadOptions& o, int threads) {
+  if (threads < 1) return invalid_argument("a memory estimate needs at least one compute thread");
+  STRATA_ASSIGN_OR_RETURN(PreparedLoad p, prepare_load(o, /*log=*/false));
+  return p.arch->estimate(p.config, *p.weights, p.build, threads);
+}
+
+Result<WeightBytesByClass> estimate_weight_bytes(const LoadOptions& o) {
+  STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate e, estimate_model_memory(o, 1));
+  return std::move(e.weights);
+}
+
+Result<int64_t> estimate_workspace_bytes(const LoadOptions& o, int threads) {
+  STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate e, estimate_model_memory(o, threads));
+  return e.workspace_bytes;
 }
 
 }  // namespace strata

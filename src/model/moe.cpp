@@ -148,9 +148,8 @@ std::optional<DType> linear_storage(const ModelConfig& c, std::optional<DType> s
   return c.fp8 ? std::optional<DType>(DType::kF8E4M3) : storage;
 }
 
-void MoeWorkspace::allocate(const std::optional<MoeSpec>& spec, int64_t hidden, int64_t dense_ffn,
-                            int64_t max_tokens) {
-  max_tokens_ = max_tokens;
+std::array<int64_t, 11> MoeWorkspace::slot_sizes(const std::optional<MoeSpec>& spec, int64_t hidden,
+                                                 int64_t dense_ffn, int64_t max_tokens) {
   const int64_t T = max_tokens, H = hidden;
   int64_t ffn = dense_ffn, E = 1, K = 1;
   if (spec) {
@@ -161,13 +160,23 @@ void MoeWorkspace::allocate(const std::optional<MoeSpec>& spec, int64_t hidden, 
   auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
   // A dense model needs only gu and act.
   const int64_t moe = spec ? 1 : 0;
-  const int64_t sizes[] = {round(moe * T * E),   round(moe * T * K), round(moe * T * K),
-                           round(moe * (E + 1)), round(moe * T * K), round(moe * T * H),
-                           round(T * 2 * ffn),   round(T * ffn),     round(moe * T * H),
-                           round(moe * T * H),   round(moe * T)};
+  return {round(moe * T * E), round(moe * T * K), round(moe * T * K), round(moe * (E + 1)),
+          round(moe * T * K), round(moe * T * H), round(T * 2 * ffn), round(T * ffn),
+          round(moe * T * H), round(moe * T * H), round(moe * T)};
+}
+
+int64_t MoeWorkspace::bytes_for(const std::optional<MoeSpec>& spec, int64_t hidden,
+                                int64_t dense_ffn, int64_t max_tokens) {
   int64_t total = 0;
-  for (int64_t s : sizes) total += s;
-  buf_.resize(static_cast<size_t>(total) * 4);
+  for (int64_t s : slot_sizes(spec, hidden, dense_ffn, max_tokens)) total += s;
+  return total * 4;
+}
+
+void MoeWorkspace::allocate(const std::optional<MoeSpec>& spec, int64_t hidden, int64_t dense_ffn,
+                            int64_t max_tokens) {
+  max_tokens_ = max_tokens;
+  const std::array<int64_t, 11> sizes = slot_sizes(spec, hidden, dense_ffn, max_tokens);
+  buf_.resize(static_cast<size_t>(bytes_for(spec, hidden, dense_ffn, max_tokens)));
   char* p = reinterpret_cast<char*>(buf_.data());
   void** slots[] = {reinterpret_cast<void**>(&logits),  reinterpret_cast<void**>(&ids),
                     reinterpret_cast<void**>(&weights), reinterpret_cast<void**>(&offsets),
@@ -206,6 +215,34 @@ Result<DenseMlp> DenseMlp::load(WeightSource& src, const TensorName& gate, const
                           load_packed(src, {{gate, ffn}, {up, ffn}}, hidden, layer, storage, fp8));
   STRATA_ASSIGN_OR_RETURN(m.down, load_packed(src, {{down, hidden}}, ffn, layer, storage, fp8));
   return m;
+}
+
+Result<std::array<WeightPlan, 2>> DenseMlp::plan(WeightSource& src, const std::string& prefix,
+                                                 int64_t hidden, int64_t ffn, int64_t layer,
+                                                 std::optional<DType> storage,
+                                                 const Fp8Quantization& fp8, bool mixtral) {
+  const std::string g = prefix + (mixtral ? "w1.weight" : "gate_proj.weight");
+  const std::string u = prefix + (mixtral ? "w3.weight" : "up_proj.weight");
+  const std::string d = prefix + (mixtral ? "w2.weight" : "down_proj.weight");
+  std::array<WeightPlan, 2> out;
+  STRATA_ASSIGN_OR_RETURN(
+      out[0], plan_packed(src, {{TensorName{g.c_str(), ""}, ffn}, {TensorName{u.c_str(), ""}, ffn}},
+                          hidden, layer, storage, fp8));
+  STRATA_ASSIGN_OR_RETURN(
+      out[1], plan_packed(src, {{TensorName{d.c_str(), ""}, hidden}}, ffn, layer, storage, fp8));
+  return out;
+}
+
+Result<std::array<WeightPlan, 2>> DenseMlp::plan(WeightSource& src, const TensorName& gate,
+                                                 const TensorName& up, const TensorName& down,
+                                                 int64_t hidden, int64_t ffn, int64_t layer,
+                                                 std::optional<DType> storage,
+                                                 const Fp8Quantization& fp8) {
+  std::array<WeightPlan, 2> out;
+  STRATA_ASSIGN_OR_RETURN(out[0],
+                          plan_packed(src, {{gate, ffn}, {up, ffn}}, hidden, layer, storage, fp8));
+  STRATA_ASSIGN_OR_RETURN(out[1], plan_packed(src, {{down, hidden}}, ffn, layer, storage, fp8));
+  return out;
 }
 
 void DenseMlp::describe(const std::string& prefix, Sharding gate_up_sharding,
@@ -273,8 +310,51 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
   return b;
 }
 
+Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& c, int64_t layer,
+                      std::optional<DType> storage, WeightBytesByClass* out) {
+  // Mirrors load() above, weight for weight.
+  const int64_t H = c.hidden_size, E = spec.routing.num_experts;
+  const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
+  const std::optional<DType> lin = linear_storage(c, storage);
+  const bool mixtral = spec.family == MoeFamily::kMixtral;
+  const std::string base = mixtral ? "model.layers.{L}.block_sparse_moe." : "model.layers.{L}.mlp.";
+  auto add = [&](int64_t WeightBytesByClass::*cls, const WeightPlan& p) {
+    out->add_matmul(cls, p.dtype, p.bytes);
+  };
+  const std::string gate = base + "gate.weight";
+  STRATA_ASSIGN_OR_RETURN(WeightPlan g, plan_packed(src, {{TensorName{gate.c_str(), ""}, E}}, H,
+                                                    layer, DType::kF32, fp8));
+  add(&WeightBytesByClass::router, g);
+  if (spec.correction_bias) {
+    const std::string name = base + "gate.e_score_correction_bias";
+    STRATA_ASSIGN_OR_RETURN(int64_t b, plan_vector(src, TensorName{name.c_str(), ""}, E, layer));
+    out->other += b;
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string prefix = base + "experts." + std::to_string(e) + ".";
+    STRATA_ASSIGN_OR_RETURN(
+        auto m, DenseMlp::plan(src, prefix, H, spec.expert_ffn, layer, lin, fp8, mixtral));
+    for (const WeightPlan& p : m) add(&WeightBytesByClass::routed_experts, p);
+  }
+  if (spec.shared_ffn > 0) {
+    const std::string prefix =
+        base + (spec.family == MoeFamily::kQwen2Moe ? "shared_expert." : "shared_experts.");
+    STRATA_ASSIGN_OR_RETURN(auto m,
+                            DenseMlp::plan(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
+    for (const WeightPlan& p : m) add(&WeightBytesByClass::shared_experts, p);
+  }
+  if (spec.shared_gate) {
+    const std::string name = base + "shared_expert_gate.weight";
+    STRATA_ASSIGN_OR_RETURN(WeightPlan p, plan_packed(src, {{TensorName{name.c_str(), ""}, 1}}, H,
+                                                      layer, DType::kF32, fp8));
+    add(&WeightBytesByClass::shared_experts, p);
+  }
+  return ok_status();
+}
+
 int64_t MoeBlock::bytes_total() const {
-  int64_t n = gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0);
+  int64_t n = gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0) +
+              static_cast<int64_t>(bias_.size() * sizeof(float));
   for (const auto& e : experts_) n += e.bytes();
   return n;
 }

@@ -9,6 +9,7 @@
 // expert by expert in routing order with double sums, written for clarity (tests compare the two).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "kernels/moe_routing.h"
 #include "kernels/ops.h"
 #include "model/layers.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/weight_source.h"
@@ -64,6 +66,12 @@ class MoeWorkspace {
                 int64_t max_tokens);
   int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
   int64_t max_tokens() const { return max_tokens_; }
+  // The 4-byte slots allocate() lays out (logits ... gate1, each rounded up to 16), and their
+  // total bytes: what bytes() is after allocate() with the same arguments.
+  static std::array<int64_t, 11> slot_sizes(const std::optional<MoeSpec>& spec, int64_t hidden,
+                                            int64_t dense_ffn, int64_t max_tokens);
+  static int64_t bytes_for(const std::optional<MoeSpec>& spec, int64_t hidden, int64_t dense_ffn,
+                           int64_t max_tokens);
 
   float* logits = nullptr;     // [T, E] gate logits
   int32_t* ids = nullptr;      // [T, top_k]
@@ -96,6 +104,17 @@ struct DenseMlp {
   static Result<DenseMlp> load(WeightSource& src, const TensorName& gate, const TensorName& up,
                                const TensorName& down, int64_t hidden, int64_t ffn, int64_t layer,
                                std::optional<DType> storage, const Fp8Quantization& fp8 = {});
+  // What the two load() overloads would build, from the tensors' metadata (memory_estimate.h):
+  // gate_up, then down.
+  static Result<std::array<WeightPlan, 2>> plan(WeightSource& src, const std::string& prefix,
+                                                int64_t hidden, int64_t ffn, int64_t layer,
+                                                std::optional<DType> storage,
+                                                const Fp8Quantization& fp8, bool mixtral = false);
+  static Result<std::array<WeightPlan, 2>> plan(WeightSource& src, const TensorName& gate,
+                                                const TensorName& up, const TensorName& down,
+                                                int64_t hidden, int64_t ffn, int64_t layer,
+                                                std::optional<DType> storage,
+                                                const Fp8Quantization& fp8 = {});
   // y[T, H] = MLP(x[T, H]); uses ws.gu and ws.act.
   void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
                ThreadPool& pool, MoeWorkspace& ws) const;
@@ -116,6 +135,11 @@ class MoeBlock {
   static Result<MoeBlock> load(WeightSource& src, const MoeSpec& spec, const ModelConfig& config,
                                int64_t layer, std::optional<DType> storage);
 
+  // Adds what load() would build to `out` (router, routed experts, shared expert(s) and gate,
+  // the selection bias), from the tensors' metadata (memory_estimate.h).
+  static Status plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& config,
+                     int64_t layer, std::optional<DType> storage, WeightBytesByClass* out);
+
   // y[T, H] = MoE(x[T, H]) for the normalised hidden states x. T <= ws.max_tokens().
   void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
                ThreadPool& pool, MoeWorkspace& ws) const;
@@ -133,6 +157,7 @@ class MoeBlock {
   // expert-parallel.
   void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
 
+  // Bytes of every weight held (matmuls and the selection bias).
   int64_t bytes_total() const;
   // Bytes one token reads: the gate, top_k experts and the shared expert.
   int64_t bytes_active() const;

@@ -35,6 +35,12 @@ class WeightSource {
   // tensor and both shapes. Dummy sources generate it (deterministically from the name).
   virtual Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
                                     DummyInit init = DummyInit::kNormal) = 0;
+  // The tensor's name, dtype and shape, checked against `shape` as get() checks it, without
+  // generating or reading its values (`data` may be null): what memory estimates read. File
+  // sources return get()'s view of the mapping, which reads nothing.
+  virtual Result<io::TensorRef> peek(const std::string& name, const std::vector<int64_t>& shape) {
+    return get(name, shape);
+  }
   // Drops buffers of generated tensors once the model has packed them.
   virtual void release_generated() {}
 

@@ -265,8 +265,10 @@ TEST(MoeModel, ParameterAndByteCountsSeparateActiveExperts) {
   auto m = testing::load_tiny(arch("qwen3_moe"), pool, "float32");
   // 2 layers of 8 experts (3 x 64 x 32 each), top 3: a token reads 3 of the 8.
   const int64_t expert = 3 * 64 * 32 * 4;
+  // Norm vectors (f32): per layer two of 64 and the q/k norms of 16, and the final norm.
+  const int64_t norms = (2 * (2 * 64 + 2 * 16) + 64) * 4;
   EXPECT_EQ(m.model->weight_bytes_total() - m.model->weight_bytes_per_token(),
-            2 * 5 * expert + 300 * 64 * 4 /* embedding */);
+            2 * 5 * expert + 300 * 64 * 4 /* embedding */ + norms);
   EXPECT_GT(m.model->parameter_count(), 2 * 8 * 3 * 64 * 32);
 }
 

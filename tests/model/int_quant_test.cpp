@@ -30,6 +30,7 @@
 #include "io/writers.h"
 #include "kernels/backend.h"
 #include "model/layers.h"
+#include "model/memory_estimate.h"
 #include "model_test_util.h"
 #include "test_util.h"
 
@@ -112,6 +113,18 @@ class IntQuantCheckpoint : public ::testing::Test {
     o.limits = {256, 256, 8};
     auto m = load_model(o);
     EXPECT_TRUE(m.ok()) << model << ": " << m.status().to_string();
+    // The memory estimate (model/memory_estimate.h) decides the integer layout or the exact F32
+    // fallback as loading does, from the g_idx and scale tensors alone.
+    auto est = estimate_model_memory(o, pool.size());
+    EXPECT_TRUE(est.ok()) << model << ": " << est.status().to_string();
+    if (m.ok() && est.ok()) {
+      EXPECT_EQ(est->weights.total(), m->model->weight_bytes_total()) << model;
+      EXPECT_EQ(est->workspace_bytes, m->model->workspace_bytes()) << model;
+      std::map<std::string, int64_t> by_dtype;
+      for (const LinearInfo& l : m->model->linear_layers())
+        by_dtype[dtype_name(l.dtype)] += l.bytes;
+      EXPECT_EQ(est->weights.by_dtype, by_dtype) << model;
+    }
     return std::move(m).value();
   }
   static std::string* dir_;

@@ -1,0 +1,321 @@
+// model/memory_estimate.h: the weight and workspace bytes estimated from a config and the load
+// options equal what load_model() builds, exactly, for every registered architecture and storage
+// option (dummy weights of the tiny configs, an FP8 checkpoint, an MTP module, real safetensors
+// and GGUF checkpoints, the quantized GGUFs in /work/models when present), the split by class
+// matches the model's linear layers, errors are the loader's, and a DeepSeek-V3 671B config is
+// estimated without allocating its weights.
+#include "model/memory_estimate.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "core/json.h"
+#include "io/writers.h"
+#include "model/deepseek.h"
+#include "model_test_util.h"
+#include "recording_source.h"
+#include "test_util.h"
+#include "tiny_models.h"
+
+namespace strata {
+namespace {
+
+const testing::TinyArch& arch(const std::string& name) {
+  for (const auto& a : testing::tiny_archs())
+    if (name == a.name) return a;
+  ADD_FAILURE() << "no tiny arch " << name;
+  return testing::tiny_archs()[0];
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Loads the model and checks every estimate against it; returns whether it loaded. When loading
+// fails, the estimate must fail with the same error.
+bool check_estimate(const LoadOptions& o, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto est = estimate_model_memory(o, o.pool->size());
+  auto loaded = load_model(o);
+  if (!loaded.ok()) {
+    EXPECT_FALSE(est.ok()) << "the loader refuses: " << loaded.status().to_string();
+    if (!est.ok()) EXPECT_EQ(est.status().to_string(), loaded.status().to_string());
+    return false;
+  }
+  EXPECT_TRUE(est.ok()) << est.status().to_string();
+  if (!est.ok()) return true;
+  const Model& m = *loaded->model;
+  const WeightBytesByClass& w = est->weights;
+  EXPECT_EQ(w.total(), m.weight_bytes_total());
+  EXPECT_EQ(est->workspace_bytes, m.workspace_bytes());
+  // The split by dtype and by class against the model's own matmul weights.
+  std::map<std::string, int64_t> by_dtype;
+  int64_t attention = 0, dense = 0, routed = 0, shared = 0, router = 0, head = 0, mtp = 0;
+  for (const LinearInfo& l : m.linear_layers()) {
+    by_dtype[dtype_name(l.dtype)] += l.bytes;
+    const std::string& n = l.name;
+    if (contains(n, ".attn."))
+      attention += l.bytes;
+    else if (contains(n, ".mlp."))
+      dense += l.bytes;
+    else if (contains(n, ".moe.experts."))
+      routed += l.bytes;
+    else if (contains(n, ".moe.shared"))
+      shared += l.bytes;
+    else if (contains(n, ".moe.router"))
+      router += l.bytes;
+    else if (n == "lm_head")
+      head += l.bytes;
+    else if (n == "mtp.eh_proj")
+      mtp += l.bytes;
+    else
+      ADD_FAILURE() << "unclassified linear " << n;
+  }
+  EXPECT_EQ(w.by_dtype, by_dtype);
+  EXPECT_EQ(w.attention, attention);
+  EXPECT_EQ(w.dense_mlp, dense);
+  EXPECT_EQ(w.routed_experts, routed);
+  EXPECT_EQ(w.shared_experts, shared);
+  EXPECT_EQ(w.router, router);
+  EXPECT_EQ(w.lm_head, head);
+  EXPECT_GT(w.embedding, 0);
+  // What is left is the embedding, the norms/biases and the MTP input projection.
+  EXPECT_GE(w.other, mtp);
+  EXPECT_EQ(w.total() - w.embedding - w.other + mtp,
+            attention + dense + routed + shared + router + head + mtp);
+  // The functions of the header give the same figures.
+  auto weights_only = estimate_weight_bytes(o);
+  auto ws_only = estimate_workspace_bytes(o, o.pool->size());
+  EXPECT_TRUE(weights_only.ok() && ws_only.ok());
+  if (weights_only.ok()) EXPECT_EQ(weights_only->total(), w.total());
+  if (ws_only.ok()) EXPECT_EQ(*ws_only, est->workspace_bytes);
+  return true;
+}
+
+LoadOptions tiny_options(const testing::TinyArch& a, ThreadPool& pool) {
+  LoadOptions o;
+  o.model = testing::write_tiny_config(a.config_json);
+  o.load_format = "dummy";
+  o.seed = 3;
+  o.pool = &pool;
+  o.limits = {96, 200, 12};
+  return o;
+}
+
+TEST(MemoryEstimate, EveryTinyArchitectureDtypeAndQuantization) {
+  ThreadPool pool(3);
+  std::set<std::string> covered;
+  for (const auto& a : testing::tiny_archs()) {
+    LoadOptions o = tiny_options(a, pool);
+    for (const char* dtype : {"auto", "bfloat16", "float32", "float16"}) {
+      for (const char* quant : {"", "fp8", "q8_0"}) {
+        o.dtype = dtype;
+        o.quantization = quant;
+        const bool ok = check_estimate(o, std::string(a.name) + " --dtype " + dtype +
+                                              " --quantization " + (*quant ? quant : "(none)"));
+        if (ok) covered.insert(parse_json(a.config_json, "c")->at("architectures")[0]);
+      }
+    }
+  }
+  // Every architecture the loader registers was built and estimated.
+  for (const std::string& name : supported_architectures())
+    EXPECT_TRUE(covered.count(name)) << name << " has no tiny config here";
+}
+
+TEST(MemoryEstimate, WorkspaceFollowsLimitsAndThreads) {
+  for (int threads : {1, 4}) {
+    ThreadPool pool(threads);
+    for (const char* name : {"llama3_untied", "deepseek_v3_fp8", "qwen2_moe_shared_gate"}) {
+      LoadOptions o = tiny_options(arch(name), pool);
+      o.limits = {300, 700, 40};  // more tokens than MLA's 128-token chunk
+      check_estimate(o, std::string(name) + " threads " + std::to_string(threads));
+      o.limits = {1, 1, 1};
+      check_estimate(o, std::string(name) + " one token");
+    }
+  }
+}
+
+TEST(MemoryEstimate, MtpModule) {
+  ThreadPool pool(2);
+  Json j = *parse_json(arch("deepseek_v3_fp8").config_json, "c");
+  j["num_nextn_predict_layers"] = 1;
+  LoadOptions o;
+  o.model = testing::write_tiny_config(j.dump());
+  o.load_format = "dummy";
+  o.pool = &pool;
+  o.mtp_module = true;
+  ASSERT_TRUE(check_estimate(o, "mtp module"));
+  auto w = estimate_weight_bytes(o);
+  ASSERT_TRUE(w.ok());
+  EXPECT_GT(w->other, 0);  // eh_proj and the enorm/hnorm vectors
+  // Without the layer in the config: the loader's error.
+  o.model = testing::write_tiny_config(arch("deepseek_v3_fp8").config_json);
+  EXPECT_FALSE(check_estimate(o, "no mtp layer"));
+}
+
+// A DeepSeek FP8 checkpoint (e4m3 layers with 32 x 32 block scales, the rest F32) written from
+// the tensors the model asks for; the values do not matter here, only dtypes and shapes.
+TEST(MemoryEstimate, Fp8Checkpoint) {
+  ThreadPool pool(2);
+  const std::string json = arch("deepseek_v3_fp8").config_json;
+  auto cfg = parse_hf_config(*parse_json(json, "config"), nullptr);
+  ASSERT_TRUE(cfg.ok());
+  auto rec = std::make_unique<testing::RecordingSource>(make_dummy_source(1, DType::kF32, 0.05));
+  testing::RecordingSource* recorder = rec.get();
+  ModelBuildOptions build;
+  build.storage = DType::kF32;
+  build.keep_in_place = false;
+  build.limits = {8, 8, 1};
+  build.pool = &pool;
+  auto recorded = create_deepseek_model(*cfg, std::move(rec), build);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().to_string();
+  std::vector<io::TensorToWrite> tensors;
+  int num_fp8 = 0;
+  for (const auto& [name, t] : recorder->tensors) {
+    const bool linear = t.shape.size() == 2 && name.rfind("model.layers.", 0) == 0 &&
+                        !contains(name, "mlp.gate.weight");
+    const int64_t numel = t.shape.empty() ? 1 : t.shape[0] * (t.shape.size() > 1 ? t.shape[1] : 1);
+    if (!linear) {
+      tensors.push_back({name, DType::kF32, t.shape, std::string(numel * 4, '\0')});
+      continue;
+    }
+    const int64_t sn = (t.shape[0] + 31) / 32, sk = (t.shape[1] + 31) / 32;
+    tensors.push_back({name, DType::kF8E4M3, t.shape, std::string(numel, '\0')});
+    std::vector<float> ones(sn * sk, 1.0f);
+    tensors.push_back({name + "_scale_inv",
+                       DType::kF32,
+                       {sn, sk},
+                       std::string(reinterpret_cast<const char*>(ones.data()), ones.size() * 4)});
+    ++num_fp8;
+  }
+  EXPECT_GT(num_fp8, 30);
+  LoadOptions o;
+  o.model = testing::write_tiny_config(json);
+  ASSERT_TRUE(io::write_safetensors(o.model + "/model.safetensors", tensors).ok());
+  o.pool = &pool;
+  for (const char* dtype : {"auto", "float32", "bfloat16"}) {
+    o.dtype = dtype;
+    ASSERT_TRUE(check_estimate(o, std::string("fp8 checkpoint --dtype ") + dtype));
+  }
+  auto w = estimate_weight_bytes(o);
+  ASSERT_TRUE(w.ok());
+  EXPECT_GT(w->by_dtype[dtype_name(DType::kF8E4M3)], 0);
+}
+
+TEST(MemoryEstimate, RealCheckpoints) {
+  ThreadPool pool(2);
+  STRATA_REQUIRE_SHARED("models/stories260K-hf");
+  STRATA_REQUIRE_SHARED("models/stories260K.gguf");
+  STRATA_REQUIRE_SHARED("models/tinyllama-v0/TinyLLama-v0.Q4_0.gguf");
+  for (const char* rel : {"models/stories260K-hf", "models/stories260K.gguf",
+                          "models/tinyllama-v0/TinyLLama-v0.Q4_0.gguf"}) {
+    for (const char* dtype : {"auto", "float32", "bfloat16"}) {
+      LoadOptions o;
+      o.model = testing::shared_data_path(rel);
+      o.dtype = dtype;
+      o.pool = &pool;
+      o.limits = {64, 128, 8};
+      EXPECT_TRUE(check_estimate(o, std::string(rel) + " --dtype " + dtype));
+    }
+  }
+  // The repository's config-only models, with dummy weights.
+  for (const char* rel : {"models/strata-tiny", "models/llama-134m"}) {
+    LoadOptions o;
+    o.model = testing::repo_path(rel);
+    o.load_format = "dummy";
+    o.dtype = "bfloat16";
+    o.pool = &pool;
+    o.limits = {64, 128, 8};
+    EXPECT_TRUE(check_estimate(o, rel));
+  }
+}
+
+// The llama-134m GGUFs of every quantization (outside the repository; skipped when absent): each
+// matmul keeps its file type or becomes Q8_0 where fused parts differ, as loading decides.
+TEST(MemoryEstimate, QuantizedGgufFiles) {
+  const std::string dir = "/work/models";
+  std::vector<std::string> found;
+  for (const char* f : {"llama-134m-Q4_0.gguf", "llama-134m-Q4_K_M.gguf", "llama-134m-Q5_K_M.gguf",
+                        "llama-134m-Q6_K.gguf", "llama-134m-Q8_0.gguf", "llama-134m-bf16.gguf"})
+    if (testing::path_exists(dir + "/" + f)) found.push_back(dir + "/" + f);
+  if (found.empty()) GTEST_SKIP() << "no llama-134m GGUFs in " << dir;
+  ThreadPool pool(2);
+  for (const std::string& path : found) {
+    LoadOptions o;
+    o.model = path;
+    o.pool = &pool;
+    o.limits = {32, 64, 4};
+    EXPECT_TRUE(check_estimate(o, path));
+  }
+}
+
+TEST(MemoryEstimate, ErrorsAreTheLoaders) {
+  ThreadPool pool(1);
+  LoadOptions o = tiny_options(arch("llama3_untied"), pool);
+  o.dtype = "int3";
+  EXPECT_FALSE(check_estimate(o, "bad dtype"));
+  o.dtype = "auto";
+  o.quantization = "awq";
+  EXPECT_FALSE(check_estimate(o, "awq on an unquantized checkpoint"));
+  o.quantization = "";
+  o.model = "/nonexistent/model";
+  EXPECT_FALSE(check_estimate(o, "missing model"));
+  Json j = *parse_json(arch("llama3_untied").config_json, "c");
+  j["architectures"] = Json::array({"GPT2LMHeadModel"});
+  o.model = testing::write_tiny_config(j.dump());
+  EXPECT_FALSE(check_estimate(o, "unknown architecture"));
+  auto e = estimate_weight_bytes(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_TRUE(contains(e.status().message(), "GPT2LMHeadModel")) << e.status().to_string();
+  // A checkpoint without the tensors the config needs: the loader's missing-tensor error.
+  o.model = testing::write_tiny_config(arch("llama3_untied").config_json);
+  o.load_format = "safetensors";
+  ASSERT_TRUE(
+      io::write_safetensors(o.model + "/model.safetensors",
+                            {{"model.norm.weight", DType::kF32, {64}, std::string(64 * 4, '\0')}})
+          .ok());
+  EXPECT_FALSE(check_estimate(o, "missing tensors"));
+}
+
+// DeepSeek-V3 (671B) from its config alone, FP8 as its checkpoint is: nothing is allocated (the
+// dummy source only reports dtypes), so this returns at once on a machine with a few GB.
+TEST(MemoryEstimate, DeepseekV3FullSizeConfig) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v3/config.json");
+  LoadOptions o;
+  o.model = testing::shared_data_path("configs/deepseek-v3/config.json");
+  o.load_format = "dummy";
+  o.limits = {8192, 163840, 256};
+  auto e = estimate_model_memory(o, 16);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  const WeightBytesByClass& w = e->weights;
+  // Embedding and output head stay BF16: 129280 x 7168 x 2 bytes each.
+  EXPECT_EQ(w.embedding, int64_t{129280} * 7168 * 2);
+  EXPECT_EQ(w.lm_head, int64_t{129280} * 7168 * 2);
+  // 58 MoE layers of 256 routed experts, each gate_up [4096, 7168] + down [7168, 2048] in FP8:
+  // per 16-row panel and 128-column block, 16 f32 scales + 16 x 128 e4m3 bytes (+3.1 %), panels
+  // padded to 64 bytes. 58 * 256 * (256 * (56 * 2112) + 448 * (16 * 2112)) bytes.
+  const int64_t gate_up = 256 * (56 * 64 + 7168 * 16), down = 448 * (16 * 64 + 2048 * 16);
+  EXPECT_EQ(w.routed_experts, int64_t{58} * 256 * (gate_up + down));
+  // About 668 billion FP8 parameters in the 61 layers (654 B routed experts, 10.4 B attention,
+  // 2.6 B shared experts, 1.2 B dense MLPs; the MTP layer is a separate module) at 1.031 bytes
+  // each with the panel layout's per-row block scales: ~689 GB; plus 3.9 GB BF16 (embedding,
+  // head and the per-head W_UK/W_UV copies of kv_b: 61 x 128 x 2 x 512 x 128 x 2 bytes) and
+  // 0.4 GB of f32 routers: ~695 GB in all (the checkpoint's 128 x 128 block scales take less).
+  EXPECT_GT(w.total(), int64_t{685} * 1000 * 1000 * 1000);
+  EXPECT_LT(w.total(), int64_t{705} * 1000 * 1000 * 1000);
+  EXPECT_GT(w.by_dtype.at(dtype_name(DType::kF8E4M3)), int64_t{680} * 1000 * 1000 * 1000);
+  EXPECT_EQ(w.by_dtype.at(dtype_name(DType::kBF16)),
+            w.lm_head + int64_t{61} * 128 * 2 * 512 * 128 * 2);  // the embedding is no matmul
+  EXPECT_GT(e->workspace_bytes, 0);
+  // The MTP layer alone: one MoE layer with its input projection.
+  o.mtp_module = true;
+  auto mtp = estimate_weight_bytes(o);
+  ASSERT_TRUE(mtp.ok()) << mtp.status().to_string();
+  EXPECT_EQ(mtp->routed_experts, 256 * (gate_up + down));
+  EXPECT_GT(mtp->other, int64_t{7168} * 14336);  // eh_proj [7168, 14336] in FP8
+}
+
+}  // namespace
+}  // namespace strata
