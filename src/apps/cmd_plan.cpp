@@ -31,8 +31,8 @@ void add_options(OptionSet& o) {
                kGroup);
   o.add_int("tensor-parallel-size", 1, "tensor-parallel ranks", kGroup);
   o.add_int("pipeline-parallel-size", 1, "pipeline stages", kGroup);
-  o.add_bool("enable-expert-parallel", false,
-             "experts placed whole over the tensor-parallel ranks", kGroup);
+  o.add_bool("enable-expert-parallel", false, "experts placed whole over the tensor-parallel ranks",
+             kGroup);
   o.add_bool("simulate", false,
              "also simulate serving: the real scheduler on a virtual clock with the step cost "
              "model",
@@ -43,8 +43,8 @@ void add_options(OptionSet& o) {
                kGroup);
   o.add_string("max-concurrency", "1,8,32",
                "simulated client concurrency levels, comma-separated (a sweep)", kGroup);
-  o.add_string("save-sweep", "",
-               "write the simulated sweep as STEM.json and an SVG chart STEM.svg", kGroup);
+  o.add_string("save-sweep", "", "write the simulated sweep as STEM.json and an SVG chart STEM.svg",
+               kGroup);
 }
 
 // A folder with a config.json and no weights is planned as its config alone.
@@ -140,8 +140,7 @@ int run(const Args& args) {
   so.output_len = wl->output_len;
   const plan::CostModel& model = *cost;
   auto sweep = plan::simulate_sweep(
-      sim, workload, [&](std::span<const plan::SequenceWork> b) { return model.step_time(b); },
-      so);
+      sim, workload, [&](std::span<const plan::SequenceWork> b) { return model.step_time(b); }, so);
   if (!sweep.ok()) return fail(sweep.status());
   std::vector<bench::SweepRow> rows;
   for (const auto& p : *sweep) rows.push_back(p.row);
@@ -150,10 +149,10 @@ int run(const Args& args) {
             << bench::format_sweep_table(rows);
   if (const std::string stem = args.get("save-sweep"); !stem.empty()) {
     Status a = write_file(stem + ".json", bench::sweep_json(rows));
-    Status b = write_file(stem + ".svg",
-                          bench::render_sweep_svg(rows, "strata plan: " + d.model.architecture +
-                                                            " on " + std::to_string(d.num_devices) +
-                                                            " x " + d.hardware.name));
+    Status b = write_file(
+        stem + ".svg",
+        bench::render_sweep_svg(rows, "strata plan: " + d.model.architecture + " on " +
+                                          std::to_string(d.num_devices) + " x " + d.hardware.name));
     if (!a.ok() || !b.ok()) return fail(a.ok() ? b : a);
     std::cout << "Saved the sweep to " << stem << ".json and " << stem << ".svg\n";
   }

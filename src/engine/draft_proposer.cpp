@@ -11,10 +11,7 @@ namespace strata::engine {
 Result<std::unique_ptr<DraftProposer>> DraftProposer::load(const LoadOptions& options,
                                                            int64_t target_vocab_size) {
   std::unique_ptr<DraftProposer> p(new DraftProposer());
-  LoadOptions o = options;
-  // The catch-up pass runs up to one more token per entry than the target's plan (the last
-  // accepted draft, which the draft never ran).
-  o.limits.max_num_tokens += o.limits.max_logit_rows;
+  const LoadOptions o = model_options(options);
   STRATA_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(o));
   p->model_ = std::move(loaded.model);
   p->format_ = loaded.format;
@@ -33,6 +30,18 @@ Result<std::unique_ptr<DraftProposer>> DraftProposer::load(const LoadOptions& op
                    << p->model_->parameter_count() / 1e6 << "M parameters) in "
                    << loaded.load_seconds << " s";
   return p;
+}
+
+LoadOptions DraftProposer::model_options(const LoadOptions& options) {
+  LoadOptions o = options;
+  // The catch-up pass runs up to one more token per entry than the target's plan (the last
+  // accepted draft, which the draft never ran).
+  o.limits.max_num_tokens += o.limits.max_logit_rows;
+  return o;
+}
+
+int64_t DraftProposer::buffer_bytes(const WorkspaceLimits& limits, const ModelConfig& draft) {
+  return limits.max_logit_rows * draft.vocab_size * static_cast<int64_t>(sizeof(float));
 }
 
 int64_t DraftProposer::workspace_bytes() const {

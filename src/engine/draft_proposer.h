@@ -41,6 +41,10 @@ class DraftProposer {
   // hf_overrides). `target_vocab_size`: proposals are token ids below it.
   static Result<std::unique_ptr<DraftProposer>> load(const LoadOptions& options,
                                                      int64_t target_vocab_size);
+  // What load() loads the draft with (its workspace holds one more token per entry), and the
+  // buffers it adds (the draft's logits): the memory plan estimates them before loading.
+  static LoadOptions model_options(const LoadOptions& options);
+  static int64_t buffer_bytes(const WorkspaceLimits& limits, const ModelConfig& draft);
 
   Model& model() { return *model_; }
   const std::string& format() const { return format_; }

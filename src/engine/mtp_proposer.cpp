@@ -10,9 +10,7 @@ namespace strata::engine {
 Result<std::unique_ptr<MtpProposer>> MtpProposer::load(const LoadOptions& target_options,
                                                        int64_t k) {
   std::unique_ptr<MtpProposer> p(new MtpProposer());
-  LoadOptions o = target_options;
-  o.mtp_module = true;
-  o.limits.max_seq_len += k;  // drafts run past the target's last position
+  const LoadOptions o = model_options(target_options, k);
   STRATA_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(o));
   p->model_ = std::move(loaded.model);
   p->k_ = k;
@@ -25,6 +23,19 @@ Result<std::unique_ptr<MtpProposer>> MtpProposer::load(const LoadOptions& target
                    << p->model_->parameter_count() / 1e6 << "M parameters) in "
                    << loaded.load_seconds << " s";
   return p;
+}
+
+LoadOptions MtpProposer::model_options(const LoadOptions& target_options, int64_t k) {
+  LoadOptions o = target_options;
+  o.mtp_module = true;
+  o.limits.max_seq_len += k;  // drafts run past the target's last position
+  return o;
+}
+
+int64_t MtpProposer::buffer_bytes(const WorkspaceLimits& limits, const ModelConfig& layer) {
+  const int64_t V = layer.vocab_size, H = layer.hidden_size;
+  return (limits.max_logit_rows * V + limits.max_num_tokens * H + limits.max_logit_rows * H) *
+         static_cast<int64_t>(sizeof(float));
 }
 
 int64_t MtpProposer::workspace_bytes() const {

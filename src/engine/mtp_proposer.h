@@ -35,6 +35,10 @@ class MtpProposer {
  public:
   // Loads the MTP layer of the checkpoint `target_options` loads; `k` drafts per step.
   static Result<std::unique_ptr<MtpProposer>> load(const LoadOptions& target_options, int64_t k);
+  // What load() loads the layer with, and the buffers it adds (logits, the target's hidden rows,
+  // its own last hidden rows): the memory plan estimates them before loading.
+  static LoadOptions model_options(const LoadOptions& target_options, int64_t k);
+  static int64_t buffer_bytes(const WorkspaceLimits& limits, const ModelConfig& layer);
 
   Model& model() { return *model_; }
   int64_t kv_bytes_per_token(DType kv_dtype) const {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <optional>
 
 #include "core/check.h"
 #include "core/clock.h"
@@ -55,6 +57,81 @@ std::string kv_fingerprint(const EngineConfig& c, const std::string& format, con
 
 }  // namespace
 
+Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& c, int threads) {
+  EngineMemoryEstimate e;
+  const auto& sc = c.scheduler;
+  // The speculative models' options, and their estimates for a token budget.
+  std::optional<LoadOptions> draft;
+  if (sc.speculative.uses_draft_model()) {
+    LoadOptions dlo = c.model;
+    dlo.model = sc.speculative.draft_model;
+    dlo.quantization = sc.speculative.draft_quantization;
+    dlo.hf_overrides = sc.speculative.draft_hf_overrides;
+    draft = DraftProposer::model_options(dlo);
+  } else if (sc.speculative.uses_mtp()) {
+    draft = MtpProposer::model_options(c.model, sc.speculative.num_speculative_tokens);
+  }
+  // Errors name the flag as loading the draft would.
+  const std::string what = sc.speculative.uses_mtp()
+                               ? std::string("--speculative-config deepseek_mtp")
+                               : "--speculative-config draft model " + sc.speculative.draft_model;
+  std::optional<ModelConfig> draft_config;
+  if (draft) {
+    auto dc = load_model_config(*draft);
+    if (!dc.ok()) return dc.status().with_context(what);
+    draft_config = *dc;
+  }
+  // Workspace of everything for a token budget of `tokens`.
+  auto workspace = [&c, draft, draft_config, threads, what](
+                       int64_t tokens, ModelMemoryEstimate* target,
+                       ModelMemoryEstimate* drafter) -> Result<int64_t> {
+    LoadOptions lo = c.model;
+    lo.limits.max_num_tokens = tokens;
+    STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate t, estimate_model_memory(lo, threads));
+    int64_t bytes = t.workspace_bytes;
+    if (target != nullptr) *target = t;
+    if (draft) {
+      LoadOptions d = *draft;
+      d.limits.max_num_tokens += tokens - c.model.limits.max_num_tokens;
+      auto de = estimate_model_memory(d, threads);
+      if (!de.ok()) return de.status().with_context(what);
+      const int64_t buffers = c.scheduler.speculative.uses_mtp()
+                                  ? MtpProposer::buffer_bytes(d.limits, *draft_config)
+                                  : DraftProposer::buffer_bytes(d.limits, *draft_config);
+      bytes += de->workspace_bytes + buffers;
+      if (drafter != nullptr) *drafter = *de;
+    }
+    return bytes;
+  };
+  ModelMemoryEstimate drafter;
+  STRATA_ASSIGN_OR_RETURN(int64_t ws, workspace(sc.max_num_batched_tokens, &e.target, &drafter));
+  STRATA_ASSIGN_OR_RETURN(ModelConfig mc, load_model_config(c.model));
+  const int64_t logits = logits_workspace_bytes(mc.vocab_size, c.model.limits.max_logit_rows);
+  e.kv_dtype = c.cache.kv_cache_dtype.value_or(default_kv_dtype(e.target.weights.weight_dtype));
+  MemoryPlanInputs& mi = e.inputs;
+  mi.device_memory_bytes = available_memory_bytes();
+  mi.gpu_memory_utilization = c.cache.gpu_memory_utilization;
+  mi.weight_bytes = e.target.weights.total();
+  mi.workspace_bytes = ws + logits;
+  mi.kv_bytes_per_token = e.target.kv_spec.bytes_per_token(e.kv_dtype);
+  if (draft) {
+    e.draft_weight_bytes = drafter.weights.total();
+    e.draft_workspace_bytes = ws - e.target.workspace_bytes;
+    mi.weight_bytes += e.draft_weight_bytes;
+    mi.draft_kv_bytes_per_token = drafter.kv_spec.bytes_per_token(e.kv_dtype);
+    mi.kv_bytes_per_token += mi.draft_kv_bytes_per_token;
+  }
+  mi.block_size = c.cache.block_size;
+  mi.kv_cache_memory_bytes = c.cache.kv_cache_memory_bytes;
+  mi.max_model_len = sc.max_model_len;
+  mi.max_num_batched_tokens = sc.max_num_batched_tokens;
+  mi.workspace_for_tokens = [workspace, logits](int64_t tokens) -> int64_t {
+    auto w = workspace(tokens, nullptr, nullptr);
+    return w.ok() ? *w + logits : std::numeric_limits<int64_t>::max();
+  };
+  return e;
+}
+
 Worker::~Worker() = default;
 
 Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
@@ -69,6 +146,11 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   // The sampler's row-wide loops follow the kernel choice (`--kernels avx2` keeps them on AVX2);
   // every build gives the same tokens, so this changes the speed only.
   sampling::vector_math_limit(sampling::vector_math_variant_for_kernels(backend.variant().name));
+  // The memory plan first, from estimates of what the models will hold (model/memory_estimate.h):
+  // a configuration that does not fit is refused before anything is loaded or allocated.
+  STRATA_ASSIGN_OR_RETURN(const EngineMemoryEstimate est,
+                          estimate_engine_memory(c, static_cast<int>(backend.pool().size())));
+  STRATA_ASSIGN_OR_RETURN(w->info_.memory, plan_memory(est.inputs));
   LoadOptions lo = c.model;
   lo.pool = &backend.pool();
   lo.allocator = &backend.allocator();
@@ -115,7 +197,8 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                             static_cast<double>(model.weight_bytes_total() - matmul_bytes));
   }
 
-  // Memory plan (engine/memory_plan.h: the same function `strata plan` runs).
+  // The loaded models against the estimates the plan was made with (model/memory_estimate.h
+  // promises equality; a difference is a bug, and the plan is remade from what was loaded).
   const KvSpec ks = model.kv_spec();
   const DType kv_dtype = c.cache.kv_cache_dtype.value_or(default_kv_dtype(model.weight_dtype()));
   w->info_.kv_dtype = kv_dtype;
@@ -142,7 +225,17 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   mi.kv_cache_memory_bytes = c.cache.kv_cache_memory_bytes;
   mi.max_model_len = sc.max_model_len;
   mi.max_num_batched_tokens = sc.max_num_batched_tokens;
-  STRATA_ASSIGN_OR_RETURN(w->info_.memory, plan_memory(mi));
+  if (mi.weight_bytes != est.inputs.weight_bytes ||
+      mi.workspace_bytes != est.inputs.workspace_bytes ||
+      mi.kv_bytes_per_token != est.inputs.kv_bytes_per_token) {
+    STRATA_LOG(ERROR) << "the memory estimate differs from the loaded model (weights "
+                      << est.inputs.weight_bytes << " vs " << mi.weight_bytes << ", workspace "
+                      << est.inputs.workspace_bytes << " vs " << mi.workspace_bytes
+                      << ", KV per token " << est.inputs.kv_bytes_per_token << " vs "
+                      << mi.kv_bytes_per_token << "): please report it; planning with the loaded "
+                      << "figures";
+    STRATA_ASSIGN_OR_RETURN(w->info_.memory, plan_memory(mi));
+  }
   MemoryPlan& plan = w->info_.memory;
   const int64_t block_bytes = plan.kv_bytes_per_token * plan.block_size;
   STRATA_LOG(INFO) << "Memory plan: budget " << format_bytes(plan.memory_budget) << ", weights "

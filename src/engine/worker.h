@@ -22,10 +22,23 @@
 #include "kernels/backend.h"
 #include "kv/kv_storage.h"
 #include "kv/kv_tiers.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 
 namespace strata::engine {
+
+// What an engine with `config` holds on this machine, estimated before anything is loaded
+// (model/memory_estimate.h): the target's weights, workspace and KV spec, its draft model's or
+// MTP layer's, the logits buffers; the memory plan's inputs from them. Worker::create plans with
+// it before loading (a refusal allocates nothing) and checks the loaded models against it.
+struct EngineMemoryEstimate {
+  ModelMemoryEstimate target;
+  int64_t draft_weight_bytes = 0, draft_workspace_bytes = 0;
+  DType kv_dtype = DType::kBF16;
+  MemoryPlanInputs inputs;
+};
+Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& config, int threads);
 
 struct WorkerConfig {
   EngineConfig engine;                 // resolved (max_model_len set, limits filled in)

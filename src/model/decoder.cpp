@@ -149,6 +149,7 @@ Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names, co
     }
   }
   b.add_matmul(&WeightBytesByClass::lm_head, head.dtype, head.bytes);
+  b.weight_dtype = c.fp8 ? DType::kF8E4M3 : head.dtype;  // as weight_dtype() reports it
   out.workspace_bytes = workspace_bytes_for(c, moe, hooks.rope_half, opt.mtp_module, opt.limits) +
                         hooks.attention_workspace_bytes;
   return out;

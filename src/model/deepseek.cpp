@@ -6,6 +6,12 @@
 namespace strata {
 namespace {
 
+// One latent row per token and layer: the compressed KV and the rotated shared key; no V (the
+// model's kv_spec() and its memory estimate).
+KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla) {
+  return {c.num_hidden_layers, 1, mla.cache_row(), /*has_v=*/false};
+}
+
 constexpr DecoderNames kNames{{"model.embed_tokens.weight", ""},
                               {"model.norm.weight", ""},
                               {"lm_head.weight", ""},
@@ -26,9 +32,7 @@ class DeepseekModel : public DecoderModel {
   }
 
   // One row per token and layer: the latent and the rotated shared key; no V.
-  KvSpec kv_spec() const override {
-    return {config_.num_hidden_layers, 1, mla_.cache_row(), /*has_v=*/false};
-  }
+  KvSpec kv_spec() const override { return mla_kv_spec(config_, mla_); }
   double forward_flops(int64_t num_tokens, int64_t sum_context,
                        int64_t num_logit_rows) const override {
     // Attention counted in the expanded form: per head and key, q.k over qk_dim and p.v over v_dim.
@@ -118,7 +122,10 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
   hooks.rope_half = mla.rope / 2;
   hooks.attention_workspace_bytes =
       MlaWorkspace::bytes_for(mla, opt.limits.max_num_tokens, opt.limits.max_seq_len, threads);
-  return DecoderModel::estimate(kNames, c, w, opt, fp8, hooks);
+  STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate out,
+                          DecoderModel::estimate(kNames, c, w, opt, fp8, hooks));
+  out.kv_spec = mla_kv_spec(c, mla);
+  return out;
 }
 
 Result<std::unique_ptr<Model>> create_deepseek_model(const ModelConfig& config,

@@ -12,6 +12,11 @@
 namespace strata {
 namespace {
 
+// K and V of every KV head, per layer (the model's kv_spec() and its memory estimate).
+KvSpec llama_kv_spec(const ModelConfig& c) {
+  return {c.num_hidden_layers, c.num_key_value_heads, c.head_dim};
+}
+
 // One table maps our tensors to checkpoint names (HF and GGUF).
 constexpr TensorName kEmbed{"model.embed_tokens.weight", "token_embd.weight"};
 constexpr TensorName kFinalNorm{"model.norm.weight", "output_norm.weight"};
@@ -76,9 +81,7 @@ class LlamaModel : public DecoderModel {
     return DecoderModel::load(kNames, opt, Fp8Quantization{});
   }
 
-  KvSpec kv_spec() const override {
-    return {config_.num_hidden_layers, config_.num_key_value_heads, config_.head_dim};
-  }
+  KvSpec kv_spec() const override { return llama_kv_spec(config_); }
   double forward_flops(int64_t num_tokens, int64_t sum_context,
                        int64_t num_logit_rows) const override {
     const ModelConfig& c = config_;
@@ -273,7 +276,10 @@ Result<ModelMemoryEstimate> estimate_llama_model(const ModelConfig& c, WeightSou
   int64_t floats = 0;
   for (int64_t n : attention_slot_sizes(c, opt.limits, threads, nullptr)) floats += n;
   hooks.attention_workspace_bytes = floats * static_cast<int64_t>(sizeof(float));
-  return DecoderModel::estimate(kNames, c, w, opt, Fp8Quantization{}, hooks);
+  STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate out,
+                          DecoderModel::estimate(kNames, c, w, opt, Fp8Quantization{}, hooks));
+  out.kv_spec = llama_kv_spec(c);
+  return out;
 }
 
 Result<std::unique_ptr<Model>> create_llama_model(const ModelConfig& config,

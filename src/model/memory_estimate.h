@@ -49,6 +49,9 @@ struct WeightBytesByClass {
   // Matmul weight bytes by storage dtype name (dtype_name()), as the worker's "Weights by type"
   // log line groups the model's linear_layers().
   std::map<std::string, int64_t> by_dtype;
+  // Model::weight_dtype() (FP8 checkpoints report FP8; else the output head's storage): the KV
+  // cache dtype's default follows it.
+  DType weight_dtype = DType::kBF16;
 
   int64_t total() const {
     return embedding + attention + dense_mlp + routed_experts + shared_experts + router + lm_head +
@@ -64,6 +67,7 @@ struct WeightBytesByClass {
 struct ModelMemoryEstimate {
   WeightBytesByClass weights;
   int64_t workspace_bytes = 0;  // Model::workspace_bytes()
+  KvSpec kv_spec;               // Model::kv_spec()
 };
 
 // Both at once (one pass over the config and tensor table). `threads`: the compute threads of

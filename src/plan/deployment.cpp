@@ -9,9 +9,13 @@
 namespace strata::plan {
 namespace {
 
-std::string bytes(int64_t b) { return format_bytes(static_cast<double>(b)); }
+std::string bytes(int64_t b) {
+  return format_bytes(static_cast<double>(b));
+}
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // The model's KV spec (Model::kv_spec() of the loaded model): the MLA latent row (one entry per
 // token and layer, no V) or K and V of every KV head.
@@ -36,8 +40,8 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
     return invalid_argument("--tensor-parallel-size " + std::to_string(p.tp) + " must divide the " +
                             std::to_string(shape.num_heads) + " attention heads");
   if (p.pp > shape.num_layers)
-    return invalid_argument("--pipeline-parallel-size " + std::to_string(p.pp) + " is more than the " +
-                            std::to_string(shape.num_layers) + " layers");
+    return invalid_argument("--pipeline-parallel-size " + std::to_string(p.pp) +
+                            " is more than the " + std::to_string(shape.num_layers) + " layers");
   STRATA_ASSIGN_OR_RETURN(m.model_weights, estimate_weight_bytes(c.model));
   STRATA_ASSIGN_OR_RETURN(int64_t workspace, estimate_workspace_bytes(c.model, d.threads));
 

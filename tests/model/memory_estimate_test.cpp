@@ -49,7 +49,12 @@ bool check_estimate(const LoadOptions& o, const std::string& what) {
   const Model& m = *loaded->model;
   const WeightBytesByClass& w = est->weights;
   EXPECT_EQ(w.total(), m.weight_bytes_total());
+  EXPECT_EQ(w.weight_dtype, m.weight_dtype());
   EXPECT_EQ(est->workspace_bytes, m.workspace_bytes());
+  EXPECT_EQ(est->kv_spec.num_layers, m.kv_spec().num_layers);
+  EXPECT_EQ(est->kv_spec.num_kv_heads, m.kv_spec().num_kv_heads);
+  EXPECT_EQ(est->kv_spec.head_dim, m.kv_spec().head_dim);
+  EXPECT_EQ(est->kv_spec.has_v, m.kv_spec().has_v);
   // The split by dtype and by class against the model's own matmul weights.
   std::map<std::string, int64_t> by_dtype;
   int64_t attention = 0, dense = 0, routed = 0, shared = 0, router = 0, head = 0, mtp = 0;
