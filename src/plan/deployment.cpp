@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/strings.h"
+#include "engine/worker.h"
 
 namespace strata::plan {
 namespace {
@@ -15,13 +16,6 @@ std::string bytes(int64_t b) {
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
-}
-
-// The model's KV spec (Model::kv_spec() of the loaded model): the MLA latent row (one entry per
-// token and layer, no V) or K and V of every KV head.
-KvSpec kv_spec_of(const ModelShape& s) {
-  if (s.mla) return {s.num_layers, 1, s.kv_lora_rank + s.qk_rope_dim, /*has_v=*/false};
-  return {s.num_layers, s.num_kv_heads, s.head_dim, /*has_v=*/true};
 }
 
 }  // namespace
@@ -42,8 +36,11 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
   if (p.pp > shape.num_layers)
     return invalid_argument("--pipeline-parallel-size " + std::to_string(p.pp) +
                             " is more than the " + std::to_string(shape.num_layers) + " layers");
-  STRATA_ASSIGN_OR_RETURN(m.model_weights, estimate_weight_bytes(c.model));
-  STRATA_ASSIGN_OR_RETURN(int64_t workspace, estimate_workspace_bytes(c.model, d.threads));
+  // What the engine itself estimates and plans with (Worker::create): the target's weights by
+  // class, the workspaces (with a draft model's or MTP layer's), the KV spec and dtype.
+  STRATA_ASSIGN_OR_RETURN(const engine::EngineMemoryEstimate est,
+                          engine::estimate_engine_memory(c, d.threads));
+  m.model_weights = est.target.weights;
 
   // Weights: each class divided as vLLM shards it, and the layers over the pipeline stages (the
   // first stage holds the embedding, the last the output head; the largest stage is reported).
@@ -79,11 +76,10 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
   }
   for (const auto& [dtype, b] : w.by_dtype) s.by_dtype[dtype] = ceil_div(b, d.num_devices);
 
-  // Activations: the engine's workspace for the token budget and its logits buffers (a device
+  // Activations: the engine's workspaces for the token budget and its logits buffers (a device
   // runs the whole batch through its layers); communication buffers for the batch's hidden
   // states: TP all-reduce (in and out), PP send and receive, EP dispatch and combine.
-  m.activation_bytes =
-      workspace + engine::logits_workspace_bytes(shape.vocab, c.model.limits.max_logit_rows);
+  m.activation_bytes = est.inputs.workspace_bytes;
   const int64_t T = c.scheduler.max_num_batched_tokens;
   const int64_t act = 2;  // bf16 hidden states on the links
   const int64_t hidden_batch = T * shape.hidden * act;
@@ -93,31 +89,24 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
 
   // KV: KV heads split over TP ranks (each rank holds at least one, replicated beyond that), the
   // MLA latent row on every rank; the stage's layers.
-  m.kv_spec = kv_spec_of(shape);
-  m.kv_dtype = c.cache.kv_cache_dtype.value_or(engine::default_kv_dtype(w.weight_dtype));
+  m.kv_spec = est.target.kv_spec;
+  m.kv_dtype = est.kv_dtype;
   KvSpec device = m.kv_spec;
   device.num_layers = stage_layers;
-  if (!shape.mla) device.num_kv_heads = std::max<int64_t>(1, ceil_div(device.num_kv_heads, p.tp));
-  m.kv_bytes_per_token = device.bytes_per_token(m.kv_dtype);
+  if (device.has_v) device.num_kv_heads = std::max<int64_t>(1, ceil_div(device.num_kv_heads, p.tp));
+  m.kv_bytes_per_token = device.bytes_per_token(m.kv_dtype) +
+                         est.inputs.draft_kv_bytes_per_token;  // a draft's KV is not split
 
   engine::MemoryPlanInputs& in = m.inputs;
+  in = est.inputs;
   in.device_memory_bytes = d.device_memory_bytes;
-  in.gpu_memory_utilization = c.cache.gpu_memory_utilization;
-  in.weight_bytes = s.total();
+  in.weight_bytes = s.total() + est.draft_weight_bytes;
   in.workspace_bytes = m.activation_bytes + m.communication_bytes;
   in.kv_bytes_per_token = m.kv_bytes_per_token;
-  in.block_size = c.cache.block_size;
-  in.kv_cache_memory_bytes = c.cache.kv_cache_memory_bytes;
-  in.max_model_len = c.scheduler.max_model_len;
-  in.max_num_batched_tokens = T;
-  LoadOptions lo = c.model;
-  const int threads = d.threads;
   const int64_t comm_per_token = T > 0 ? m.communication_bytes / T : 0;
-  const int64_t logits = engine::logits_workspace_bytes(shape.vocab, lo.limits.max_logit_rows);
-  in.workspace_for_tokens = [lo, threads, comm_per_token, logits](int64_t tokens) mutable {
-    lo.limits.max_num_tokens = tokens;
-    auto ws = estimate_workspace_bytes(lo, threads);
-    return (ws.ok() ? *ws : int64_t{1} << 62) + logits + comm_per_token * tokens;
+  in.workspace_for_tokens = [engine_ws = est.inputs.workspace_for_tokens,
+                             comm_per_token](int64_t tokens) {
+    return engine_ws(tokens) + comm_per_token * tokens;
   };
   m.plan = engine::plan_memory(in);
   return m;

@@ -64,6 +64,21 @@ TEST(PlanMemory, OneLocalDeviceIsTheEnginesOwnPlan) {
   expect_engine_figures(c, "llama-134m, --quantization q8_0");
   c.cache.kv_cache_dtype = DType::kF8E4M3;
   expect_engine_figures(c, "llama-134m, --kv-cache-dtype fp8");
+  c.model.quantization.clear();
+  c.cache.kv_cache_dtype.reset();
+  c.scheduler.speculative = {.method = "draft_model", .num_speculative_tokens = 3};
+  c.scheduler.speculative.draft_model = c.model.model;
+  c.scheduler.speculative.draft_hf_overrides = R"({"num_hidden_layers": 4})";
+  expect_engine_figures(c, "llama-134m with a 4-layer draft model");
+  for (const auto& a : testing::tiny_archs())
+    if (std::string(a.name) == "deepseek_v3_fp8") {
+      std::string j = a.config_json;
+      j.insert(j.find('{') + 1, R"("num_nextn_predict_layers":1,)");
+      auto d = testing::engine_config(testing::write_tiny_config(j), "dummy", 4 << 20);
+      d.scheduler.max_model_len = 256;
+      d.scheduler.speculative = {.method = "deepseek_mtp", .num_speculative_tokens = 2};
+      expect_engine_figures(d, "DeepSeek-V3 (scaled) with its MTP layer");
+    }
 }
 
 TEST(PlanMemory, TheEnginesRefusalsWithWhatFits) {
