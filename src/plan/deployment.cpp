@@ -85,7 +85,9 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
   const int64_t hidden_batch = T * shape.hidden * act;
   if (p.tp > 1) m.communication_bytes += 2 * hidden_batch;
   if (p.pp > 1) m.communication_bytes += 2 * hidden_batch;
-  if (p.ep > 1 && shape.num_experts > 0) m.communication_bytes += 2 * hidden_batch * shape.top_k;
+  // EP: each rank sends and receives its share of the batch's top_k expert inputs (in and out).
+  if (p.ep > 1 && shape.num_experts > 0)
+    m.communication_bytes += 2 * ceil_div(hidden_batch * shape.top_k, p.ep);
 
   // KV: KV heads split over TP ranks (each rank holds at least one, replicated beyond that), the
   // MLA latent row on every rank; the stage's layers.
