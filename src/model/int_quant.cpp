@@ -150,6 +150,20 @@ std::string int_quantized_base(const WeightSource& src, const std::string& name)
   return src.has(base + packed) ? base : std::string();
 }
 
+// The shape and grouping of an integer weight: [n, k] in groups of group_size inputs (a whole
+// row when negative).
+static Status set_int_groups(const std::string& base, int64_t n, int64_t k,
+                             const IntQuantization& quant, UnpackedIntWeight* w) {
+  w->n = n;
+  w->k = k;
+  w->group = quant.group_size < 0 ? k : quant.group_size;
+  if (w->group <= 0 || k % w->group != 0)
+    return unimplemented("'" + base + "': rows of " + std::to_string(k) +
+                         " inputs are not a whole number of groups of " + std::to_string(w->group));
+  w->ngroups = k / w->group;
+  return ok_status();
+}
+
 Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& base, int64_t n,
                                           int64_t k, const IntQuantization& quant) {
   const bool awq = quant.method == "awq";
@@ -157,18 +171,12 @@ Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& 
   const int per_word = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
   UnpackedIntWeight w;
-  w.n = n;
-  w.k = k;
-  w.group = quant.group_size < 0 ? k : quant.group_size;
-  if (w.group <= 0 || k % w.group != 0)
-    return unimplemented("'" + base + "': rows of " + std::to_string(k) +
-                         " inputs are not a whole number of groups of " + std::to_string(w.group));
+  STRATA_RETURN_IF_ERROR(set_int_groups(base, n, k, quant, &w));
   const bool ct = quant.method == "compressed-tensors";
   if (!ct && (n % per_word != 0 || (!awq && k % per_word != 0)))
     return invalid_argument("'" + base + "': a [" + std::to_string(n) + ", " + std::to_string(k) +
                             "] layer cannot be packed " + std::to_string(per_word) +
                             " codes per int32");
-  w.ngroups = k / w.group;
   const int64_t G = w.ngroups;
   w.q.resize(n * k);
   w.zeros.resize(n * G);
@@ -225,13 +233,7 @@ Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& 
 Result<bool> int_weight_has_plain_groups(WeightSource& src, const std::string& base, int64_t n,
                                          int64_t k, const IntQuantization& quant) {
   UnpackedIntWeight w;
-  w.n = n;
-  w.k = k;
-  w.group = quant.group_size < 0 ? k : quant.group_size;
-  if (w.group <= 0 || k % w.group != 0)
-    return unimplemented("'" + base + "': rows of " + std::to_string(k) +
-                         " inputs are not a whole number of groups of " + std::to_string(w.group));
-  w.ngroups = k / w.group;
+  STRATA_RETURN_IF_ERROR(set_int_groups(base, n, k, quant, &w));
   const bool ct = quant.method == "compressed-tensors";
   const std::string g_idx = base + (ct ? ".weight_g_idx" : ".g_idx");
   if (src.has(g_idx)) STRATA_RETURN_IF_ERROR(read_g_idx(src, g_idx, &w));

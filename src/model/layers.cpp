@@ -222,6 +222,17 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
   return w;
 }
 
+// The AWQ/GPTQ base name of each part (empty: not integer-quantized); true when any part is.
+bool int_quantized_bases(WeightSource& src, const std::vector<RowPart>& parts, int64_t layer,
+                         std::vector<std::string>* bases) {
+  bool any = false;
+  for (const RowPart& p : parts) {
+    bases->push_back(int_quantized_base(src, tensor_name(p.name, src.naming(), layer)));
+    any = any || !bases->back().empty();
+  }
+  return any;
+}
+
 }  // namespace
 
 Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
@@ -229,12 +240,8 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
                                  const Fp8Quantization& fp8) {
   if (const IntQuantization* iq = src.int_quant()) {
     std::vector<std::string> bases;
-    bool any = false;
-    for (const RowPart& p : parts) {
-      bases.push_back(int_quantized_base(src, tensor_name(p.name, src.naming(), layer)));
-      any = any || !bases.back().empty();
-    }
-    if (any) return load_int_packed(src, parts, bases, k, layer, *iq);
+    if (int_quantized_bases(src, parts, layer, &bases))
+      return load_int_packed(src, parts, bases, k, layer, *iq);
   }
   std::vector<PackedWeight::Part> packed_parts;
   std::vector<io::TensorRef> tensors;
@@ -269,12 +276,7 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
     // load_int_packed()'s choice: the integer layout when every part is integer with plain
     // groups the panel layout holds, else the exact F32 fallback.
     std::vector<std::string> bases;
-    bool any = false;
-    for (const RowPart& p : parts) {
-      bases.push_back(int_quantized_base(src, tensor_name(p.name, src.naming(), layer)));
-      any = any || !bases.back().empty();
-    }
-    if (any) {
+    if (int_quantized_bases(src, parts, layer, &bases)) {
       const int64_t group = iq->group_size < 0 ? k : iq->group_size;
       QuantLayout layout;
       bool packable = grouped_int_layout(iq->bits, group, k, &layout);
