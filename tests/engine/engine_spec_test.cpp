@@ -218,29 +218,11 @@ TEST_F(EngineSpeculative, SampledOutputHasThePlainDistribution) {
     EXPECT_GT(stats[m].spec_num_draft_tokens, 500) << "sampled requests should get drafts";
     EXPECT_GT(stats[m].spec_num_accepted_tokens, 100);
     for (size_t k = 0; k < std::size(kPositions); ++k) {
-      // Two-sample chi-square over tokens seen at least 10 times in all (the rest pooled).
-      std::map<int32_t, std::pair<double, double>> bins;
-      std::pair<double, double> rest{0, 0};
-      std::map<int32_t, int64_t> total;
-      for (size_t i : {size_t{0}, m})
-        for (const auto& [t, c] : counts[i][k]) total[t] += c;
-      for (size_t i : {size_t{0}, m})
-        for (const auto& [t, c] : counts[i][k]) {
-          auto& bin = total[t] >= 10 ? bins[t] : rest;
-          (i == 0 ? bin.first : bin.second) += static_cast<double>(c);
-        }
-      if (rest.first + rest.second > 0) bins[-1] = rest;
-      double chi = 0;
-      for (const auto& [t, bin] : bins) {
-        const double e = (bin.first + bin.second) / 2;  // equal sample sizes
-        chi += (bin.first - e) * (bin.first - e) / e + (bin.second - e) * (bin.second - e) / e;
-      }
-      const int dof = static_cast<int>(bins.size()) - 1;
-      ASSERT_GT(dof, 0);
-      const double a = 2.0 / (9.0 * dof);
-      const double critical = dof * std::pow(1 - a + 3.090 * std::sqrt(a), 3);  // p = 0.001
-      EXPECT_LT(chi, critical) << "output position " << kPositions[k] << ": chi-square " << chi
-                               << " with " << dof << " dof";
+      const auto chi = testing::two_sample_chi_square(counts[0][k], counts[m][k]);
+      ASSERT_GT(chi.dof, 0);
+      EXPECT_LT(chi.statistic, chi.critical)
+          << "output position " << kPositions[k] << ": chi-square " << chi.statistic << " with "
+          << chi.dof << " dof";
     }
   }
 }

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -124,6 +126,37 @@ inline std::string write_config_dir(const std::string& json) {
   std::string dir = ::mkdtemp(tmpl);
   (void)write_file(dir + "/config.json", json);
   return dir;
+}
+
+// Two-sample chi-square homogeneity test of two equal-size samples of tokens (token -> count):
+// tokens seen at least 10 times in all get a bin, the rest one pooled bin. Returns the statistic
+// and its critical value at p = 0.001 (Wilson-Hilferty), or critical 0 when there is one bin.
+struct ChiSquare {
+  double statistic = 0, critical = 0;
+  int dof = 0;
+};
+inline ChiSquare two_sample_chi_square(const std::map<int32_t, int64_t>& a,
+                                       const std::map<int32_t, int64_t>& b) {
+  std::map<int32_t, std::pair<double, double>> bins;
+  std::pair<double, double> rest{0, 0};
+  std::map<int32_t, int64_t> total;
+  for (const auto* m : {&a, &b})
+    for (const auto& [t, c] : *m) total[t] += c;
+  for (const auto& [t, c] : a) (total[t] >= 10 ? bins[t] : rest).first += static_cast<double>(c);
+  for (const auto& [t, c] : b) (total[t] >= 10 ? bins[t] : rest).second += static_cast<double>(c);
+  if (rest.first + rest.second > 0) bins[-1] = rest;
+  ChiSquare out;
+  for (const auto& [t, bin] : bins) {
+    const double e = (bin.first + bin.second) / 2;
+    out.statistic +=
+        (bin.first - e) * (bin.first - e) / e + (bin.second - e) * (bin.second - e) / e;
+  }
+  out.dof = static_cast<int>(bins.size()) - 1;
+  if (out.dof > 0) {
+    const double k = 2.0 / (9.0 * out.dof);
+    out.critical = out.dof * std::pow(1 - k + 3.090 * std::sqrt(k), 3);
+  }
+  return out;
 }
 
 }  // namespace strata::testing
