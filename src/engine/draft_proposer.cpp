@@ -94,6 +94,11 @@ Status DraftProposer::propose(const sched::StepPlan& plan,
     const int64_t d = s.spec_token_ids_count;
     const int64_t known_end = s.num_computed_tokens + s.num_scheduled_tokens - d;
     const auto blocks = plan.block_ids_of(s);
+    // Positions from the entry's first hold tokens the draft may not have run (its rejected
+    // drafts): its KV stands only below them, whether it runs this step or not.
+    if (!s.new_block_table)
+      if (auto it = kv_end_.find(s.request_id); it != kv_end_.end())
+        it->second = std::min(it->second, s.num_computed_tokens);
     if (!s.new_block_table && d == 0 && s.num_scheduled_tokens == 1) {
       auto& pending = pending_blocks_[s.request_id];
       pending.insert(pending.end(), blocks.begin(), blocks.end());

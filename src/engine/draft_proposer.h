@@ -48,7 +48,7 @@ class DraftProposer {
 
   Model& model() { return *model_; }
   const std::string& format() const { return format_; }
-  // The draft's KV dtype: the target's unless the draft's weights cannot use it.
+  // KV bytes per token of the draft at the target's KV dtype (the draft's KV uses it too).
   int64_t kv_bytes_per_token(DType kv_dtype) const {
     return model_->kv_spec().bytes_per_token(kv_dtype);
   }

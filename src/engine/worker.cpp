@@ -55,6 +55,19 @@ std::string kv_fingerprint(const EngineConfig& c, const std::string& format, con
   return f.hex();
 }
 
+// The draft model's load options: the target's (threads, memory, limits, dummy weights from the
+// same seed), with the draft's checkpoint, quantization and overrides; its format and dtype are
+// its own (a target given as --load-format gguf or --dtype float32 says nothing of the draft).
+LoadOptions draft_load_options(const LoadOptions& target, const sched::SpeculativeConfig& sc) {
+  LoadOptions o = target;
+  o.model = sc.draft_model;
+  o.quantization = sc.draft_quantization;
+  o.hf_overrides = sc.draft_hf_overrides;
+  if (o.load_format != "dummy") o.load_format = "auto";
+  o.dtype = "auto";
+  return o;
+}
+
 }  // namespace
 
 Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& c, int threads) {
@@ -63,11 +76,7 @@ Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& c, int t
   // The speculative models' options, and their estimates for a token budget.
   std::optional<LoadOptions> draft;
   if (sc.speculative.uses_draft_model()) {
-    LoadOptions dlo = c.model;
-    dlo.model = sc.speculative.draft_model;
-    dlo.quantization = sc.speculative.draft_quantization;
-    dlo.hf_overrides = sc.speculative.draft_hf_overrides;
-    draft = DraftProposer::model_options(dlo);
+    draft = DraftProposer::model_options(draft_load_options(c.model, sc.speculative));
   } else if (sc.speculative.uses_mtp()) {
     draft = MtpProposer::model_options(c.model, sc.speculative.num_speculative_tokens);
   }
@@ -163,10 +172,7 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                    << " s";
 
   if (sc.speculative.uses_draft_model()) {
-    LoadOptions dlo = lo;
-    dlo.model = sc.speculative.draft_model;
-    dlo.quantization = sc.speculative.draft_quantization;
-    dlo.hf_overrides = sc.speculative.draft_hf_overrides;
+    const LoadOptions dlo = draft_load_options(lo, sc.speculative);
     auto draft = DraftProposer::load(dlo, model.config().vocab_size);
     if (!draft.ok())
       return draft.status().with_context("--speculative-config draft model " + dlo.model);
@@ -436,18 +442,20 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
   output->forward_seconds =
       runner_->forward_seconds() + (draft_ != nullptr ? draft_->forward_seconds() : 0.0);
   output->sample_seconds = now_seconds() - sample_start;
-  // The sampled tokens join each request's history (penalties and min_tokens see them next step).
+  // The step's tokens join each request's history (penalties, min_tokens and the draft models see
+  // them next step): the entry's token (for a sampled request with drafts, the one rejection
+  // sampling kept, not the row's own draw), then the accepted drafts' successors.
   for (size_t r = 0; r < R; r += plan.scheduled[index[r]].spec_token_ids_count + 1) {
     RequestState& st = *entry_states_[index[r]];
-    st.token_ids.push_back(samples_[r].token_id);
+    const int32_t token = output->entries[index[r]].token_id;
+    st.token_ids.push_back(token);
     const auto& accepted = output->entries[index[r]].accepted_token_ids;
     st.token_ids.insert(st.token_ids.end(), accepted.begin(), accepted.end());
     // The mask allowed only what the grammar accepts (all -inf rows aside, which argmax turns
     // into token 0): a refusal ends the constraint rather than the engine.
-    if (st.matcher && !st.matcher->accept_token(samples_[r].token_id)) {
+    if (st.matcher && !st.matcher->accept_token(token)) {
       STRATA_LOG(WARNING) << "request " << plan.scheduled[index[r]].request_id << ": sampled token "
-                          << samples_[r].token_id
-                          << " is outside its grammar; the constraint is dropped";
+                          << token << " is outside its grammar; the constraint is dropped";
       st.matcher.reset();
     }
   }

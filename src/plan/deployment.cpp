@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "core/strings.h"
@@ -108,7 +109,10 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
   const int64_t comm_per_token = T > 0 ? m.communication_bytes / T : 0;
   in.workspace_for_tokens = [engine_ws = est.inputs.workspace_for_tokens,
                              comm_per_token](int64_t tokens) {
-    return engine_ws(tokens) + comm_per_token * tokens;
+    const int64_t ws = engine_ws(tokens);  // the largest int64 when it cannot be estimated
+    const int64_t comm = comm_per_token * tokens;
+    return ws > std::numeric_limits<int64_t>::max() - comm ? std::numeric_limits<int64_t>::max()
+                                                           : ws + comm;
   };
   m.plan = engine::plan_memory(in);
   return m;
@@ -121,8 +125,7 @@ std::string format_memory_report(const Deployment& d, const DeviceMemory& m) {
   o << "Model: " << d.model.summary() << "\n";
   o << "Hardware: " << d.num_devices << " x " << d.hardware.name << " ("
     << bytes(d.device_memory_bytes) << " each"
-    << (d.hardware.placeholder ? "; its speed figures are estimates, not measurements" : "")
-    << ")"
+    << (d.hardware.placeholder ? "; its speed figures are estimates, not measurements" : "") << ")"
     << "; TP " << d.parallel.tp << ", PP " << d.parallel.pp << ", EP " << d.parallel.ep << "\n";
   o << "Per device (the largest pipeline stage):\n";
   auto row = [&](const char* name, int64_t per_device, int64_t whole) {

@@ -93,8 +93,16 @@ struct RunResult {
   engine::EngineStats stats;
 };
 
+// 16 tokens of a prompt, greedy or sampled (unseeded: such requests get drafts too).
+engine::EngineRequest request(const std::string& id, const std::vector<int32_t>& prompt,
+                              float temperature) {
+  auto r = greedy_request(id, prompt, 16);
+  r.params.temperature = temperature;
+  return r;
+}
+
 // With `log`: the drafts proposed for each request, and (in `prompts`) each request's prompt.
-RunResult run(const engine::EngineConfig& cfg, bool together,
+RunResult run(const engine::EngineConfig& cfg, bool together, float temperature = 0,
               std::map<std::string, std::vector<Proposal>>* log = nullptr,
               std::map<std::string, std::vector<int32_t>>* ids = nullptr) {
   RunResult out;
@@ -112,14 +120,14 @@ RunResult run(const engine::EngineConfig& cfg, bool together,
   if (together) {
     std::vector<engine::EngineRequest> batch;
     for (size_t i = 0; i + 1 < prompts.size(); ++i)
-      batch.push_back(greedy_request("b" + std::to_string(i), prompts[i], 16));
+      batch.push_back(request("b" + std::to_string(i), prompts[i], temperature));
     for (auto& s : testing::submit_together(*client, std::move(batch)))
       out.tokens.push_back(collect(*s)[0].tokens);
     EXPECT_TRUE(testing::wait_idle(*client));
   }
   for (size_t i = together ? prompts.size() - 1 : 0; i < prompts.size(); ++i) {
     out.tokens.push_back(
-        collect(**client->submit(greedy_request("a" + std::to_string(i), prompts[i], 16)))[0]
+        collect(**client->submit(request("a" + std::to_string(i), prompts[i], temperature)))[0]
             .tokens);
     EXPECT_TRUE(testing::wait_idle(*client));
   }
@@ -209,32 +217,37 @@ std::vector<int32_t> reference_first_drafts(const std::string& dir, const engine
   return out;
 }
 
+// Greedy, and sampled (the verified token, not the row's own draw, must be what the layer sees
+// as the next token).
 TEST(MtpEngine, DraftsAreThoseOfAOneShotReference) {
   const std::string dir = testing::write_tiny_config(mtp_config_json());
   const auto cfg = config_for(dir, 2, 120);
-  std::map<std::string, std::vector<Proposal>> log;
-  std::map<std::string, std::vector<int32_t>> ids;
-  const RunResult spec = run(cfg, /*together=*/true, &log, &ids);
-  const auto prompts = make_prompts();
-  ASSERT_EQ(spec.tokens.size(), prompts.size());
-  int64_t checked = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    std::string id;
-    for (const auto& [rid, prompt] : ids)
-      if (prompt == prompts[i]) id = rid;
-    ASSERT_FALSE(id.empty()) << "prompt " << i << " never reached the workers";
-    std::vector<int32_t> seq = prompts[i];
-    seq.insert(seq.end(), spec.tokens[i].begin(), spec.tokens[i].end());
-    const auto ref = reference_first_drafts(dir, cfg, seq);
-    ASSERT_EQ(ref.size(), seq.size() - 1);
-    for (const Proposal& p : log[id]) {
-      if (p.last + 1 >= static_cast<int64_t>(ref.size())) continue;  // after the request's end
-      EXPECT_EQ(p.drafts.front(), ref[p.last]) << id << " after position " << p.last;
-      ++checked;
+  for (float temperature : {0.0f, 1.0f}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    std::map<std::string, std::vector<Proposal>> log;
+    std::map<std::string, std::vector<int32_t>> ids;
+    const RunResult spec = run(cfg, /*together=*/true, temperature, &log, &ids);
+    const auto prompts = make_prompts();
+    ASSERT_EQ(spec.tokens.size(), prompts.size());
+    int64_t checked = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::string id;
+      for (const auto& [rid, prompt] : ids)
+        if (prompt == prompts[i]) id = rid;
+      ASSERT_FALSE(id.empty()) << "prompt " << i << " never reached the workers";
+      std::vector<int32_t> seq = prompts[i];
+      seq.insert(seq.end(), spec.tokens[i].begin(), spec.tokens[i].end());
+      const auto ref = reference_first_drafts(dir, cfg, seq);
+      ASSERT_EQ(ref.size(), seq.size() - 1);
+      for (const Proposal& p : log[id]) {
+        if (p.last + 1 >= static_cast<int64_t>(ref.size())) continue;  // after the request's end
+        EXPECT_EQ(p.drafts.front(), ref[p.last]) << id << " after position " << p.last;
+        ++checked;
+      }
     }
+    EXPECT_GT(checked, 40);
+    EXPECT_GT(spec.stats.num_preemptions, 0);
   }
-  EXPECT_GT(checked, 40);
-  EXPECT_GT(spec.stats.num_preemptions, 0);
 }
 
 // Unseeded sampled requests get MTP drafts too, verified by rejection sampling: the tokens keep
