@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/clock.h"
 #include "core/logging.h"
+#include "sampling/token_selector.h"
 
 namespace strata::engine {
 
@@ -14,7 +15,6 @@ Result<std::unique_ptr<DraftProposer>> DraftProposer::load(const LoadOptions& op
   const LoadOptions o = model_options(options);
   STRATA_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(o));
   p->model_ = std::move(loaded.model);
-  p->format_ = loaded.format;
   p->target_vocab_size_ = target_vocab_size;
   p->max_logit_rows_ = o.limits.max_logit_rows;
   p->max_num_tokens_ = o.limits.max_num_tokens;
@@ -62,8 +62,7 @@ Status DraftProposer::allocate_kv(int64_t num_blocks, int64_t block_size, DType 
 int32_t DraftProposer::argmax_row(int64_t row) const {
   const int64_t V = model_->config().vocab_size;
   const float* x = logits_.data() + row * V;
-  const int64_t n = std::min(V, target_vocab_size_);
-  return static_cast<int32_t>(std::max_element(x, x + n) - x);
+  return sampling::argmax(x, std::min(V, target_vocab_size_));
 }
 
 Status DraftProposer::propose(const sched::StepPlan& plan,

@@ -47,7 +47,6 @@ class DraftProposer {
   static int64_t buffer_bytes(const WorkspaceLimits& limits, const ModelConfig& draft);
 
   Model& model() { return *model_; }
-  const std::string& format() const { return format_; }
   // KV bytes per token of the draft at the target's KV dtype (the draft's KV uses it too).
   int64_t kv_bytes_per_token(DType kv_dtype) const {
     return model_->kv_spec().bytes_per_token(kv_dtype);
@@ -70,7 +69,6 @@ class DraftProposer {
   int32_t argmax_row(int64_t row) const;
 
   std::unique_ptr<Model> model_;
-  std::string format_;
   int64_t target_vocab_size_ = 0;
   int64_t max_logit_rows_ = 0;
   int64_t max_num_tokens_ = 0;  // of one draft pass

@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "core/logging.h"
+#include "sampling/token_selector.h"
 
 namespace strata::engine {
 
@@ -62,7 +63,7 @@ Status MtpProposer::allocate_kv(int64_t num_blocks, int64_t block_size, DType kv
 int32_t MtpProposer::argmax_row(int64_t row) const {
   const int64_t V = model_->config().vocab_size;
   const float* x = logits_.data() + row * V;
-  return static_cast<int32_t>(std::max_element(x, x + V) - x);
+  return sampling::argmax(x, V);
 }
 
 Status MtpProposer::propose(const sched::StepPlan& plan, Model& target,

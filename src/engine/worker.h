@@ -69,6 +69,8 @@ class Worker {
   ModelRunner& runner() { return *runner_; }
   // The draft model of speculative decoding; nullptr when none is configured.
   DraftProposer* draft() { return draft_.get(); }
+  // The MTP layer of speculative decoding; nullptr when none is configured.
+  MtpProposer* mtp() { return mtp_.get(); }
   size_t num_requests() const { return requests_.size(); }
   // The KV tiers under the pool; nullptr when none is configured.
   kv::KvTiers* kv_tiers() { return tiers_.get(); }

@@ -100,8 +100,7 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
   m.kv_bytes_per_token = device.bytes_per_token(m.kv_dtype) +
                          est.inputs.draft_kv_bytes_per_token;  // a draft's KV is not split
 
-  engine::MemoryPlanInputs& in = m.inputs;
-  in = est.inputs;
+  engine::MemoryPlanInputs in = est.inputs;
   in.device_memory_bytes = d.device_memory_bytes;
   in.weight_bytes = s.total() + est.draft_weight_bytes;
   in.workspace_bytes = m.activation_bytes + m.communication_bytes;

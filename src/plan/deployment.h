@@ -37,7 +37,6 @@ struct DeviceMemory {
   KvSpec kv_spec;                    // the whole model's
   DType kv_dtype = DType::kBF16;
   int64_t kv_bytes_per_token = 0;  // on one device
-  engine::MemoryPlanInputs inputs;
   // The engine's plan, or its refusal.
   Result<engine::MemoryPlan> plan = engine::MemoryPlan();
 };

@@ -45,28 +45,13 @@ std::vector<std::vector<int32_t>> prompts() {
   return out;
 }
 
+// Every other prompt alone (no copies), or all of them together (each copy hits the prefix cache).
 std::vector<std::vector<int32_t>> run(const engine::EngineConfig& cfg, bool together,
                                       engine::EngineStats* stats) {
-  auto client = engine::EngineClient::create(cfg);
-  EXPECT_TRUE(client.ok()) << client.status().to_string();
-  if (!client.ok()) return {};
-  const auto ps = prompts();
-  std::vector<std::vector<int32_t>> out;
-  if (together) {
-    std::vector<engine::EngineRequest> batch;
-    for (size_t i = 0; i < ps.size(); ++i)
-      batch.push_back(testing::greedy_request(std::to_string(i), ps[i], 24));
-    for (auto& s : testing::submit_together(**client, std::move(batch)))
-      out.push_back(testing::collect(*s)[0].tokens);
-  } else {
-    for (size_t i = 0; i < ps.size(); i += 2)
-      out.push_back(testing::collect(**(*client)->submit(
-          testing::greedy_request(std::to_string(i), ps[i], 24)))[0]
-                        .tokens);
-  }
-  EXPECT_TRUE(testing::wait_idle(**client));
-  *stats = (*client)->stats();
-  return out;
+  std::vector<std::vector<int32_t>> ps;
+  const auto all = prompts();
+  for (size_t i = 0; i < all.size(); i += together ? 1 : 2) ps.push_back(all[i]);
+  return testing::run_greedy(cfg, ps, 24, together, stats);
 }
 
 TEST(EngineDraftModel, GreedyOutputIsPlainDecodingOnTheDummyLlama134m) {

@@ -66,30 +66,13 @@ engine::EngineConfig config(Method method, int64_t pool_tokens) {
   return c;
 }
 
+// Each prompt alone, or three copies of every prompt submitted together (prefix-cache hits).
 std::vector<std::vector<int32_t>> run(const engine::EngineConfig& cfg, bool together,
                                       engine::EngineStats* stats) {
-  auto client = engine::EngineClient::create(cfg);
-  EXPECT_TRUE(client.ok()) << client.status().to_string();
-  if (!client.ok()) return {};
-  const auto ps = prompts();
-  std::vector<std::vector<int32_t>> out;
-  if (together) {
-    std::vector<engine::EngineRequest> batch;
-    for (int rep = 0; rep < 3; ++rep)
-      for (size_t i = 0; i < ps.size(); ++i)
-        batch.push_back(
-            testing::greedy_request(std::to_string(rep) + "-" + std::to_string(i), ps[i], 120));
-    for (auto& s : testing::submit_together(**client, std::move(batch)))
-      out.push_back(testing::collect(*s)[0].tokens);
-  } else {
-    for (size_t i = 0; i < ps.size(); ++i)
-      out.push_back(testing::collect(**(*client)->submit(
-          testing::greedy_request(std::to_string(i), ps[i], 120)))[0]
-                        .tokens);
-  }
-  EXPECT_TRUE(testing::wait_idle(**client));
-  *stats = (*client)->stats();
-  return out;
+  std::vector<std::vector<int32_t>> ps;
+  for (int rep = 0; rep < (together ? 3 : 1); ++rep)
+    for (const auto& p : prompts()) ps.push_back(p);
+  return testing::run_greedy(cfg, ps, 120, together, stats);
 }
 
 class EngineSpeculative : public ::testing::Test {

@@ -128,6 +128,32 @@ inline std::string write_config_dir(const std::string& json) {
   return dir;
 }
 
+// Greedy completions of `prompts` (max_tokens each) on a fresh engine: one request at a time, or
+// all submitted together; *stats are the engine's counters once it is idle.
+inline std::vector<std::vector<int32_t>> run_greedy(
+    const engine::EngineConfig& cfg, const std::vector<std::vector<int32_t>>& prompts,
+    int max_tokens, bool together, engine::EngineStats* stats) {
+  auto client = engine::EngineClient::create(cfg);
+  EXPECT_TRUE(client.ok()) << client.status().to_string();
+  if (!client.ok()) return {};
+  std::vector<std::vector<int32_t>> out;
+  if (together) {
+    std::vector<engine::EngineRequest> batch;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      batch.push_back(greedy_request(std::to_string(i), prompts[i], max_tokens));
+    for (auto& s : submit_together(**client, std::move(batch)))
+      out.push_back(collect(*s)[0].tokens);
+  } else {
+    for (size_t i = 0; i < prompts.size(); ++i)
+      out.push_back(
+          collect(**(*client)->submit(greedy_request(std::to_string(i), prompts[i], max_tokens)))[0]
+              .tokens);
+  }
+  EXPECT_TRUE(wait_idle(**client));
+  *stats = (*client)->stats();
+  return out;
+}
+
 // Two-sample chi-square homogeneity test of two equal-size samples of tokens (token -> count):
 // tokens seen at least 10 times in all get a bin, the rest one pooled bin. Returns the statistic
 // and its critical value at p = 0.001 (Wilson-Hilferty), or critical 0 when there is one bin.

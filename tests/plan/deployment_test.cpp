@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "engine/executor.h"
 #include "model/tiny_models.h"
 
 namespace strata {
@@ -42,6 +43,24 @@ void expect_engine_figures(const engine::EngineConfig& c, const std::string& nam
   EXPECT_EQ(m->plan->kv_bytes_per_token, want.kv_bytes_per_token);
   EXPECT_EQ(m->plan->num_blocks, want.num_blocks);
   EXPECT_EQ(m->plan->memory_budget, want.memory_budget);
+  // And what the worker actually loaded and allocated (the engine plans from the estimate too).
+  auto* uniproc = dynamic_cast<engine::UniprocExecutor*>(&(*e)->executor());
+  ASSERT_NE(uniproc, nullptr);
+  engine::Worker& w = uniproc->worker();
+  int64_t weights = w.model().weight_bytes_total();
+  int64_t workspace = w.model().workspace_bytes() +
+                      engine::logits_workspace_bytes(w.model().config().vocab_size,
+                                                     (*e)->config().model.limits.max_logit_rows);
+  if (w.draft() != nullptr) {
+    weights += w.draft()->model().weight_bytes_total();
+    workspace += w.draft()->workspace_bytes();
+  }
+  if (w.mtp() != nullptr) {
+    weights += w.mtp()->model().weight_bytes_total();
+    workspace += w.mtp()->workspace_bytes();
+  }
+  EXPECT_EQ(m->plan->weight_bytes, weights);
+  EXPECT_EQ(m->plan->workspace_bytes, workspace);
 }
 
 TEST(PlanMemory, OneLocalDeviceIsTheEnginesOwnPlan) {
