@@ -4,8 +4,11 @@
 // scheduler on a virtual clock and the step cost model (plan/simulator.h, plan/cost_model.h),
 // printed as `strata bench serve` prints a sweep.
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <sstream>
 #include <string>
 
 #include "apps/command.h"
@@ -13,7 +16,9 @@
 #include "core/file_util.h"
 #include "core/strings.h"
 #include "core/thread_pool.h"
+#include "engine/engine.h"
 #include "engine/engine_config.h"
+#include "plan/calibrate.h"
 #include "plan/deployment.h"
 #include "plan/simulator.h"
 
@@ -45,6 +50,19 @@ void add_options(OptionSet& o) {
                "simulated client concurrency levels, comma-separated (a sweep)", kGroup);
   o.add_string("save-sweep", "", "write the simulated sweep as STEM.json and an SVG chart STEM.svg",
                kGroup);
+  o.add_bool("calibrate", false,
+             "measure this machine through the engine (the model and flags given) and write its "
+             "hardware file (--calibrate-output); with --simulate, simulate with it",
+             kGroup);
+  o.add_string("calibrate-output", "calibrated-local.json",
+               "the hardware file --calibrate writes (use it as --hardware FILE)", kGroup);
+  o.add_string("calibrate-steps", "",
+               "also write every measured step to this CSV file (its batch, its time and the "
+               "fitted prediction)",
+               kGroup);
+  o.add_float("calibrate-budget", 120,
+               "seconds --calibrate may spend measuring (larger batches are skipped past it)",
+               kGroup);
 }
 
 // A folder with a config.json and no weights is planned as its config alone.
@@ -61,6 +79,96 @@ void plan_config_only(engine::EngineConfig* c) {
 int fail(const Status& s) {
   std::cerr << "strata plan: " << s.message() << "\n";
   return 2;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
+
+// A rate with an SI prefix: "412.3 G".
+std::string si(double v) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int i = 0;
+  while (v >= 1000 && i < 5) {
+    v /= 1000;
+    ++i;
+  }
+  return fixed(v, 1) + " " + prefixes[i];
+}
+
+std::string today_utc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+// --calibrate: runs the calibration grid through an engine built from the flags, fits the cost
+// model's figures and writes them as a hardware file (plan/calibrate.h).
+Result<plan::HardwareSpec> calibrate_local(const Args& args, const plan::Deployment& d,
+                                           const plan::ModelShape& shape,
+                                           const plan::PrecisionConfig& prec) {
+  std::cout << "\nCalibrating: timing engine steps of " << d.engine.model.model << "\n";
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::create(d.engine));
+  plan::CalibrationOptions opt;
+  opt.budget_s = args.get_float("calibrate-budget");
+  if (!(opt.budget_s >= 0)) return invalid_argument("--calibrate-budget must be >= 0 seconds");
+  STRATA_ASSIGN_OR_RETURN(
+      std::vector<plan::CalibrationPoint> points,
+      plan::measure_steps(*e, opt, [](const std::string& line) {
+        std::cout << "  " << line << "\n" << std::flush;
+      }));
+  e.reset();
+  STRATA_ASSIGN_OR_RETURN(plan::CostModel counts,
+                          plan::CostModel::create(shape, d.hardware, {}, prec));
+  STRATA_ASSIGN_OR_RETURN(plan::CalibrationFit fit, plan::fit_step_times(counts, points));
+  if (const std::string csv = args.get("calibrate-steps"); !csv.empty()) {
+    std::ostringstream f;
+    f << "seconds,predicted,sequences,tokens,sampled,context_tokens,matmul_flops,attention_flops,"
+         "bytes\n";
+    for (const plan::CalibrationPoint& p : points) {
+      const plan::StepCost c = counts.step_cost(p.batch);
+      int64_t ctx = 0;
+      for (const plan::SequenceWork& w : p.batch) ctx += w.context_len;
+      f << p.seconds << "," << fit.predict(c) << "," << p.batch.size() << "," << c.num_tokens
+        << "," << c.num_logits_rows << "," << ctx << "," << c.matmul_flops << ","
+        << c.attention_flops << "," << c.bytes() << "\n";
+    }
+    STRATA_RETURN_IF_ERROR(write_file(csv, f.str()));
+  }
+  const plan::ComputeType mm_type =
+      plan::matmul_compute_type(prec.weight_dtype, prec.activation_dtype);
+  std::ostringstream what;
+  what << d.model.architecture << " " << std::filesystem::path(d.engine.model.model).filename().string()
+       << ", " << dtype_name(prec.weight_dtype) << " weights, " << d.threads << " threads, "
+       << "on " << today_utc();
+  STRATA_ASSIGN_OR_RETURN(plan::HardwareSpec base, plan::load_hardware("cpu-xeon-avx512-2core"));
+  base.memory_bytes = d.device_memory_bytes;
+  base.sources["memory_bytes"] = "available memory when calibrated";
+  plan::HardwareSpec hw = plan::calibrated_hardware(base, fit, mm_type, what.str());
+  const std::string out = args.get("calibrate-output");
+  hw.name = std::filesystem::path(out).stem().string();
+  hw.description = "Measured by `strata plan --calibrate` (" + what.str() + ")";
+  STRATA_RETURN_IF_ERROR(write_file(out, plan::hardware_to_json(hw)));
+  auto rate = [](double per) { return per > 0 ? si(1.0 / per) : std::string("-"); };
+  std::cout << "Fitted to " << fit.num_points << " steps (" << fit.num_dropped
+            << " outliers dropped): median error " << fixed(fit.median_error * 100, 1)
+            << " %, p90 " << fixed(fit.p90_error * 100, 1) << " %, max "
+            << fixed(fit.max_error * 100, 1) << " %\n"
+            << "  step overhead " << fixed(fit.step_overhead_s * 1e3, 3) << " ms, per "
+            << "sampled sequence " << fixed(fit.per_sequence_s * 1e3, 3) << " ms\n"
+            << "  matmuls " << rate(fit.per_matmul_flop_s) << "FLOP/s, attention "
+            << rate(fit.per_attention_flop_s) << "FLOP/s, memory " << rate(fit.per_byte_s)
+            << "B/s\n"
+            << "Wrote " << out << " (use it as --hardware " << out << ")\n";
+  hw.origin = out;
+  return hw;
 }
 
 int run(const Args& args) {
@@ -100,11 +208,15 @@ int run(const Args& args) {
   if (d.num_devices == 1 && d.parallel.tp * d.parallel.pp > 1 && hw != "local") {
     d.num_devices = d.parallel.tp * d.parallel.pp;  // "--hardware h200" with --tp 8: 8 of them
   }
+  const bool calibrate = args.get_bool("calibrate");
+  if (calibrate && hw != "local")
+    return fail(invalid_argument("--calibrate measures this machine: leave --hardware at local "
+                                 "(got '" + hw + "')"));
   auto mem = plan::plan_device_memory(d);
   if (!mem.ok()) return fail(mem.status());
   std::cout << plan::format_memory_report(d, *mem);
   if (!mem->plan.ok()) return 1;
-  if (!args.get_bool("simulate")) return 0;
+  if (!args.get_bool("simulate") && !calibrate) return 0;
 
   // Serving speed: the cost model of this deployment, the real scheduler on a virtual clock.
   auto shape = plan::model_shape(d.model);
@@ -117,6 +229,14 @@ int run(const Args& args) {
       prec.weight_dtype = t;
     }
   prec.kv_dtype = mem->kv_dtype;
+  // The CPU engine keeps activations in f32 and computes in f32 (weights widened in the kernels).
+  if (d.hardware.kind == plan::DeviceKind::kCpu) prec.activation_dtype = DType::kF32;
+  if (calibrate) {
+    auto hw_file = calibrate_local(args, d, *shape, prec);
+    if (!hw_file.ok()) return fail(hw_file.status());
+    d.hardware = *hw_file;
+    if (!args.get_bool("simulate")) return 0;
+  }
   auto cost = plan::CostModel::create(*shape, d.hardware, d.parallel, prec);
   if (!cost.ok()) return fail(cost.status());
   auto wl = plan::parse_workload_spec(args.get("workload"));
@@ -126,6 +246,7 @@ int run(const Args& args) {
   sim.scheduler = d.engine.scheduler;
   sim.cache = d.engine.cache;
   sim.num_kv_blocks = mem->plan->num_blocks + 1;
+  sim.request_admission_s = d.hardware.request_admission_s;
   plan::SweepOptions so;
   auto levels = parse_int_list(args.get("max-concurrency"));
   if (!levels.ok() || levels->empty())

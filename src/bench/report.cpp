@@ -264,6 +264,8 @@ SweepRow make_sweep_row(const BenchmarkMetrics& m, const std::vector<RequestOutp
     e2els.push_back(o.latency);
   }
   r.ttft_mean_ms = m.ttft.mean_ms;
+  r.ttft_median_ms = m.ttft.median_ms;
+  r.tpot_median_ms = m.tpot.median_ms;
   r.ttft_p99_ms = percentile(ttfts, 99) * 1000;
   r.tpot_mean_ms = m.tpot.mean_ms;
   r.e2el_mean_ms = m.e2el.mean_ms;
@@ -338,8 +340,10 @@ std::string sweep_json(const std::vector<SweepRow>& rows) {
     j["failed"] = r.failed;
     j["duration"] = r.duration_s;
     j["mean_ttft_ms"] = r.ttft_mean_ms;
+    j["median_ttft_ms"] = r.ttft_median_ms;
     j["p99_ttft_ms"] = r.ttft_p99_ms;
     j["mean_tpot_ms"] = r.tpot_mean_ms;
+    j["median_tpot_ms"] = r.tpot_median_ms;
     j["mean_e2el_ms"] = r.e2el_mean_ms;
     j["p99_e2el_ms"] = r.e2el_p99_ms;
     j["input_throughput"] = r.input_tok_s;

@@ -69,8 +69,8 @@ struct SweepRow {
   std::optional<int64_t> input_len, output_len;
   int64_t completed = 0, failed = 0;
   double duration_s = 0;
-  double ttft_mean_ms = 0, ttft_p99_ms = 0;
-  double tpot_mean_ms = 0;
+  double ttft_mean_ms = 0, ttft_median_ms = 0, ttft_p99_ms = 0;
+  double tpot_mean_ms = 0, tpot_median_ms = 0;
   double e2el_mean_ms = 0, e2el_p99_ms = 0;
   double input_tok_s = 0, output_tok_s = 0;
   double per_user_tok_s = 0;  // 1000 / mean TPOT

@@ -394,7 +394,8 @@ void Engine::emit(Choice& c, const sched::RequestOutput& out, const SampledEntry
 
 Status Engine::step() {
   // The step trace reads the clock between the phases; off, it costs these null checks.
-  StepTraceRecord* const tr = trace_ != nullptr ? &trace_record_ : nullptr;
+  StepTraceRecord* const tr =
+      trace_ != nullptr || step_observer_ ? &trace_record_ : nullptr;
   const double t_start = tr != nullptr ? now_seconds() : 0;
   sched::StepPlan& plan = input_.plan;
   plan = scheduler_->schedule();
@@ -457,6 +458,8 @@ Status Engine::step() {
       ev.request_id = c->request->request.request_id;
       ev.choice = c->request->request.params.n > 1 ? c->index : -1;
       ev.tokens = s.num_scheduled_tokens;
+      ev.context = s.num_computed_tokens;
+      ev.sample = s.will_sample;
       ev.prefill = prefill > 0;
       if (!c->trace_scheduled) {
         c->trace_scheduled = true;
@@ -520,7 +523,8 @@ Status Engine::step() {
     tr->prepare = (t_execute - t_scheduled) +
                   std::max(0.0, (t_executed - t_execute) - tr->forward - tr->sample);
     tr->output = t_end - t_executed;
-    trace_->write(*tr);
+    if (trace_ != nullptr) trace_->write(*tr);
+    if (step_observer_) step_observer_(*tr);
     tr->step++;
     tr->wait = 0;
     trace_last_step_end_ = t_end;

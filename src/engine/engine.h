@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -69,6 +70,12 @@ class Engine {
   void flush_trace() {
     if (trace_ != nullptr) trace_->flush();
   }
+  // Calls `observer` after every executed step with the step's trace record (the same figures as
+  // --step-trace writes, without a file); an empty function turns it off. `strata plan
+  // --calibrate` times steps this way.
+  void set_step_observer(std::function<void(const StepTraceRecord&)> observer) {
+    step_observer_ = std::move(observer);
+  }
 
   const EngineInfo& info() const { return info_; }
   const ModelConfig& model_config() const { return model_config_; }
@@ -110,6 +117,7 @@ class Engine {
   std::vector<std::string> unsent_finished_, unsent_preempted_;
   // The step trace: null when off.
   std::unique_ptr<StepTraceWriter> trace_;
+  std::function<void(const StepTraceRecord&)> step_observer_;
   StepTraceRecord trace_record_;
   double trace_last_step_end_ = 0;
   uint64_t trace_attempt_ = 0;  // steps begun with the trace on

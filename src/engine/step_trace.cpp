@@ -106,6 +106,11 @@ void StepTraceWriter::write(const StepTraceRecord& r) {
     }
     s += ", \"tokens\": ";
     append_int(s, e.tokens);
+    if (e.tokens > 0) {
+      s += ", \"context\": ";
+      append_int(s, e.context);
+      if (e.sample) s += ", \"sample\": true";
+    }
     if (e.prefill) s += ", \"prefill\": true";
     if (e.first_scheduled) {
       s += ", \"first_scheduled\": true, \"arrival\": ";

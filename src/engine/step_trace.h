@@ -8,8 +8,9 @@
 //               "forward": 0.0198, "sample": 0.0009, "output": 0.0001},
 //    "running": 8, "waiting": 3, "prefill_requests": 1, "prefill_tokens": 128,
 //    "decode_tokens": 7,
-//    "events": [{"id": "cmpl-1", "tokens": 128, "prefill": true, "first_scheduled": true,
-//                "arrival": 8312.0301, "first_token": true}, {"id": "cmpl-0", "tokens": 1}]}
+//    "events": [{"id": "cmpl-1", "tokens": 128, "context": 0, "sample": true, "prefill": true,
+//                "first_scheduled": true, "arrival": 8312.0301, "first_token": true},
+//               {"id": "cmpl-0", "tokens": 1, "context": 40, "sample": true}]}
 //
 // step: consecutive from 0 over the engine's executed steps (a plan that schedules nothing is not
 // a step). t: the step's start on the engine's clock (now_seconds(), steady, in seconds). dur:
@@ -27,7 +28,8 @@
 // running / waiting: the scheduler's queues after schedule(). prefill_requests / prefill_tokens:
 // entries of this step with prompt tokens still to compute, and how many of those ran;
 // decode_tokens: the other scheduled tokens. events: one per scheduled entry ("tokens" it ran,
-// "prefill" when they were prompt tokens), with "first_scheduled" and "arrival" (engine clock)
+// "context" the tokens already in its KV cache before them, "sample" when the step samples a token
+// for it, "prefill" when they were prompt tokens), with "first_scheduled" and "arrival" (engine clock)
 // the first time a choice is scheduled, and "first_token" when the step produced its first
 // output token. "choice" is the index for requests with n > 1.
 #pragma once
@@ -46,6 +48,8 @@ struct StepTraceEvent {
   std::string request_id;
   int choice = -1;  // -1: the request has one choice
   int64_t tokens = 0;
+  int64_t context = 0;  // tokens in the KV cache before this step's
+  bool sample = false;  // the step samples a token for it
   bool prefill = false;
   bool first_scheduled = false;
   double arrival = 0;  // when first_scheduled

@@ -147,7 +147,7 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     pairs += n * ctx + n * (n + 1) / 2;  // causal: token i sees ctx + i + 1 keys
     kv_tokens += ctx + n;
   }
-  c.overhead_s = hw_.step_overhead_s;
+  c.overhead_s = hw_.step_overhead_s + hw_.per_sequence_s * static_cast<double>(c.num_logits_rows);
   if (c.num_tokens == 0) {
     c.step_time_s = c.overhead_s;
     return c;
@@ -173,6 +173,8 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
   const double act_peak =
       hw_.peak_flops_for(matmul_compute_type(prec_.activation_dtype, prec_.activation_dtype)) *
       eff.flops;
+  const double attn_peak =
+      hw_.attention_flops_per_s > 0 ? hw_.attention_flops_per_s * eff.flops : act_peak;
   const double bw = hw_.memory_bandwidth_bytes_per_s * eff.memory_bandwidth;
   const LinkSpec& tp_link = group_link(par_.tp);
   const double hidden_bytes = T * static_cast<double>(m.hidden) * act_b;
@@ -224,7 +226,7 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
       weights += lm * lm_b;
     }
     const double bytes = weights + kv_read + kv_write + act;
-    const double compute = (mm + lm_flops) / mm_peak + attn / act_peak;
+    const double compute = (mm + lm_flops) / mm_peak + attn / attn_peak;
     const double memory = bytes / bw;
     c.matmul_flops += mm + lm_flops;
     c.attention_flops += attn;
@@ -236,7 +238,8 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     c.memory_s += memory;
     c.tp_comm_s += tp_s;
     c.ep_comm_s += ep_s;
-    c.step_time_s += std::max(compute, memory) + tp_s + ep_s;
+    c.step_time_s += (hw_.roofline == Roofline::kSum ? compute + memory : std::max(compute, memory)) +
+                     tp_s + ep_s;
     if (s + 1 < par_.pp) {
       // Rank i of stage s sends the hidden states to rank i of stage s + 1 (device s*tp + i to
       // (s+1)*tp + i); over the inter-node link when any such pair is on different nodes.

@@ -4,11 +4,12 @@
 // formula and states the assumptions.
 //
 // Time of one step (a roofline per pipeline stage, the stages run one after the other):
-//   stage_s = max(matmul_flops / (peak(weights) * eff) + attention_flops / (peak(act) * eff),
-//                 bytes / (memory_bw * eff))
+//   stage_s = max(matmul_flops / (peak(weights) * eff) + attention_flops / (peak(attn) * eff),
+//                 bytes / (memory_bw * eff))          (roofline "sum": the two added)
 //             + TP all-reduces + EP all-to-alls of the stage's layers
 //   step_s  = sum of stage_s + (pp - 1) point-to-point sends of the hidden states
-//             + step_overhead_s
+//             + step_overhead_s + per_sequence_s * sampled sequences
+// where peak(attn) is the hardware's attention_flops_per_s, or else the activations' type's peak.
 // where every figure is per device (one tensor-parallel rank).
 #pragma once
 

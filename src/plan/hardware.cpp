@@ -143,7 +143,8 @@ Result<HardwareSpec> parse_hardware_json(const std::string& text, const std::str
   Fields f(root, quoted, "",
            {"name", "description", "kind", "memory_bytes", "memory_bandwidth_bytes_per_s",
             "peak_flops", "devices_per_node", "intra_node_link", "inter_node_link",
-            "step_overhead_s", "efficiency", "placeholder", "sources"});
+            "step_overhead_s", "per_sequence_s", "request_admission_s", "attention_flops_per_s", "roofline",
+            "efficiency", "placeholder", "sources"});
   STRATA_RETURN_IF_ERROR(f.no_unknown_fields());
   HardwareSpec hw;
   hw.origin = origin;
@@ -187,6 +188,19 @@ Result<HardwareSpec> parse_hardware_json(const std::string& text, const std::str
   STRATA_ASSIGN_OR_RETURN(hw.step_overhead_s,
                           f.number("step_overhead_s", false, 0, /*allow_zero=*/true));
 
+  STRATA_ASSIGN_OR_RETURN(hw.per_sequence_s,
+                          f.number("per_sequence_s", false, 0, /*allow_zero=*/true));
+  STRATA_ASSIGN_OR_RETURN(hw.request_admission_s,
+                          f.number("request_admission_s", false, 1e-4, /*allow_zero=*/true));
+  STRATA_ASSIGN_OR_RETURN(hw.attention_flops_per_s,
+                          f.number("attention_flops_per_s", false, 0, /*allow_zero=*/true));
+  STRATA_ASSIGN_OR_RETURN(std::string roofline, f.string("roofline", false));
+  if (roofline == "sum") {
+    hw.roofline = Roofline::kSum;
+  } else if (!roofline.empty() && roofline != "max") {
+    return f.error("roofline", "must be \"max\" or \"sum\", got \"" + roofline + "\"");
+  }
+
   STRATA_ASSIGN_OR_RETURN(const Json* eff, f.object("efficiency", false));
   if (eff != nullptr) {
     Fields ef(*eff, quoted, "efficiency.", {"flops", "memory_bandwidth", "link_bandwidth"});
@@ -208,6 +222,45 @@ Result<HardwareSpec> parse_hardware_json(const std::string& text, const std::str
     }
   }
   return hw;
+}
+
+std::string hardware_to_json(const HardwareSpec& hw) {
+  Json j = Json::object();
+  j["name"] = hw.name;
+  if (!hw.description.empty()) j["description"] = hw.description;
+  j["kind"] = device_kind_name(hw.kind);
+  j["memory_bytes"] = hw.memory_bytes;
+  j["memory_bandwidth_bytes_per_s"] = hw.memory_bandwidth_bytes_per_s;
+  Json flops = Json::object();
+  for (const auto& [t, v] : hw.peak_flops) flops[compute_type_name(t)] = v;
+  j["peak_flops"] = flops;
+  j["devices_per_node"] = hw.devices_per_node;
+  auto link = [](const LinkSpec& l) {
+    Json o = Json::object();
+    if (!l.name.empty()) o["name"] = l.name;
+    o["bandwidth_bytes_per_s"] = l.bandwidth_bytes_per_s;
+    o["latency_s"] = l.latency_s;
+    return o;
+  };
+  j["intra_node_link"] = link(hw.intra_node_link);
+  j["inter_node_link"] = link(hw.inter_node_link);
+  j["step_overhead_s"] = hw.step_overhead_s;
+  if (hw.per_sequence_s > 0) j["per_sequence_s"] = hw.per_sequence_s;
+  j["request_admission_s"] = hw.request_admission_s;
+  if (hw.attention_flops_per_s > 0) j["attention_flops_per_s"] = hw.attention_flops_per_s;
+  j["roofline"] = hw.roofline == Roofline::kSum ? "sum" : "max";
+  Json eff = Json::object();
+  eff["flops"] = hw.efficiency.flops;
+  eff["memory_bandwidth"] = hw.efficiency.memory_bandwidth;
+  eff["link_bandwidth"] = hw.efficiency.link_bandwidth;
+  j["efficiency"] = eff;
+  j["placeholder"] = hw.placeholder;
+  if (!hw.sources.empty()) {
+    Json src = Json::object();
+    for (const auto& [k, v] : hw.sources) src[k] = v;
+    j["sources"] = src;
+  }
+  return j.dump(2) + "\n";
 }
 
 std::vector<std::string> builtin_hardware_names() {

@@ -43,6 +43,10 @@ struct Efficiency {
   double link_bandwidth = 0.8;
 };
 
+// How a step's compute time and memory time combine: kMax, the roofline (a GPU overlaps loads
+// with math), or kSum (a CPU core mostly waits for memory or computes, measured by --calibrate).
+enum class Roofline : uint8_t { kMax, kSum };
+
 struct HardwareSpec {
   std::string name;
   std::string description;
@@ -55,6 +59,16 @@ struct HardwareSpec {
   LinkSpec intra_node_link;
   LinkSpec inter_node_link;
   double step_overhead_s = 0;  // fixed time per engine step (launches, host work)
+  // Per sampled sequence and step (logits processing, sampling, detokenization, streaming).
+  double per_sequence_s = 0;
+  // The serving host's time to admit one request (HTTP, tokenization, hand-off), one after
+  // another (plan/simulator.h). Default 1e-4: this engine's server admits a burst of requests
+  // 20-100 us apart (step traces on the 2-core development machine).
+  double request_admission_s = 1e-4;
+  // The rate of attention's FLOPs (scores and weighted values) when it differs from the matmul
+  // rate of the activations' type; 0: that rate. Efficiency applies as to peak_flops.
+  double attention_flops_per_s = 0;
+  Roofline roofline = Roofline::kMax;
   Efficiency efficiency;
   // True for a file of estimates that `strata plan --calibrate` is meant to replace.
   bool placeholder = false;
@@ -73,6 +87,10 @@ struct HardwareSpec {
 // 'h200.json': ..."). Errors (kInvalidArgument) name the field: missing, wrong type, not a
 // positive number, unknown field (typos are not ignored), efficiency outside (0, 1].
 Result<HardwareSpec> parse_hardware_json(const std::string& text, const std::string& origin);
+
+// The JSON text of a spec (every field, sources included), parse_hardware_json()'s inverse:
+// parsing it gives back an equal spec (origin aside).
+std::string hardware_to_json(const HardwareSpec& hw);
 
 // A built-in name ("h200", see builtin_hardware_names()) or a path to a JSON file (anything
 // containing '/' or ending in ".json"). kNotFound for an unknown name, listing the built-in ones.

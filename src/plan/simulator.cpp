@@ -137,6 +137,8 @@ Result<SimulationResult> simulate(const SimulationConfig& config,
   }
   if (config.max_concurrency && *config.max_concurrency < 1)
     return invalid_argument("max concurrency must be >= 1");
+  if (!(config.request_admission_s >= 0) || !std::isfinite(config.request_admission_s))
+    return invalid_argument("the request admission time must be a finite number >= 0 seconds");
   sched::ManualClock clock(0.0);
   STRATA_ASSIGN_OR_RETURN(
       std::unique_ptr<sched::Scheduler> sched,
@@ -158,33 +160,51 @@ Result<SimulationResult> simulate(const SimulationConfig& config,
   const int64_t cap = config.max_concurrency.value_or(std::numeric_limits<int64_t>::max());
   double now = 0;
 
-  // Sends request i at time t; false when the scheduler refused it (then it is done, failed).
+  // The client sends request i at time t: it takes a concurrency slot, and the server admits it
+  // (hands it to the scheduler) request_admission_s after the previous admission or t.
+  struct Admission {
+    double time;
+    size_t index;
+  };
+  std::deque<Admission> admitting;
+  double last_admission = 0;
   auto send = [&](size_t i, double t) {
-    const SimRequest& r = workload[i];
     bench::RequestOutput& out = res.outputs[i];
-    out.prompt_len = r.prompt_len;
+    out.prompt_len = workload[i].prompt_len;
     out.start_time = t;
-    out.queue_time = t - r.arrival_s;
-    sched::RequestSpec spec{.request_id = "sim-" + std::to_string(i),
-                            .prompt_token_ids = prompt_tokens(r, i)};
-    spec.stop.max_tokens = r.output_len;
-    spec.stop.ignore_eos = true;
-    spec.arrival_time = t;
-    spec.user_data = i;
-    Status st = sched->add_request(std::move(spec));
-    if (!st.ok()) {
-      out.success = false;
-      out.error = st.to_string();
-      ++done;
-      return false;
-    }
-    return true;
+    out.queue_time = t - workload[i].arrival_s;
+    last_admission = std::max(t, last_admission) + config.request_admission_s;
+    admitting.push_back({last_admission, i});
   };
   auto dispatch_pending = [&](double t) {
     while (!pending.empty() && in_flight < cap) {
       const size_t i = pending.front();
       pending.pop_front();
-      if (send(i, t)) ++in_flight;
+      send(i, t);
+      ++in_flight;
+    }
+  };
+  // Requests admitted by time t go to the scheduler; one it refuses (prompt too long, ...) is
+  // done, failed, and frees its slot.
+  auto admit_until = [&](double t) {
+    while (!admitting.empty() && admitting.front().time <= t) {
+      const Admission a = admitting.front();
+      admitting.pop_front();
+      const SimRequest& r = workload[a.index];
+      sched::RequestSpec spec{.request_id = "sim-" + std::to_string(a.index),
+                              .prompt_token_ids = prompt_tokens(r, a.index)};
+      spec.stop.max_tokens = r.output_len;
+      spec.stop.ignore_eos = true;
+      spec.arrival_time = a.time;
+      spec.user_data = a.index;
+      if (Status st = sched->add_request(std::move(spec)); !st.ok()) {
+        bench::RequestOutput& out = res.outputs[a.index];
+        out.success = false;
+        out.error = st.to_string();
+        ++done;
+        --in_flight;
+        dispatch_pending(t);
+      }
     }
   };
   // Requests arriving by time t: sent at their own arrival time while slots are free.
@@ -192,7 +212,8 @@ Result<SimulationResult> simulate(const SimulationConfig& config,
     while (next < n && workload[order[next]].arrival_s <= t) {
       const size_t i = order[next++];
       if (pending.empty() && *occupied < cap) {
-        if (send(i, workload[i].arrival_s)) ++*occupied;
+        send(i, workload[i].arrival_s);
+        ++*occupied;
       } else {
         pending.push_back(i);
       }
@@ -202,12 +223,18 @@ Result<SimulationResult> simulate(const SimulationConfig& config,
   std::vector<SequenceWork> batch;
   std::vector<int32_t> sampled;
   while (done < n) {
+    admit_until(now);
     if (!sched->has_runnable_requests()) {
       dispatch_pending(now);
-      if (sched->has_runnable_requests() || done == n) continue;
-      if (next >= n)
+      if (done == n) continue;
+      if (!admitting.empty() && admitting.front().time <= now) continue;
+      // Idle until the next admission or arrival.
+      double next_t = std::numeric_limits<double>::infinity();
+      if (!admitting.empty()) next_t = admitting.front().time;
+      if (next < n) next_t = std::min(next_t, workload[order[next]].arrival_s);
+      if (!std::isfinite(next_t))
         return internal_error("simulation: requests are queued but the scheduler has no work");
-      now = std::max(now, workload[order[next]].arrival_s);
+      now = std::max(now, next_t);
       clock.set(now);
       arrive_until(now, &in_flight);
       dispatch_pending(now);

@@ -7,6 +7,7 @@
 // streamed chunk. The result is a list of bench::RequestOutput, so bench's metrics, table and
 // chart apply unchanged. Nothing here reads the wall clock.
 //
+// Requests reach the scheduler request_admission_s apart (the server admits them one by one).
 // Timing within a step: a batch planned at t0 runs until t1 = t0 + step_time(batch); its sampled
 // tokens arrive at t1; requests that arrive in (t0, t1] are sent at their arrival times but wait
 // for the next plan (at t1), as a request reaching a busy engine does; a --max-concurrency slot
@@ -64,6 +65,11 @@ struct SimulationConfig {
   kv::CacheConfig cache;                   // KV tiers are not simulated
   int64_t num_kv_blocks = 0;               // the pool, including the null block (>= 2)
   std::optional<int64_t> max_concurrency;  // client-side cap; nullopt: unlimited
+  // The server's time to admit one request (HTTP, tokenization, hand-off to the engine), one
+  // after another: a request sent at t reaches the scheduler at max(t, the previous one's) + this.
+  // With 0, a burst of requests all reach the first step; with any positive value, as in a real
+  // server, the first step starts with the first request alone.
+  double request_admission_s = 0;
   // Guard against a scheduler that stops making progress (a bug): the simulation fails after
   // this many steps instead of looping.
   int64_t max_steps = 100'000'000;
