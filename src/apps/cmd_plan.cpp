@@ -44,7 +44,10 @@ void add_options(OptionSet& o) {
              kGroup);
   o.add_string("workload", "random:in=1024,out=128,n=200",
                "simulated requests: random:in=N,out=M[,range=R][,prefix=P][,n=NUM][,rate=QPS]"
-               "[,burstiness=B][,seed=S] (vLLM's random dataset, bench serve's arrivals)",
+               "[,burstiness=B][,seed=S] (vLLM's random dataset) or sharegpt:path=FILE[,n=NUM]"
+               "[,output-len=M][,tokenizer=PATH][,rate=QPS][,burstiness=B][,seed=S] (the "
+               "requests bench serve sends from a ShareGPT JSON; lengths from the model's "
+               "tokenizer or tokenizer=), with bench serve's arrivals",
                kGroup);
   o.add_string("max-concurrency", "1,8,32",
                "simulated client concurrency levels, comma-separated (a sweep)", kGroup);
@@ -239,9 +242,12 @@ int run(const Args& args) {
   }
   auto cost = plan::CostModel::create(*shape, d.hardware, d.parallel, prec);
   if (!cost.ok()) return fail(cost.status());
-  auto wl = plan::parse_workload_spec(args.get("workload"));
+  auto spec = plan::parse_workload(args.get("workload"));
+  if (!spec.ok()) return fail(spec.status());
+  // Prompt lengths are counted with the tokenizer the engine would serve with.
+  auto wl = plan::make_workload(*spec, c.tokenizer.empty() ? c.model.model : c.tokenizer);
   if (!wl.ok()) return fail(wl.status());
-  const auto workload = plan::make_random_workload(*wl);
+  const auto& workload = wl->requests;
   plan::SimulationConfig sim;
   sim.scheduler = d.engine.scheduler;
   sim.cache = d.engine.cache;
@@ -268,6 +274,17 @@ int run(const Args& args) {
   std::cout << "\nSimulated serving (" << args.get("workload") << "; step times from the cost "
             << "model of " << d.hardware.name << "):\n"
             << bench::format_sweep_table(rows);
+  if (!wl->input_len) {  // lengths vary per request (ShareGPT): say what was simulated
+    int64_t in = 0, out = 0;
+    for (const auto& r : workload) {
+      in += r.prompt_len;
+      out += r.output_len;
+    }
+    const auto n = static_cast<int64_t>(workload.size());
+    std::cout << n << " requests, mean prompt " << in / n << " tokens, mean output " << out / n
+              << " tokens\n";
+  }
+  for (const std::string& note : wl->notes) std::cout << "Note: " << note << "\n";
   if (const std::string stem = args.get("save-sweep"); !stem.empty()) {
     Status a = write_file(stem + ".json", bench::sweep_json(rows));
     Status b = write_file(

@@ -39,4 +39,9 @@ std::vector<double> arrival_offsets(size_t n, double rate, double burstiness, Rn
   return t;
 }
 
+std::vector<double> run_arrival_offsets(size_t n, double rate, double burstiness, uint64_t seed) {
+  Rng rng(seed);
+  return arrival_offsets(n, rate, burstiness, &rng);
+}
+
 }  // namespace strata::bench

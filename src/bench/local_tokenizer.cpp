@@ -63,7 +63,12 @@ class LocalTokenizer : public PromptTokenizer {
 Result<std::unique_ptr<PromptTokenizer>> make_local_tokenizer(const std::string& path) {
   auto tok = Tokenizer::load(path);
   if (!tok.ok()) return tok.status().with_context("--tokenizer " + path);
-  return std::unique_ptr<PromptTokenizer>(new LocalTokenizer(std::move(tok).value(), path));
+  return make_local_tokenizer(std::move(tok).value(), path);
+}
+
+std::unique_ptr<PromptTokenizer> make_local_tokenizer(std::shared_ptr<const Tokenizer> tok,
+                                                      std::string path) {
+  return std::make_unique<LocalTokenizer>(std::move(tok), std::move(path));
 }
 
 }  // namespace strata::bench

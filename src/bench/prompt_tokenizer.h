@@ -10,6 +10,10 @@
 
 #include "core/status.h"
 
+namespace strata {
+class Tokenizer;
+}  // namespace strata
+
 namespace strata::bench {
 
 using TokenIds = std::vector<int32_t>;
@@ -45,5 +49,8 @@ std::unique_ptr<PromptTokenizer> make_server_tokenizer(ServerTokenizerOptions op
 // Uses the local tokenizer module (tokenizer/tokenizer.h) loaded from `path`: a model or
 // tokenizer directory, or a .gguf file.
 Result<std::unique_ptr<PromptTokenizer>> make_local_tokenizer(const std::string& path);
+// The same over a tokenizer already loaded from `path` (the caller words its own load errors).
+std::unique_ptr<PromptTokenizer> make_local_tokenizer(std::shared_ptr<const Tokenizer> tok,
+                                                      std::string path);
 
 }  // namespace strata::bench

@@ -32,8 +32,7 @@ class Runner {
   RunResult run() {
     size_t n = payloads_.size();
     if (n == 0) return std::move(result_);
-    Rng rng(o_.seed);
-    offsets_ = arrival_offsets(n, o_.request_rate, o_.burstiness, &rng);
+    offsets_ = run_arrival_offsets(n, o_.request_rate, o_.burstiness, o_.seed);
     start_ = now_seconds();
     if (progress_) {
       progress_->start(start_);

@@ -5,20 +5,31 @@
 #include <deque>
 #include <map>
 #include <numeric>
+#include <unordered_map>
 
 #include "bench/arrivals.h"
+#include "bench/dataset.h"
+#include "core/file_util.h"
 #include "core/rng.h"
 #include "core/strings.h"
 #include "sched/clock.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata::plan {
 
 namespace {
 
+constexpr const char* kRandomSyntax =
+    "random:in=N,out=M[,range=R][,prefix=P][,n=NUM][,rate=QPS][,burstiness=B][,seed=S]";
+constexpr const char* kShareGptSyntax =
+    "sharegpt:path=FILE[,n=NUM][,output-len=M][,tokenizer=PATH][,rate=QPS][,burstiness=B]"
+    "[,seed=S]";
+
 Status bad_spec(const std::string& spec, const std::string& why) {
-  return invalid_argument("--workload '" + spec + "': " + why +
-                          " (expected random:in=N,out=M[,range=R][,prefix=P][,n=NUM][,rate=QPS]"
-                          "[,burstiness=B][,seed=S])");
+  std::string expected = std::string(kRandomSyntax) + " or " + kShareGptSyntax;
+  if (starts_with(spec, "random:")) expected = kRandomSyntax;
+  if (starts_with(spec, "sharegpt:")) expected = kShareGptSyntax;
+  return invalid_argument("--workload '" + spec + "': " + why + " (expected " + expected + ")");
 }
 
 Result<double> parse_number(const std::string& spec, const std::string& key,
@@ -62,17 +73,50 @@ std::vector<int32_t> prompt_tokens(const SimRequest& r, size_t index) {
   return t;
 }
 
-}  // namespace
-
-Result<RandomWorkload> parse_workload_spec(const std::string& spec) {
-  if (!starts_with(spec, "random:"))
-    return bad_spec(spec, "only the random workload can be simulated so far");
-  RandomWorkload w;
-  bool has_in = false, has_out = false;
-  for (const std::string& part : split(spec.substr(7), ',')) {
+// The KEY=VALUE list after "KIND:", each key once.
+Result<std::vector<std::pair<std::string, std::string>>> key_values(const std::string& spec,
+                                                                    size_t kind_len) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& part : split(spec.substr(kind_len), ',')) {
     const size_t eq = part.find('=');
     if (eq == std::string::npos) return bad_spec(spec, "'" + part + "' is not KEY=VALUE");
-    const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    std::string key = part.substr(0, eq);
+    for (const auto& [k, v] : out)
+      if (k == key) return bad_spec(spec, "key '" + key + "' is given twice");
+    out.emplace_back(std::move(key), part.substr(eq + 1));
+  }
+  return out;
+}
+
+// The keys every workload has: n, and bench serve's arrival model. False: not one of them.
+Result<bool> parse_common_key(const std::string& spec, const std::string& key,
+                              const std::string& value, int64_t* num_prompts, double* rate,
+                              double* burstiness, uint64_t* seed) {
+  if (key == "n") {
+    STRATA_ASSIGN_OR_RETURN(*num_prompts, parse_count(spec, key, value, 1));
+  } else if (key == "rate") {
+    STRATA_ASSIGN_OR_RETURN(*rate, parse_number(spec, key, value));
+    if (*rate <= 0) return bad_spec(spec, "rate must be > 0 (inf: all at once)");
+  } else if (key == "burstiness") {
+    STRATA_ASSIGN_OR_RETURN(*burstiness, parse_number(spec, key, value));
+    if (*burstiness <= 0) return bad_spec(spec, "burstiness must be > 0");
+  } else if (key == "seed") {
+    STRATA_ASSIGN_OR_RETURN(int64_t s, parse_count(spec, key, value, 0));
+    *seed = static_cast<uint64_t>(s);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Result<RandomWorkload> parse_random(const std::string& spec) {
+  RandomWorkload w;
+  bool has_in = false, has_out = false;
+  STRATA_ASSIGN_OR_RETURN(auto kvs, key_values(spec, 7));
+  for (const auto& [key, value] : kvs) {
+    STRATA_ASSIGN_OR_RETURN(bool common, parse_common_key(spec, key, value, &w.num_prompts,
+                                                          &w.request_rate, &w.burstiness, &w.seed));
+    if (common) continue;
     if (key == "in") {
       STRATA_ASSIGN_OR_RETURN(w.input_len, parse_count(spec, key, value, 1));
       has_in = true;
@@ -84,23 +128,124 @@ Result<RandomWorkload> parse_workload_spec(const std::string& spec) {
       if (w.range_ratio >= 1) return bad_spec(spec, "range must be in [0, 1)");
     } else if (key == "prefix") {
       STRATA_ASSIGN_OR_RETURN(w.prefix_len, parse_count(spec, key, value, 0));
-    } else if (key == "n") {
-      STRATA_ASSIGN_OR_RETURN(w.num_prompts, parse_count(spec, key, value, 1));
-    } else if (key == "rate") {
-      STRATA_ASSIGN_OR_RETURN(w.request_rate, parse_number(spec, key, value));
-      if (w.request_rate <= 0) return bad_spec(spec, "rate must be > 0 (inf: all at once)");
-    } else if (key == "burstiness") {
-      STRATA_ASSIGN_OR_RETURN(w.burstiness, parse_number(spec, key, value));
-      if (w.burstiness <= 0) return bad_spec(spec, "burstiness must be > 0");
-    } else if (key == "seed") {
-      STRATA_ASSIGN_OR_RETURN(int64_t seed, parse_count(spec, key, value, 0));
-      w.seed = static_cast<uint64_t>(seed);
     } else {
       return bad_spec(spec, "unknown key '" + key + "'");
     }
   }
   if (!has_in || !has_out) return bad_spec(spec, "in= and out= are required");
   return w;
+}
+
+Result<ShareGptWorkload> parse_sharegpt(const std::string& spec) {
+  ShareGptWorkload w;
+  bool has_path = false;
+  STRATA_ASSIGN_OR_RETURN(auto kvs, key_values(spec, 9));
+  for (const auto& [key, value] : kvs) {
+    STRATA_ASSIGN_OR_RETURN(bool common, parse_common_key(spec, key, value, &w.num_prompts,
+                                                          &w.request_rate, &w.burstiness, &w.seed));
+    if (common) continue;
+    if (key == "path") {
+      if (value.empty()) return bad_spec(spec, "path= needs the ShareGPT JSON file");
+      w.path = value;
+      has_path = true;
+    } else if (key == "output-len") {
+      STRATA_ASSIGN_OR_RETURN(w.output_len, parse_count(spec, key, value, 1));
+    } else if (key == "tokenizer") {
+      if (value.empty()) return bad_spec(spec, "tokenizer= needs a tokenizer directory or file");
+      w.tokenizer = value;
+    } else {
+      return bad_spec(spec, "unknown key '" + key + "'");
+    }
+  }
+  if (!has_path) return bad_spec(spec, "path= is required (a ShareGPT JSON file)");
+  return w;
+}
+
+}  // namespace
+
+Result<Workload> parse_workload(const std::string& spec) {
+  if (starts_with(spec, "random:")) {
+    STRATA_ASSIGN_OR_RETURN(RandomWorkload w, parse_random(spec));
+    return Workload(std::move(w));
+  }
+  if (starts_with(spec, "sharegpt:")) {
+    STRATA_ASSIGN_OR_RETURN(ShareGptWorkload w, parse_sharegpt(spec));
+    return Workload(std::move(w));
+  }
+  return bad_spec(spec, "unknown workload kind (random or sharegpt)");
+}
+
+Result<RandomWorkload> parse_workload_spec(const std::string& spec) {
+  if (!starts_with(spec, "random:")) return bad_spec(spec, "a random workload is expected here");
+  return parse_random(spec);
+}
+
+Result<WorkloadRequests> make_sharegpt_workload(const ShareGptWorkload& w,
+                                                bench::PromptTokenizer& tok) {
+  if (!file_exists(w.path))
+    return invalid_argument("--workload sharegpt: path=" + w.path + " does not exist");
+  bench::ShareGptOptions o;
+  o.path = w.path;
+  o.num_prompts = w.num_prompts;
+  o.output_len = w.output_len;
+  o.seed = w.seed;
+  auto ds = bench::sample_sharegpt(tok, o);
+  if (!ds.ok()) return ds.status().with_context("--workload sharegpt path=" + w.path);
+  WorkloadRequests out;
+  for (std::string note : ds->notes) {
+    // bench's notes name its flag; here it is the spec's key.
+    if (size_t at = note.find("--sharegpt-output-len"); at != std::string::npos)
+      note.replace(at, std::string("--sharegpt-output-len").size(), "output-len=");
+    out.notes.push_back(std::move(note));
+  }
+  const auto offsets =
+      bench::run_arrival_offsets(ds->requests.size(), w.request_rate, w.burstiness, w.seed);
+  std::unordered_map<std::string, int64_t> group_of_prompt;
+  for (size_t i = 0; i < ds->requests.size(); ++i) {
+    const bench::SampleRequest& s = ds->requests[i];
+    SimRequest r;
+    r.arrival_s = offsets[i];
+    r.prompt_len = s.prompt_len;
+    r.output_len = s.expected_output_len;
+    r.prefix_group =
+        group_of_prompt.try_emplace(s.prompt, static_cast<int64_t>(group_of_prompt.size()))
+            .first->second;
+    r.prefix_len = s.prompt_len;
+    out.requests.push_back(r);
+  }
+  return out;
+}
+
+Result<WorkloadRequests> make_workload(const Workload& w, const std::string& model_tokenizer) {
+  if (const auto* random = std::get_if<RandomWorkload>(&w)) {
+    WorkloadRequests out;
+    out.requests = make_random_workload(*random);
+    out.input_len = random->input_len;
+    out.output_len = random->output_len;
+    return out;
+  }
+  const auto& sharegpt = std::get<ShareGptWorkload>(w);
+  std::shared_ptr<const Tokenizer> tok;
+  std::string tok_path = sharegpt.tokenizer;
+  if (!tok_path.empty()) {
+    auto t = Tokenizer::load(tok_path);
+    if (!t.ok()) return t.status().with_context("--workload sharegpt: tokenizer=" + tok_path);
+    tok = std::move(t).value();
+  } else {
+    tok_path = model_tokenizer;
+    auto t = tok_path.empty() ? Result<std::shared_ptr<const Tokenizer>>(not_found("no model path"))
+                              : Tokenizer::load(tok_path);
+    if (!t.ok())
+      return invalid_argument(
+          "--workload sharegpt: prompt lengths are counted with the model's tokenizer, and there "
+          "is none at '" +
+          tok_path + "' (" + t.status().message() +
+          "); give one in the spec with tokenizer=PATH (a tokenizer folder, tokenizer.json or "
+          ".gguf)");
+    tok = std::move(t).value();
+  }
+  auto prompt_tok = bench::make_local_tokenizer(std::move(tok), tok_path);
+  return make_sharegpt_workload(sharegpt, *prompt_tok);
 }
 
 std::vector<SimRequest> make_random_workload(const RandomWorkload& w) {

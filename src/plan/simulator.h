@@ -20,9 +20,11 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "bench/metrics.h"
+#include "bench/prompt_tokenizer.h"
 #include "bench/report.h"
 #include "core/status.h"
 #include "kv/cache_config.h"
@@ -56,9 +58,47 @@ struct RandomWorkload {
   double burstiness = 1.0;
   uint64_t seed = 0;
 };
-// Errors name the bad key or value.
+// Errors name the bad key or value. Random workloads only (parse_workload takes every kind).
 Result<RandomWorkload> parse_workload_spec(const std::string& spec);
 std::vector<SimRequest> make_random_workload(const RandomWorkload& w);
+
+// `sharegpt:path=FILE[,n=NUM][,output-len=M][,tokenizer=PATH][,rate=QPS][,burstiness=B][,seed=S]`:
+// the requests `strata bench serve --dataset-name sharegpt --dataset-path FILE --num-prompts NUM
+// [--sharegpt-output-len M] --request-rate QPS --burstiness B --seed S` sends (bench's
+// sample_sharegpt, oversampling included, and bench's arrival times). Prompt lengths are token
+// counts from the tokenizer (`tokenizer=`, else the served model's). FILE and PATH cannot contain
+// commas.
+struct ShareGptWorkload {
+  std::string path;
+  int64_t num_prompts = 1000;         // bench serve's --num-prompts default
+  std::optional<int64_t> output_len;  // unset: each conversation's reply length
+  std::string tokenizer;              // empty: the model's
+  double request_rate = std::numeric_limits<double>::infinity();
+  double burstiness = 1.0;
+  uint64_t seed = 0;
+};
+
+using Workload = std::variant<RandomWorkload, ShareGptWorkload>;
+// Any `--workload` spec. Errors name the bad key or value and show the kind's syntax.
+Result<Workload> parse_workload(const std::string& spec);
+
+// A workload's requests, with the nominal lengths that label sweep rows (set for random
+// workloads only, as bench serve labels them) and notes worth printing (bench's oversampling and
+// token-count notes).
+struct WorkloadRequests {
+  std::vector<SimRequest> requests;
+  std::optional<int64_t> input_len, output_len;
+  std::vector<std::string> notes;
+};
+// ShareGPT with prompt lengths counted by `tok`. Requests with the same prompt text (oversampled
+// copies, repeated conversations) share all their prompt tokens (one prefix group), so prefix
+// caching hits them as it would on the server; distinct prompts share nothing.
+Result<WorkloadRequests> make_sharegpt_workload(const ShareGptWorkload& w,
+                                                bench::PromptTokenizer& tok);
+// Builds any workload. `model_tokenizer` is the tokenizer the engine would serve with (its
+// --tokenizer, else the model path); a ShareGPT workload without `tokenizer=` loads it, and fails
+// with a message naming `tokenizer=` when there is none there.
+Result<WorkloadRequests> make_workload(const Workload& w, const std::string& model_tokenizer);
 
 struct SimulationConfig {
   sched::SchedulerConfig scheduler;        // max_model_len must be set (> 0)

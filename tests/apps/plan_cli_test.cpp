@@ -71,6 +71,43 @@ TEST_F(PlanCli, SimulatesAConcurrencySweep) {
   EXPECT_TRUE(file_exists(stem + ".svg"));
 }
 
+TEST_F(PlanCli, SimulatesAShareGptWorkload) {
+  STRATA_REQUIRE_SHARED("tokenizers/qwen2.5/vocab.json");
+  const std::string data = ::testing::TempDir() + "/strata_plan_cli_sharegpt.json";
+  ASSERT_TRUE(write_file(data, R"([
+    {"conversations": [
+      {"from": "human", "value": "Explain in two sentences why the sky looks blue during the day."},
+      {"from": "gpt", "value": "Air molecules scatter blue sunlight more than red light. So blue reaches our eyes from every direction."}]},
+    {"conversations": [
+      {"from": "human", "value": "Give me a recipe for a quick tomato soup with basil and garlic."}]}
+  ])")
+                  .ok());
+  const std::string m = testing::repo_path("models/llama-134m");
+  const std::string tok = testing::shared_data_path("tokenizers/qwen2.5");
+  auto r =
+      run_strata("plan " + m + " --max-model-len 2048 --simulate --workload sharegpt:path=" + data +
+                     ",n=6,rate=2,seed=3,tokenizer=" + tok + " --max-concurrency 1,4",
+                 true);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("| Concurrency |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("|           4 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("6 requests, mean prompt "), std::string::npos) << r.out;
+  // Both rows: no request failed (the Failed column is last).
+  size_t none_failed = 0;
+  for (size_t at = r.out.find("|      0 |\n"); at != std::string::npos;
+       at = r.out.find("|      0 |\n", at + 1))
+    ++none_failed;
+  EXPECT_EQ(none_failed, 2u) << r.out;
+  EXPECT_NE(r.out.find("Oversampled requests to reach 6"), std::string::npos) << r.out;
+  // llama-134m has no tokenizer of its own: the error says how to give one.
+  r = run_strata("plan " + m + " --simulate --workload sharegpt:path=" + data, true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("tokenizer="), std::string::npos) << r.err;
+  r = run_strata("plan " + m + " --simulate --workload sharegpt:path=" + data + ",n=x", true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("n=x"), std::string::npos) << r.err;
+}
+
 TEST_F(PlanCli, ClearErrors) {
   const std::string m = testing::repo_path("models/llama-134m");
   auto r = run_strata("plan " + m + " --hardware h999", true);

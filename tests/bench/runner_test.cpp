@@ -141,8 +141,7 @@ TEST(Runner, RequestRateSpreadsArrivals) {
   o.seed = 5;
   auto p = payloads(Backend::kCompletions, 8, "x", 2);
   // The schedule the runner draws (same seed): no request may be sent before its time.
-  Rng rng(o.seed);
-  const std::vector<double> offsets = arrival_offsets(8, o.request_rate, o.burstiness, &rng);
+  const std::vector<double> offsets = run_arrival_offsets(8, o.request_rate, o.burstiness, o.seed);
   ASSERT_EQ(offsets.size(), 8u);
   EXPECT_NEAR(offsets.back(), 0.2, 1e-9);  // rescaled to end at 8 / 40 s
   const double t0 = now_seconds();

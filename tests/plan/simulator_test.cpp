@@ -5,11 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <vector>
 
+#include "bench/arrivals.h"
+#include "bench/dataset.h"
+#include "core/file_util.h"
 #include "model/model_config.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata::plan {
 namespace {
@@ -208,6 +214,192 @@ TEST(SimulatorTest, WorkloadSpecs) {
       EXPECT_NE(r.status().message().find("--workload"), std::string::npos) << bad;
     }
   }
+}
+
+// A small ShareGPT file: four usable conversations (one without a reply), one prompt too short,
+// one reply too short (vLLM's pruning drops both) and one entry that is not a conversation.
+std::string write_sharegpt_file() {
+  const std::string path = ::testing::TempDir() + "/strata_plan_sharegpt.json";
+  const Status s = write_file(path, R"([
+    {"id": "a", "conversations": [
+      {"from": "human", "value": "What is the capital of France? Please answer in one sentence."},
+      {"from": "gpt", "value": "The capital of France is Paris, which lies on the river Seine."}]},
+    {"id": "b", "conversations": [
+      {"from": "human", "value": "Write a short poem about the sea, the wind and an old lighthouse."}]},
+    {"id": "c", "conversations": [
+      {"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello! How can I help you today?"}]},
+    {"id": "d", "conversations": [
+      {"from": "human", "value": "Is seventeen a prime number? Explain your reasoning."},
+      {"from": "gpt", "value": "Yes."}]},
+    {"id": "e", "conversations": [
+      {"from": "human", "value": "Translate 'good morning, how did you sleep?' into German and Italian."},
+      {"from": "gpt", "value": "German: Guten Morgen, wie hast du geschlafen? Italian: Buongiorno, come hai dormito?"}]},
+    {"id": "f", "conversations": [
+      {"from": "human", "value": "List three uses of baking soda around the house, with a short example for each one."},
+      {"from": "gpt", "value": "1. Cleaning ovens: a paste with water. 2. Deodorising fridges: an open box. 3. Scrubbing pans."}]},
+    {"id": "g"}
+  ])");
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return path;
+}
+
+std::string qwen_tokenizer() {
+  return testing::shared_data_path("tokenizers/qwen2.5");
+}
+
+TEST(SimulatorTest, ShareGptWorkloadIsWhatBenchServeSends) {
+  STRATA_REQUIRE_SHARED("tokenizers/qwen2.5/vocab.json");
+  const std::string path = write_sharegpt_file();
+  auto spec = parse_workload("sharegpt:path=" + path + ",n=10,rate=4,burstiness=0.5,seed=7," +
+                             "tokenizer=" + qwen_tokenizer());
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto wl = make_workload(*spec, "");
+  ASSERT_TRUE(wl.ok()) << wl.status().to_string();
+  ASSERT_EQ(wl->requests.size(), 10u);  // 4 usable entries, oversampled to n as bench does
+  EXPECT_FALSE(wl->input_len.has_value());
+
+  // bench serve's dataset with the same options and tokenizer gives the same lengths in order.
+  auto tok = bench::make_local_tokenizer(qwen_tokenizer());
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  auto ds = bench::sample_sharegpt(**tok, {.path = path, .num_prompts = 10, .seed = 7});
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  ASSERT_EQ(ds->requests.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(wl->requests[i].prompt_len, ds->requests[i].prompt_len) << i;
+    EXPECT_EQ(wl->requests[i].output_len, ds->requests[i].expected_output_len) << i;
+  }
+  // bench serve's runner sends them at these times (a fresh Rng(seed)), the last at n / rate.
+  const auto sent = bench::run_arrival_offsets(10, 4, 0.5, 7);
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(wl->requests[i].arrival_s, sent[i]) << i;
+  EXPECT_DOUBLE_EQ(wl->requests.back().arrival_s, 2.5);
+  EXPECT_GT(wl->requests.back().arrival_s, wl->requests.front().arrival_s);
+
+  // The lengths are the tokenizer's own counts (with the BOS it adds, none for Qwen): each
+  // prompt is one of the usable conversations, each output its reply (128 without a reply).
+  auto qwen = Tokenizer::load(qwen_tokenizer());
+  ASSERT_TRUE(qwen.ok());
+  auto count = [&](const std::string& text, bool special) {
+    auto ids = (*qwen)->encode(text, special);
+    EXPECT_TRUE(ids.ok());
+    return static_cast<int64_t>(ids->size());
+  };
+  const std::map<int64_t, int64_t> usable = {
+      {count("What is the capital of France? Please answer in one sentence.", true),
+       count("The capital of France is Paris, which lies on the river Seine.", false)},
+      {count("Write a short poem about the sea, the wind and an old lighthouse.", true),
+       bench::kShareGptDefaultOutputLen},
+      {count("Translate 'good morning, how did you sleep?' into German and Italian.", true),
+       count("German: Guten Morgen, wie hast du geschlafen? Italian: Buongiorno, come hai "
+             "dormito?",
+             false)},
+      {count("List three uses of baking soda around the house, with a short example for each "
+             "one.",
+             true),
+       count("1. Cleaning ovens: a paste with water. 2. Deodorising fridges: an open box. 3. "
+             "Scrubbing pans.",
+             false)}};
+  ASSERT_EQ(usable.size(), 4u) << "the test's prompts need distinct token counts";
+  std::map<int64_t, int64_t> prompt_len_of_group;
+  for (const auto& r : wl->requests) {
+    ASSERT_TRUE(usable.count(r.prompt_len)) << r.prompt_len;
+    EXPECT_EQ(r.output_len, usable.at(r.prompt_len)) << r.prompt_len;
+    // Copies of one prompt share it whole (prefix caching hits them); distinct prompts do not.
+    EXPECT_EQ(r.prefix_len, r.prompt_len);
+    auto it = prompt_len_of_group.try_emplace(r.prefix_group, r.prompt_len).first;
+    EXPECT_EQ(it->second, r.prompt_len) << "group " << r.prefix_group;
+  }
+  EXPECT_EQ(prompt_len_of_group.size(), 4u);
+  // bench's note about the reply-less conversation names the spec's key.
+  bool names_key = false;
+  for (const auto& n : wl->notes) names_key |= n.find("output-len=") != std::string::npos;
+  EXPECT_TRUE(names_key);
+
+  // output-len= fixes every output, as --sharegpt-output-len does; rate inf sends all at once.
+  auto fixed = make_workload(
+      *parse_workload("sharegpt:path=" + path + ",n=3,output-len=50,tokenizer=" + qwen_tokenizer()),
+      "");
+  ASSERT_TRUE(fixed.ok()) << fixed.status().to_string();
+  ASSERT_EQ(fixed->requests.size(), 3u);
+  for (const auto& r : fixed->requests) {
+    EXPECT_EQ(r.output_len, 50);
+    EXPECT_EQ(r.arrival_s, 0);
+  }
+}
+
+TEST(SimulatorTest, ShareGptWorkloadUsesTheModelsTokenizerOrSaysHowToGiveOne) {
+  STRATA_REQUIRE_SHARED("tokenizers/qwen2.5/vocab.json");
+  const std::string path = write_sharegpt_file();
+  auto spec = parse_workload("sharegpt:path=" + path + ",n=4");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  // The model's folder holding the tokenizer (what the engine would serve with).
+  auto from_model = make_workload(*spec, qwen_tokenizer());
+  ASSERT_TRUE(from_model.ok()) << from_model.status().to_string();
+  auto given = make_workload(
+      *parse_workload("sharegpt:path=" + path + ",n=4,tokenizer=" + qwen_tokenizer()), "");
+  ASSERT_TRUE(given.ok());
+  ASSERT_EQ(from_model->requests.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(from_model->requests[i].prompt_len, given->requests[i].prompt_len);
+  // llama-134m ships a config only.
+  auto none = make_workload(*spec, testing::repo_path("models/llama-134m"));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("tokenizer="), std::string::npos)
+      << none.status().to_string();
+  EXPECT_NE(none.status().message().find("llama-134m"), std::string::npos);
+  // A bad tokenizer= or path= names the key.
+  auto bad_tok =
+      make_workload(*parse_workload("sharegpt:path=" + path + ",tokenizer=/nonexistent/tok"), "");
+  ASSERT_FALSE(bad_tok.ok());
+  EXPECT_NE(bad_tok.status().message().find("tokenizer=/nonexistent/tok"), std::string::npos)
+      << bad_tok.status().to_string();
+  auto bad_path = make_workload(
+      *parse_workload("sharegpt:path=/nonexistent/sg.json,tokenizer=" + qwen_tokenizer()), "");
+  ASSERT_FALSE(bad_path.ok());
+  EXPECT_NE(bad_path.status().message().find("path=/nonexistent/sg.json"), std::string::npos)
+      << bad_path.status().to_string();
+}
+
+TEST(SimulatorTest, WorkloadSpecErrorsNameTheKey) {
+  // Random specs go through parse_workload too.
+  auto random = parse_workload("random:in=64,out=8,n=3,seed=2");
+  ASSERT_TRUE(random.ok()) << random.status().to_string();
+  ASSERT_TRUE(std::holds_alternative<RandomWorkload>(*random));
+  EXPECT_EQ(std::get<RandomWorkload>(*random).num_prompts, 3);
+  auto sg = parse_workload("sharegpt:path=a.json,n=5,output-len=64,rate=2,burstiness=3,seed=9");
+  ASSERT_TRUE(sg.ok()) << sg.status().to_string();
+  const auto& w = std::get<ShareGptWorkload>(*sg);
+  EXPECT_EQ(w.path, "a.json");
+  EXPECT_EQ(w.num_prompts, 5);
+  EXPECT_EQ(w.output_len, 64);
+  EXPECT_EQ(w.request_rate, 2);
+  EXPECT_EQ(w.burstiness, 3);
+  EXPECT_EQ(w.seed, 9u);
+  EXPECT_TRUE(w.tokenizer.empty());
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"sharegpt:n=5", "path="},
+      {"sharegpt:path=", "path="},
+      {"sharegpt:path=a.json,n=0", "n=0"},
+      {"sharegpt:path=a.json,output-len=abc", "output-len=abc"},
+      {"sharegpt:path=a.json,output-len=0", "output-len=0"},
+      {"sharegpt:path=a.json,colour=red", "'colour'"},
+      {"sharegpt:path=a.json,rate=0", "rate"},
+      {"sharegpt:path=a.json,burstiness=-1", "burstiness=-1"},
+      {"sharegpt:path=a.json,seed=1.5", "seed=1.5"},
+      {"sharegpt:path=a.json,tokenizer=", "tokenizer="},
+      {"sharegpt:path=a.json,n=3,n=4", "'n'"},
+      {"sharegpt:path=a.json,n", "'n'"},
+      {"random:in=4,out=2,output-len=3", "'output-len'"},
+      {"poisson:in=4", "random or sharegpt"},
+  };
+  for (const auto& [spec, key] : bad) {
+    auto r = parse_workload(spec);
+    ASSERT_FALSE(r.ok()) << spec;
+    EXPECT_NE(r.status().message().find(key), std::string::npos) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("--workload"), std::string::npos) << spec;
+  }
+  // The syntax shown is the kind's own.
+  EXPECT_NE(parse_workload("sharegpt:n=5").status().message().find("sharegpt:path=FILE"),
+            std::string::npos);
 }
 
 TEST(SimulatorTest, CostModelDrivenSweepBatchesDecodesOnAMemoryBoundDevice) {
