@@ -22,7 +22,8 @@ namespace strata::testing {
 // An AWQ or GPTQ checkpoint of `config` (its quantization_config: quant_method, bits,
 // group_size, desc_act, modules_to_not_convert), written from the tensors the float model asks
 // for, laid out as AutoAWQ / AutoGPTQ write them: every 2-D weight of the decoder layers but the
-// MoE routers and the modules not to convert becomes qweight / qzeros / scales (GPTQ: + g_idx,
+// MoE routers and the modules not to convert (and the output head with GPTQ's lm_head: true)
+// becomes qweight / qzeros / scales (GPTQ: + g_idx,
 // groups interleaved over the inputs with desc_act); the rest is f16. Values are constant: only
 // dtypes, shapes and the g_idx decide what the engine holds. Returns the checkpoint's folder.
 inline std::string write_int_quant_checkpoint(const Json& config, ThreadPool& pool) {
@@ -58,6 +59,7 @@ inline std::string write_int_quant_checkpoint(const Json& config, ThreadPool& po
                      name.substr(name.rfind('.')) == ".weight" &&
                      name.find(".gate.weight") == std::string::npos &&
                      name.find("shared_expert_gate") == std::string::npos;
+    quantized = quantized || (name == "lm_head.weight" && q.value("lm_head", false));
     for (const std::string& m : skip) quantized = quantized && base.find(m) == std::string::npos;
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;

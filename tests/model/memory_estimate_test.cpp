@@ -241,6 +241,10 @@ TEST(MemoryEstimate, IntQuantConfigAloneIsItsCheckpoint) {
       {"llama gptq 8-bit rows", &llama,
        R"({"quant_method":"gptq","bits":8,"group_size":-1,"desc_act":false,"sym":false})",
        DType::kW8G},
+      {"llama gptq 8-bit g32, lm_head quantized", &llama,
+       R"({"quant_method":"gptq","bits":8,"group_size":32,"desc_act":false,"sym":true,
+           "lm_head":true})",
+       DType::kW8G},
       {"llama gptq act-order", &llama,
        R"({"quant_method":"gptq","bits":4,"group_size":32,"desc_act":true,"sym":true})",
        DType::kF32},
@@ -286,6 +290,8 @@ TEST(MemoryEstimate, IntQuantConfigAloneIsItsCheckpoint) {
     if (contains(c.what, "not converted"))
       EXPECT_GT(x.by_dtype.at(dtype_name(DType::kF16)), x.lm_head);
     if (contains(c.what, "deepseek")) EXPECT_GT(x.routed_experts, 0);
+    if (contains(c.what, "lm_head quantized"))
+      EXPECT_EQ(x.lm_head, x.by_dtype.at(dtype_name(DType::kW8G)) - x.attention - x.dense_mlp);
   }
 }
 
