@@ -6,6 +6,17 @@
 
 namespace strata {
 
+namespace {
+
+// A tied head, or a checkpoint without one (it reuses the embedding). A head quantized in the file
+// (GPTQ's lm_head: true) has no `lm_head.weight` but is the checkpoint's own.
+bool head_is_embedding(const ModelConfig& c, const WeightSource& w, const DecoderNames& names) {
+  const std::string head = tensor_name(names.lm_head, w.naming());
+  return c.tie_word_embeddings || (!w.has(head) && int_quantized_base(w, head).empty());
+}
+
+}  // namespace
+
 void DecoderModel::declare(const std::string& name, const PackedWeight& w, Sharding sharding) {
   if (!w.empty()) linears_.push_back({name, w.n(), w.k(), w.dtype(), sharding, w.bytes()});
 }
@@ -23,7 +34,7 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
   STRATA_ASSIGN_OR_RETURN(embed_, EmbeddingTable::load(w, names.embed, c.vocab_size, H, opt.storage,
                                                        opt.keep_in_place));
   STRATA_ASSIGN_OR_RETURN(final_norm_, load_vector(w, names.final_norm, H, -1, DummyInit::kOnes));
-  if (c.tie_word_embeddings || !w.has(tensor_name(names.lm_head, w.naming()))) {
+  if (head_is_embedding(c, w, names)) {
     STRATA_ASSIGN_OR_RETURN(lm_head_,
                             embed_.as_packed(matmul_storage(opt.storage, embed_.dtype())));
   } else {
@@ -120,7 +131,7 @@ Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names, co
   STRATA_ASSIGN_OR_RETURN(int64_t final_norm, plan_vector(w, names.final_norm, H, -1));
   b.other += final_norm;
   WeightPlan head;
-  if (c.tie_word_embeddings || !w.has(tensor_name(names.lm_head, w.naming()))) {
+  if (head_is_embedding(c, w, names)) {
     STRATA_ASSIGN_OR_RETURN(head,
                             plan_pack(c.vocab_size, H, matmul_storage(opt.storage, embed_dtype)));
   } else {

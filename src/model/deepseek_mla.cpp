@@ -191,8 +191,7 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
   STRATA_ASSIGN_OR_RETURN(WeightPlan o, plan_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
   add(o);
   // kv_b_proj is read (dequantised) and split per head into W_UK^T and W_UV.
-  STRATA_RETURN_IF_ERROR(
-      src.peek(tensor_name(kKVB, src.naming(), layer), {nh * (s.nope + s.v_dim), r}).status());
+  STRATA_RETURN_IF_ERROR(plan_matrix_f32(src, kKVB, nh * (s.nope + s.v_dim), r, layer));
   const DType dense = matmul_storage(storage, DType::kBF16);
   STRATA_ASSIGN_OR_RETURN(const WeightPlan uk_t, plan_pack(r, s.nope, dense));
   STRATA_ASSIGN_OR_RETURN(const WeightPlan uv, plan_pack(s.v_dim, r, dense));

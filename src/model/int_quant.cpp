@@ -138,6 +138,17 @@ float UnpackedIntWeight::value(int64_t r, int64_t c) const {
   return s * static_cast<float>(int{q[r * k + c]} - int{zeros[g]});
 }
 
+bool int_quantizes_layer(const IntQuantization& quant, const std::string& base) {
+  for (const std::string& m : quant.modules_to_not_convert)
+    if (!m.empty() && base.find(m) != std::string::npos) return false;
+  if (base == "lm_head") return quant.lm_head;
+  static const std::string kLayers = "model.layers.";
+  if (base.rfind(kLayers, 0) != 0) return false;
+  const std::string leaf = base.substr(base.rfind('.') + 1);
+  return leaf.find("norm") == std::string::npos && leaf != "gate" && leaf != "shared_expert_gate" &&
+         leaf != "embed_tokens" && leaf != "eh_proj" && leaf != "head";
+}
+
 std::string int_quantized_base(const WeightSource& src, const std::string& name) {
   if (src.int_quant() == nullptr) return {};
   static const std::string kSuffix = ".weight";

@@ -59,6 +59,11 @@ struct IntQuantization {
   // compressed-tensors: the scheme also quantizes input activations (e.g. W4A8); Strata runs it
   // weight-only, the activations stay float.
   bool activations_quantized = false;
+  // AWQ/GPTQ quantization_config.modules_to_not_convert: layers whose path contains one of these
+  // stay float in the checkpoint (as vLLM reads it).
+  std::vector<std::string> modules_to_not_convert;
+  // GPTQ quantization_config.lm_head (GPTQModel): the output head is quantized too.
+  bool lm_head = false;
 };
 
 // The nibble order of AutoAWQ's packing: nibble i of a word holds output 8j + kAwqOrder[i].
@@ -89,6 +94,15 @@ Result<UnpackedIntWeight> read_int_weight(WeightSource& src, const std::string& 
 // reads only its g_idx and (compressed-tensors) scale tensors. For memory estimates.
 Result<bool> int_weight_has_plain_groups(WeightSource& src, const std::string& base, int64_t n,
                                          int64_t k, const IntQuantization& quant);
+
+// Whether an AWQ or GPTQ checkpoint of a config quantizes the linear layer `base` ("...q_proj",
+// no ".weight"), as AutoAWQ / AutoGPTQ write them and vLLM reads them: every linear layer of the
+// decoder layers (attention, MLA, dense MLP, expert and shared-expert projections) except the
+// MoE routers (`gate`, `shared_expert_gate`), norms and the MTP layer's own embedding, input
+// projection and head; the output head only with GPTQ's lm_head: true; never a layer in
+// modules_to_not_convert. What dummy weights of such a config quantize (weight_source.h
+// make_int_quant_dummy_source), so a plan from its config alone is the checkpoint's.
+bool int_quantizes_layer(const IntQuantization& quant, const std::string& base);
 
 // Whether `name` ("...weight") is stored quantized in `src` (`<base>.qweight`, or
 // `<base>.weight_packed` for compressed-tensors): the base name, else empty.

@@ -310,8 +310,19 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
 Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& name, int64_t n,
                                            int64_t k, int64_t layer, const Fp8Quantization& fp8) {
   const std::string full = tensor_name(name, src.naming(), layer);
-  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {n, k}));
   std::vector<float> out(n * k);
+  if (const IntQuantization* iq = src.int_quant()) {
+    // An AWQ/GPTQ/compressed-tensors layer: its exact values (as vLLM dequantizes MLA's kv_b_proj
+    // of such checkpoints for the absorbed form).
+    if (const std::string base = int_quantized_base(src, full); !base.empty()) {
+      auto u = read_int_weight(src, base, n, k, *iq);
+      if (!u.ok()) return u.status().with_context("loading " + iq->method + " layer");
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c) out[r * k + c] = u->value(r, c);
+      return out;
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {n, k}));
   if (t.dtype == DType::kF8E4M3) {
     STRATA_ASSIGN_OR_RETURN(auto scales, load_fp8_scales(src, full, n, k, fp8));
     dequantize_fp8_blocks(reinterpret_cast<const uint8_t*>(t.data), scales.data(), n, k,
@@ -326,6 +337,19 @@ Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& 
     dequantize_row(t.dtype, t.data + r * row_bytes, out.data() + r * k, k);
   src.release(t);
   return out;
+}
+
+Status plan_matrix_f32(WeightSource& src, const TensorName& name, int64_t n, int64_t k,
+                       int64_t layer) {
+  const std::string full = tensor_name(name, src.naming(), layer);
+  if (const IntQuantization* iq = src.int_quant()) {
+    if (const std::string base = int_quantized_base(src, full); !base.empty()) {
+      auto plain = int_weight_has_plain_groups(src, base, n, k, *iq);
+      if (!plain.ok()) return plain.status().with_context("loading " + iq->method + " layer");
+      return ok_status();
+    }
+  }
+  return src.peek(full, {n, k}).status();
 }
 
 namespace {

@@ -67,10 +67,14 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
 Result<WeightPlan> plan_pack(int64_t n, int64_t k, DType storage);
 
 // Loads a [n, k] tensor as a row-major f32 matrix (FP8 checkpoint tensors dequantised with their
-// `_scale_inv` block scales).
+// `_scale_inv` block scales, AWQ/GPTQ/compressed-tensors layers with their groups' scales and
+// zeros).
 Result<std::vector<float>> load_matrix_f32(WeightSource& src, const TensorName& name, int64_t n,
                                            int64_t k, int64_t layer,
                                            const Fp8Quantization& fp8 = {});
+// What load_matrix_f32() checks of the tensor, reading no weights (for memory estimates).
+Status plan_matrix_f32(WeightSource& src, const TensorName& name, int64_t n, int64_t k,
+                       int64_t layer);
 
 // Loads a 1-D tensor (norm weight, bias) as f32; `init` is what dummy weights use.
 Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name, int64_t n,

@@ -119,6 +119,12 @@ Result<ModelConfig> mtp_config(const ModelConfig& c, const std::string& model) {
   return parse_hf_config(j, nullptr);
 }
 
+// Dummy weights of an AWQ or GPTQ config are those of its checkpoint (make_int_quant_dummy_source);
+// a compressed-tensors config's dummy weights stay float.
+bool dummy_int_quant(const ModelConfig& c) {
+  return c.int_quant && (c.int_quant->method == "awq" || c.int_quant->method == "gptq");
+}
+
 Result<std::string> resolve_format(const LoadOptions& o) {
   const std::string& f = o.load_format;
   if (f != "auto" && f != "safetensors" && f != "gguf" && f != "dummy")
@@ -165,10 +171,11 @@ Result<std::optional<DType>> resolve_dtype(const std::string& dtype, const Model
 // quantize the decoder layers at load. Returns the layers' storage for online quantization.
 Result<std::optional<DType>> resolve_quantization(const std::string& q, const ModelConfig& c,
                                                   const std::string& format) {
-  const std::string own = format == "gguf"                   ? "gguf"
-                          : c.fp8                            ? c.fp8->method
-                          : c.int_quant && format != "dummy" ? c.int_quant->method
-                                                             : "";
+  const std::string own = format == "gguf" ? "gguf"
+                          : c.fp8          ? c.fp8->method
+                          : c.int_quant && (format != "dummy" || dummy_int_quant(c))
+                              ? c.int_quant->method
+                              : "";
   if (q.empty() || q == own) return std::optional<DType>();
   if ((q == "awq_marlin" && own == "awq") || (q == "gptq_marlin" && own == "gptq"))
     return std::optional<DType>();
@@ -255,6 +262,9 @@ Result<PreparedLoad> prepare_load(const LoadOptions& o, bool log) {
                           resolve_quantization(o.quantization, config, format));
   if (format == "dummy") {
     weights = make_dummy_source(o.seed, storage.value_or(DType::kBF16), config.initializer_range);
+    if (dummy_int_quant(config))
+      weights = make_int_quant_dummy_source(std::move(weights), *config.int_quant, o.seed,
+                                            config.initializer_range);
   } else if (format == "gguf") {
     weights = make_gguf_source(gguf);
   } else {

@@ -71,6 +71,18 @@ Result<IntQuantization> parse_int_quantization(const Json& q, const std::string&
   iq.group_size = int_field("group_size", "q_group_size", 128);
   if (iq.group_size == 0 || iq.group_size < -1)
     return invalid_argument("config.json: quantization_config.group_size must be positive or -1");
+  if (q.contains("modules_to_not_convert") && !q["modules_to_not_convert"].is_null()) {
+    const Json& m = q["modules_to_not_convert"];
+    if (!m.is_array())
+      return invalid_argument(
+          "config.json: quantization_config.modules_to_not_convert must be a list of names");
+    for (const Json& e : m) {
+      if (!e.is_string())
+        return invalid_argument(
+            "config.json: quantization_config.modules_to_not_convert must be a list of names");
+      iq.modules_to_not_convert.push_back(e.get<std::string>());
+    }
+  }
   if (method == "awq") {
     if (iq.bits != 4)
       return unimplemented("AWQ with " + std::to_string(iq.bits) +
@@ -92,6 +104,7 @@ Result<IntQuantization> parse_int_quantization(const Json& q, const std::string&
   if (fmt != "gptq" && fmt != "gptq_v2")
     return unimplemented("GPTQ checkpoint_format '" + fmt + "' is not supported (gptq, gptq_v2)");
   iq.zeros_plus_one = fmt == "gptq";
+  iq.lm_head = get_or<bool>(q, "lm_head", false);
   return iq;
 }
 

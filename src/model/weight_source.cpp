@@ -1,6 +1,7 @@
 #include "model/weight_source.h"
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "core/rng.h"
@@ -101,6 +102,127 @@ class DummySource : public WeightSource {
   std::map<std::string, AlignedBuffer> buffers_;
 };
 
+// Dummy weights of an AWQ / GPTQ checkpoint of the config (weight_source.h): the layers such a
+// checkpoint quantizes (int_quantizes_layer()) are served as `.qweight/.qzeros/.scales(/.g_idx)`
+// in the format's dtypes, shaped as the loader asks for them; everything else comes from the
+// float dummy source.
+class IntQuantDummySource : public WeightSource {
+ public:
+  IntQuantDummySource(std::unique_ptr<WeightSource> floats, const IntQuantization& quant,
+                      uint64_t seed, double stddev)
+      : floats_(std::move(floats)), quant_(quant), seed_(seed), stddev_(stddev) {
+    set_int_quant(quant);
+  }
+  TensorNaming naming() const override { return TensorNaming::kHuggingFace; }
+  std::string describe() const override { return "dummy " + quant_.method + " weights"; }
+  bool has(const std::string& name) const override {
+    std::string base;
+    const Part p = part(name, &base);
+    if (p == Part::kWeight) return false;  // stored as qweight & co. instead
+    if (p != Part::kNone) return true;
+    // The float dummy source has every name; a layer the checkpoint keeps float has no
+    // quantized parts.
+    return !int_suffix(name) && floats_->has(name);
+  }
+  Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
+                            DummyInit init) override {
+    std::string base;
+    const Part p = part(name, &base);
+    if (p == Part::kNone || p == Part::kWeight) return floats_->get(name, shape, init);
+    io::TensorRef t = describe_part(name, shape, p);
+    auto& buf = buffers_[name];
+    buf.resize(static_cast<size_t>(dtype_bytes(t.dtype, t.numel())));
+    const int per_word = 32 / quant_.bits;
+    if (p == Part::kQweight) {
+      uint64_t h = seed_ ^ 0x5851f42d4c957f2dull;
+      for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+      Rng rng(h);
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const uint32_t v = static_cast<uint32_t>(rng.next_u64());
+        std::memcpy(buf.data() + 4 * i, &v, 4);
+      }
+    } else if (p == Part::kQzeros) {
+      // Every zero point in the middle of the code range (GPTQ v1 stores it minus one).
+      const uint32_t mid = (1u << (quant_.bits - 1)) - (quant_.zeros_plus_one ? 1 : 0);
+      uint32_t v = 0;
+      for (int i = 0; i < per_word; ++i) v |= mid << (quant_.bits * i);
+      for (int64_t i = 0; i < t.numel(); ++i) std::memcpy(buf.data() + 4 * i, &v, 4);
+    } else if (p == Part::kScales) {
+      // Codes uniform over 2^bits values around the zero: a standard deviation of
+      // 2^bits / sqrt(12) steps, scaled to the config's initializer range.
+      const uint16_t sc = f32_to_f16(static_cast<float>(stddev_ * std::sqrt(12.0)) /
+                                     static_cast<float>(1 << quant_.bits));
+      for (int64_t i = 0; i < t.numel(); ++i) std::memcpy(buf.data() + 2 * i, &sc, 2);
+    } else {
+      // g_idx: contiguous groups, or with act-order (desc_act) the groups in reverse input order,
+      // as an act-order permutation leaves them not contiguous.
+      const int64_t k = t.numel();
+      const int64_t group = quant_.group_size < 0 ? k : quant_.group_size;
+      for (int64_t c = 0; c < k; ++c) {
+        const int32_t g = static_cast<int32_t>((quant_.desc_act ? k - 1 - c : c) / group);
+        std::memcpy(buf.data() + 4 * c, &g, 4);
+      }
+    }
+    t.data = buf.data();
+    t.nbytes = buf.size();
+    return t;
+  }
+  Result<io::TensorRef> peek(const std::string& name, const std::vector<int64_t>& shape) override {
+    std::string base;
+    const Part p = part(name, &base);
+    if (p == Part::kNone || p == Part::kWeight) return floats_->peek(name, shape);
+    return describe_part(name, shape, p);
+  }
+  void release(const io::TensorRef& t) override {
+    if (buffers_.erase(t.name) == 0) floats_->release(t);
+  }
+  void release_generated() override {
+    buffers_.clear();
+    floats_->release_generated();
+  }
+
+ private:
+  enum class Part { kNone, kWeight, kQweight, kQzeros, kScales, kGidx };
+  // Which part of a quantized layer `name` is (kNone: not one); its layer into *base.
+  Part part(const std::string& name, std::string* base) const {
+    static const std::pair<const char*, Part> kSuffixes[] = {{".weight", Part::kWeight},
+                                                             {".qweight", Part::kQweight},
+                                                             {".qzeros", Part::kQzeros},
+                                                             {".scales", Part::kScales},
+                                                             {".g_idx", Part::kGidx}};
+    for (const auto& [suffix, p] : kSuffixes) {
+      const size_t n = std::strlen(suffix);
+      if (name.size() <= n || name.compare(name.size() - n, n, suffix) != 0) continue;
+      if (p == Part::kGidx && quant_.method != "gptq") return Part::kNone;
+      *base = name.substr(0, name.size() - n);
+      return int_quantizes_layer(quant_, *base) ? p : Part::kNone;
+    }
+    return Part::kNone;
+  }
+  static bool int_suffix(const std::string& name) {
+    for (const char* suffix : {".qweight", ".qzeros", ".scales", ".g_idx"}) {
+      const size_t n = std::strlen(suffix);
+      if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
+    }
+    return false;
+  }
+  io::TensorRef describe_part(const std::string& name, const std::vector<int64_t>& shape,
+                              Part p) const {
+    io::TensorRef t;
+    t.name = name;
+    t.shape = shape;
+    t.dtype = p == Part::kScales ? DType::kF16 : DType::kI32;
+    t.file = "dummy";
+    return t;
+  }
+
+  std::unique_ptr<WeightSource> floats_;
+  IntQuantization quant_;
+  uint64_t seed_;
+  double stddev_;
+  std::map<std::string, AlignedBuffer> buffers_;
+};
+
 }  // namespace
 
 Status check_shape(const io::TensorRef& t, const std::vector<int64_t>& shape,
@@ -122,6 +244,12 @@ std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<io::GgufFile> ggu
 
 std::unique_ptr<WeightSource> make_dummy_source(uint64_t seed, DType dtype, double stddev) {
   return std::make_unique<DummySource>(seed, dtype, stddev);
+}
+
+std::unique_ptr<WeightSource> make_int_quant_dummy_source(std::unique_ptr<WeightSource> floats,
+                                                          const IntQuantization& quant,
+                                                          uint64_t seed, double stddev) {
+  return std::make_unique<IntQuantDummySource>(std::move(floats), quant, seed, stddev);
 }
 
 }  // namespace strata

@@ -58,6 +58,16 @@ std::unique_ptr<WeightSource> make_gguf_source(std::shared_ptr<io::GgufFile> ggu
 // Random weights: normal-ish (uniform with the given standard deviation) values stored as
 // `dtype`; the same seed and name always give the same tensor.
 std::unique_ptr<WeightSource> make_dummy_source(uint64_t seed, DType dtype, double stddev);
+// Dummy weights of the AWQ or GPTQ checkpoint of a config (`quant`: its quantization_config):
+// the layers such a checkpoint quantizes (int_quant.h int_quantizes_layer()) have no `.weight`
+// but `.qweight`, `.qzeros`, `.scales` (and for GPTQ `.g_idx`) in the format's dtypes (int32, f16)
+// and the shapes the loader asks for: random codes, zero points in the middle of the range, one
+// scale giving the weights about `stddev`, and with desc_act a g_idx whose groups are not
+// contiguous, as act-order leaves them. Every other tensor is `floats`'s. Loading or estimating
+// from it makes the storage decisions a real checkpoint of the config makes (int_quant() is set).
+std::unique_ptr<WeightSource> make_int_quant_dummy_source(std::unique_ptr<WeightSource> floats,
+                                                          const IntQuantization& quant,
+                                                          uint64_t seed, double stddev);
 
 // Checks a tensor's shape; the error names the source and tensor.
 Status check_shape(const io::TensorRef& t, const std::vector<int64_t>& shape,

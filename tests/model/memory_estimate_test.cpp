@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/json.h"
+#include "int_quant_writer.h"
 #include "io/writers.h"
 #include "model/deepseek.h"
 #include "model_test_util.h"
@@ -207,6 +208,91 @@ TEST(MemoryEstimate, Fp8Checkpoint) {
   auto w = estimate_weight_bytes(o);
   ASSERT_TRUE(w.ok());
   EXPECT_GT(w->by_dtype[dtype_name(DType::kF8E4M3)], 0);
+}
+
+// A config alone of an AWQ / GPTQ checkpoint is estimated (and loaded, with dummy weights) as the
+// checkpoint itself: the same integer layers, F32 fallbacks and float layers, byte for byte.
+TEST(MemoryEstimate, IntQuantConfigAloneIsItsCheckpoint) {
+  ThreadPool pool(2);
+  Json llama = *parse_json(arch("llama3_untied").config_json, "c");
+  // DeepSeek-V3 with every projection's inputs a whole number of 32-column groups.
+  Json deepseek = *parse_json(arch("deepseek_v3_fp8").config_json, "c");
+  deepseek.erase("quantization_config");
+  deepseek["num_attention_heads"] = 4;
+  deepseek["num_key_value_heads"] = 4;
+  deepseek["q_lora_rank"] = 64;
+  struct Case {
+    const char* what;
+    Json* config;
+    const char* quantization_config;
+    DType int_dtype;  // the storage of the quantized layers
+  };
+  const Case cases[] = {
+      {"llama awq g32", &llama,
+       R"({"quant_method":"awq","bits":4,"group_size":32,"zero_point":true,"version":"gemm"})",
+       DType::kW4G},
+      {"llama awq g32, down_proj not converted", &llama,
+       R"({"quant_method":"awq","bits":4,"group_size":32,"zero_point":true,"version":"gemm",
+           "modules_to_not_convert":["down_proj"]})",
+       DType::kW4G},
+      {"llama gptq 4-bit g32", &llama,
+       R"({"quant_method":"gptq","bits":4,"group_size":32,"desc_act":false,"sym":true})",
+       DType::kW4G},
+      {"llama gptq 8-bit rows", &llama,
+       R"({"quant_method":"gptq","bits":8,"group_size":-1,"desc_act":false,"sym":false})",
+       DType::kW8G},
+      {"llama gptq 8-bit g32, lm_head quantized", &llama,
+       R"({"quant_method":"gptq","bits":8,"group_size":32,"desc_act":false,"sym":true,
+           "lm_head":true})",
+       DType::kW8G},
+      {"llama gptq act-order", &llama,
+       R"({"quant_method":"gptq","bits":4,"group_size":32,"desc_act":true,"sym":true})",
+       DType::kF32},
+      {"deepseek-v3 awq g32", &deepseek,
+       R"({"quant_method":"awq","bits":4,"group_size":32,"zero_point":true,"version":"gemm"})",
+       DType::kW4G},
+      {"deepseek-v3 gptq 4-bit g32", &deepseek,
+       R"({"quant_method":"gptq","bits":4,"group_size":32,"desc_act":false,"sym":true})",
+       DType::kW4G},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Json j = *c.config;
+    j["torch_dtype"] = "float16";
+    j["quantization_config"] = *parse_json(c.quantization_config, "q");
+    LoadOptions ckpt;
+    ckpt.model = testing::write_int_quant_checkpoint(j, pool);
+    ckpt.pool = &pool;
+    ckpt.limits = {64, 128, 8};
+    LoadOptions alone = ckpt;
+    alone.model = testing::write_tiny_config(j.dump());
+    alone.load_format = "dummy";
+    ASSERT_TRUE(check_estimate(ckpt, std::string(c.what) + ": checkpoint"));
+    ASSERT_TRUE(check_estimate(alone, std::string(c.what) + ": config alone"));
+    auto a = estimate_model_memory(ckpt, 2), b = estimate_model_memory(alone, 2);
+    ASSERT_TRUE(a.ok() && b.ok());
+    const WeightBytesByClass &x = a->weights, &y = b->weights;
+    EXPECT_EQ(y.by_dtype, x.by_dtype);
+    EXPECT_EQ(y.embedding, x.embedding);
+    EXPECT_EQ(y.attention, x.attention);
+    EXPECT_EQ(y.dense_mlp, x.dense_mlp);
+    EXPECT_EQ(y.routed_experts, x.routed_experts);
+    EXPECT_EQ(y.shared_experts, x.shared_experts);
+    EXPECT_EQ(y.router, x.router);
+    EXPECT_EQ(y.lm_head, x.lm_head);
+    EXPECT_EQ(y.other, x.other);
+    EXPECT_EQ(y.weight_dtype, x.weight_dtype);
+    EXPECT_EQ(b->workspace_bytes, a->workspace_bytes);
+    // The quantized layers hold the integer layout (or its F32 fallback), the head stays float.
+    EXPECT_GT(
+        x.by_dtype.count(dtype_name(c.int_dtype)) ? x.by_dtype.at(dtype_name(c.int_dtype)) : 0, 0);
+    // down_proj stays float: f16 matmul bytes beyond the head's.
+    if (contains(c.what, "not converted"))
+      EXPECT_GT(x.by_dtype.at(dtype_name(DType::kF16)), x.lm_head);
+    if (contains(c.what, "deepseek")) EXPECT_GT(x.routed_experts, 0);
+    if (contains(c.what, "lm_head quantized"))
+      EXPECT_EQ(x.lm_head, x.by_dtype.at(dtype_name(DType::kW8G)) - x.attention - x.dense_mlp);
+  }
 }
 
 TEST(MemoryEstimate, RealCheckpoints) {

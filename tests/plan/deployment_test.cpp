@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "engine/executor.h"
+#include "model/int_quant_writer.h"
 #include "model/tiny_models.h"
 
 namespace strata {
@@ -98,6 +99,51 @@ TEST(PlanMemory, OneLocalDeviceIsTheEnginesOwnPlan) {
       d.scheduler.speculative = {.method = "deepseek_mtp", .num_speculative_tokens = 2};
       expect_engine_figures(d, "DeepSeek-V3 (scaled) with its MTP layer");
     }
+}
+
+// `strata plan` of an AWQ / GPTQ config alone (the folder holds only config.json: dummy weights)
+// is the plan of its checkpoint, and both are what engines on them load and allocate.
+TEST(PlanMemory, IntQuantConfigAloneIsItsCheckpoint) {
+  ThreadPool pool(2);
+  Json deepseek;
+  for (const auto& a : testing::tiny_archs()) {
+    if (std::string(a.name) != "deepseek_v3_fp8") continue;
+    deepseek = *parse_json(a.config_json, "c");
+    deepseek.erase("quantization_config");
+    deepseek["num_attention_heads"] = 4;  // every projection's inputs whole 32-column groups
+    deepseek["num_key_value_heads"] = 4;
+    deepseek["q_lora_rank"] = 64;
+  }
+  Json llama = *parse_json(testing::tiny_archs()[0].config_json, "c");
+  const std::pair<Json*, const char*> cases[] = {
+      {&llama, R"({"quant_method":"gptq","bits":4,"group_size":32,"desc_act":false,"sym":true})"},
+      {&deepseek,
+       R"({"quant_method":"awq","bits":4,"group_size":32,"zero_point":true,"version":"gemm"})"},
+  };
+  for (const auto& [config, quant] : cases) {
+    Json j = *config;
+    j["torch_dtype"] = "float16";
+    j["quantization_config"] = *parse_json(quant, "q");
+    const std::string what = j["architectures"][0].get<std::string>() + " " + quant;
+    auto alone = testing::engine_config(testing::write_tiny_config(j.dump()), "dummy", 4 << 20);
+    auto ckpt = alone;
+    ckpt.model.model = testing::write_int_quant_checkpoint(j, pool);
+    ckpt.model.load_format = "auto";
+    for (auto* c : {&alone, &ckpt}) {
+      c->scheduler.max_model_len = 256;
+      c->scheduler.max_num_batched_tokens = 256;
+    }
+    expect_engine_figures(alone, what + ", config alone");
+    expect_engine_figures(ckpt, what + ", checkpoint");
+    auto a = plan::plan_device_memory(local(alone)), b = plan::plan_device_memory(local(ckpt));
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_TRUE(a->plan.ok() && b->plan.ok());
+    EXPECT_EQ(a->plan->weight_bytes, b->plan->weight_bytes) << what;
+    EXPECT_EQ(a->plan->workspace_bytes, b->plan->workspace_bytes) << what;
+    EXPECT_EQ(a->plan->num_blocks, b->plan->num_blocks) << what;
+    EXPECT_EQ(a->model_weights.by_dtype, b->model_weights.by_dtype) << what;
+    EXPECT_GT(b->model_weights.by_dtype[dtype_name(DType::kW4G)], 0) << what;
+  }
 }
 
 TEST(PlanMemory, TheEnginesRefusalsWithWhatFits) {
