@@ -265,7 +265,9 @@ std::vector<SimRequest> make_random_workload(const RandomWorkload& w) {
       r.prefix_len = w.prefix_len;
     }
   }
-  const auto offsets = bench::arrival_offsets(out.size(), w.request_rate, w.burstiness, &rng);
+  // The send times `strata bench serve --seed S` uses.
+  const auto offsets =
+      bench::run_arrival_offsets(out.size(), w.request_rate, w.burstiness, w.seed);
   for (size_t i = 0; i < out.size(); ++i) out[i].arrival_s = offsets[i];
   return out;
 }
