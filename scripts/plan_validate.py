@@ -6,7 +6,8 @@
    each --concurrency (closed loop, EOS ignored), max(--min-prompts, 4 x concurrency) prompts;
    (seed --seed + concurrency: no level reuses another's prompts from the prefix cache);
 3. `strata plan MODEL FLAGS --hardware THAT_FILE --simulate` predicts the same runs;
-4. the table compares TTFT p50, TPOT p50 and output tok/s; the exit status is 1 when any
+4. the table compares TTFT p50, TPOT p50 and output tok/s (medians over --repeats runs, each
+   with fresh prompts, and the predictions for the same prompts); the exit status is 1 when any
    prediction is off by more than --tolerance.
 
 Timing-dependent by nature: run it on a quiet machine (ctest -L benchmark). Python 3, stdlib only.
@@ -20,6 +21,7 @@ import http.client
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,6 +75,8 @@ def main():
     a.add_argument("--budget", type=float, default=120, help="--calibrate-budget seconds")
     a.add_argument("--hardware", help="use this hardware file instead of calibrating")
     a.add_argument("--tolerance", type=float, default=0.15)
+    a.add_argument("--repeats", type=int, default=3,
+                   help="benchmark runs per level (fresh prompts each); the table has medians")
     a.add_argument("--port", type=int, default=8171)
     a.add_argument("--workdir", help="keep the files here (default: a temporary folder)")
     a.add_argument("--markdown", help="append the table to this file")
@@ -93,42 +97,49 @@ def main():
         print("\n".join(l for l in out.splitlines() if l.startswith(("Fitted", "  step", "  matmuls"))),
               flush=True)
 
-    measured = {}
+    keys = ("median_ttft_ms", "median_tpot_ms", "output_throughput")
+    runs = {c: [] for c in levels}  # (measured, predicted) per repetition
     server = start_server(args, flags, workdir)
     try:
-        for c in levels:
-            n = max(args.min_prompts, args.prompts_per_concurrency * c)
-            name = f"bench-c{c}.json"
-            run([args.strata, "bench", "serve", "--base-url", f"http://127.0.0.1:{args.port}",
-                 "--model", "m", "--dataset-name", "random", "--input-len", str(args.input_len),
-                 "--output-len", str(args.output_len), "--num-prompts", str(n), "--seed",
-                 str(args.seed + c), "--max-concurrency", str(c), "--save-result", "--result-dir",
-                 workdir, "--result-filename", name], log)
-            with open(os.path.join(workdir, name)) as f:
-                measured[c] = json.load(f)
-            m = measured[c]
-            print(f"measured c={c}: TTFT p50 {m['median_ttft_ms']:.1f} ms, TPOT p50 "
-                  f"{m['median_tpot_ms']:.2f} ms, {m['output_throughput']:.1f} output tok/s", flush=True)
+        for rep in range(args.repeats):
+            for c in levels:
+                n = max(args.min_prompts, args.prompts_per_concurrency * c)
+                seed = args.seed + c + 1000 * rep
+                name = f"bench-c{c}-r{rep}.json"
+                run([args.strata, "bench", "serve", "--base-url", f"http://127.0.0.1:{args.port}",
+                     "--model", "m", "--dataset-name", "random", "--input-len", str(args.input_len),
+                     "--output-len", str(args.output_len), "--num-prompts", str(n), "--seed",
+                     str(seed), "--max-concurrency", str(c), "--save-result", "--result-dir",
+                     workdir, "--result-filename", name], log)
+                with open(os.path.join(workdir, name)) as f:
+                    m = json.load(f)
+                runs[c].append([m, None])
+                print(f"measured c={c} run {rep + 1}: TTFT p50 {m['median_ttft_ms']:.1f} ms, TPOT p50 "
+                      f"{m['median_tpot_ms']:.2f} ms, {m['output_throughput']:.1f} output tok/s",
+                      flush=True)
     finally:
         server.terminate()
         server.wait()
 
-    predicted = {}
     for c in levels:
         n = max(args.min_prompts, args.prompts_per_concurrency * c)
-        stem = os.path.join(workdir, f"plan-c{c}")
-        run([args.strata, "plan", args.model] + flags +
-            ["--hardware", hw, "--simulate", "--workload",
-             f"random:in={args.input_len},out={args.output_len},n={n},seed={args.seed + c}",
-             "--max-concurrency", str(c), "--save-sweep", stem], log)
-        with open(stem + ".json") as f:
-            predicted[c] = json.load(f)[0]
+        for rep in range(args.repeats):
+            seed = args.seed + c + 1000 * rep
+            stem = os.path.join(workdir, f"plan-c{c}-r{rep}")
+            run([args.strata, "plan", args.model] + flags +
+                ["--hardware", hw, "--simulate", "--workload",
+                 f"random:in={args.input_len},out={args.output_len},n={n},seed={seed}",
+                 "--max-concurrency", str(c), "--save-sweep", stem], log)
+            with open(stem + ".json") as f:
+                runs[c][rep][1] = json.load(f)[0]
+    measured = {c: {k: statistics.median(r[0][k] for r in runs[c]) for k in keys} for c in levels}
+    predicted = {c: {k: statistics.median(r[1][k] for r in runs[c]) for k in keys} for c in levels}
 
     rows, worst = [], 0.0
     for c in levels:
         m, p = measured[c], predicted[c]
         cells = [str(c)]
-        for key in ("median_ttft_ms", "median_tpot_ms", "output_throughput"):
+        for key in keys:
             err = p[key] / m[key] - 1 if m[key] else float("inf")
             worst = max(worst, abs(err))
             cells += [f"{m[key]:.1f}", f"{p[key]:.1f}", f"{err * 100:+.1f} %"]
@@ -138,7 +149,8 @@ def main():
     table = "| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n"
     table += "".join("| " + " | ".join(r) + " |\n" for r in rows)
     title = (f"{args.model} {args.flags}: random in={args.input_len}, out={args.output_len}, "
-             f"max({args.min_prompts}, {args.prompts_per_concurrency} x concurrency) prompts, hardware file {hw}")
+             f"max({args.min_prompts}, {args.prompts_per_concurrency} x concurrency) prompts, medians of "
+             f"{args.repeats} runs, hardware file {hw}")
     print("\n" + title + "\n" + table)
     if args.markdown:
         with open(args.markdown, "a") as f:

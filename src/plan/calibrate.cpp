@@ -32,18 +32,24 @@ std::vector<Phase> make_grid(const sched::SchedulerConfig& c) {
   std::vector<Phase> grid;
   const int64_t max_prompt = c.max_model_len - 2;
   // Prefill steps of growing size (each followed by one decode step at that context).
-  for (int64_t p = 16; p <= std::min(c.max_num_batched_tokens, max_prompt); p *= 4)
-    grid.push_back({1, p, 2});
-  if (int64_t p = std::min(c.max_num_batched_tokens, max_prompt); p % 4 != 0 || p < 16)
-    grid.push_back({1, p, 2});
+  const int64_t largest = std::max<int64_t>(1, std::min(c.max_num_batched_tokens, max_prompt));
+  for (int64_t p = 16; p < largest; p *= 4) grid.push_back({1, p, 2});
+  grid.push_back({1, largest, 2});
   // A prompt longer than the token budget: chunks at growing context.
   if (max_prompt > c.max_num_batched_tokens)
     grid.push_back({1, std::min(max_prompt, 4 * c.max_num_batched_tokens), 1});
-  // Decode steps of growing batch at a short and a longer context.
+  // Decode steps of growing batch at a short and a longer context: 16 decode-only steps after
+  // the prompts' prefill steps (during which the first requests already decode).
+  const int64_t prefill_per_step =
+      c.max_prefill_tokens_with_decode > 0
+          ? std::min(c.max_prefill_tokens_with_decode, c.max_num_batched_tokens)
+          : c.max_num_batched_tokens;
   for (int64_t ctx : {int64_t{64}, int64_t{512}}) {
-    if (ctx + 16 > c.max_model_len) continue;
     for (int64_t b = 1; b <= c.max_num_seqs; b *= 2) {
-      grid.push_back({b, ctx, 16});
+      const int64_t prefill_steps = (b * ctx + prefill_per_step - 1) / prefill_per_step + b;
+      const int64_t out = 16 + prefill_steps;
+      if (ctx + out > c.max_model_len) break;
+      grid.push_back({b, ctx, out});
       if (b >= 64) break;
     }
   }
@@ -190,12 +196,14 @@ Result<std::vector<CalibrationPoint>> measure_steps(
   const std::vector<Phase> grid = make_grid(sc);
   const Stopwatch clock;
   recording = true;
-  for (int pass = 0; pass < options.passes; ++pass) {
+  bool out_of_time = false;
+  for (int pass = 0; pass < options.passes && !out_of_time; ++pass) {
     for (const Phase& ph : grid) {
       if (clock.elapsed() > options.budget_s) {
         if (progress)
           progress("budget of " + std::to_string(static_cast<int>(options.budget_s)) +
-                   " s spent: skipping " + ph.describe() + " and larger");
+                   " s spent: skipping " + ph.describe() + " and the rest");
+        out_of_time = true;
         break;
       }
       const size_t before = points.size();

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "core/file_util.h"
@@ -69,6 +71,47 @@ TEST_F(PlanCli, SimulatesAConcurrencySweep) {
   EXPECT_NE(r.out.find("|           4 |"), std::string::npos) << r.out;
   EXPECT_TRUE(file_exists(stem + ".json"));
   EXPECT_TRUE(file_exists(stem + ".svg"));
+}
+
+TEST_F(PlanCli, CalibratesThisMachineAndSimulatesWithIt) {
+  // A tiny model and small limits keep the grid short; the figures themselves are the machine's,
+  // so only the file's shape and its use are checked.
+  const std::string out = ::testing::TempDir() + "/strata_plan_calibrated.json";
+  const std::string csv = ::testing::TempDir() + "/strata_plan_calibration.csv";
+  auto r = run_strata("plan " + testing::repo_path("models/strata-tiny") +
+                          " --load-format dummy --max-model-len 1024 --max-num-seqs 4"
+                          " --max-num-batched-tokens 256 --kv-cache-memory 64MiB --calibrate"
+                          " --calibrate-budget 100000 --calibrate-output " +
+                          out + " --calibrate-steps " + csv +
+                          " --simulate --workload random:in=64,out=8,n=8 --max-concurrency 1,4",
+                      true);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const std::string& s :
+       std::vector<std::string>{"Calibrating", "pass 2: 4 requests of 512 prompt tokens",
+                                "Fitted to", "Wrote " + out, "| Concurrency |"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  auto text = read_file(out);
+  ASSERT_TRUE(text.ok());
+  for (const char* s : {"\"roofline\": \"sum\"", "\"attention_flops_per_s\"",
+                        "\"placeholder\": false", "fitted by `strata plan --calibrate`"})
+    EXPECT_NE(text->find(s), std::string::npos) << s << "\n" << *text;
+  auto steps = read_file(csv);
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(steps->rfind("seconds,predicted,sequences,tokens,", 0), 0u) << *steps;
+  // The file is a hardware file: plan with it.
+  auto again = run_strata("plan " + testing::repo_path("models/strata-tiny") +
+                              " --load-format dummy --max-model-len 1024 --kv-cache-memory 64MiB"
+                              " --hardware " +
+                              out + " --simulate --workload random:in=64,out=8,n=4",
+                          true);
+  EXPECT_EQ(again.code, 0) << again.out << again.err;
+  // It measures this machine only.
+  auto remote = run_strata("plan " + testing::repo_path("models/strata-tiny") +
+                               " --load-format dummy --hardware h200 --calibrate",
+                           true);
+  EXPECT_EQ(remote.code, 2);
+  EXPECT_NE(remote.err.find("--calibrate measures this machine"), std::string::npos)
+      << remote.err;
 }
 
 TEST_F(PlanCli, SimulatesAShareGptWorkload) {

@@ -79,6 +79,31 @@ TEST(CostModelTest, LlamaDecodeStepIsTwiceTheWeightsPlusAttention) {
   EXPECT_EQ(c.tp_comm_s + c.ep_comm_s + c.pp_comm_s, 0);
 }
 
+TEST(CostModelTest, CalibratedStepModelAddsComputeAndMemoryAndCountsSequences) {
+  // The "sum" roofline, a separate attention rate and a per-sequence time (what --calibrate
+  // writes): the same work, timed as compute + memory + overheads.
+  const ModelShape m = shape_of(testing::repo_path("models/llama-134m"));
+  const std::vector<SequenceWork> batch = {{1, 500, true}, {1, 100, true}, {64, 0, false}};
+  HardwareSpec hw = toy_device();
+  auto base = CostModel::create(m, hw, {}, {});
+  ASSERT_TRUE(base.ok());
+  const StepCost b = base->step_cost(batch);
+  hw.roofline = Roofline::kSum;
+  hw.per_sequence_s = 2e-3;
+  hw.attention_flops_per_s = 1e11;  // a tenth of bf16's 1e12, half achievable as the rest
+  auto cm = CostModel::create(m, hw, {}, {});
+  ASSERT_TRUE(cm.ok());
+  const StepCost c = cm->step_cost(batch);
+  EXPECT_EQ(c.num_logits_rows, 2);
+  EXPECT_DOUBLE_EQ(c.overhead_s, 1e-3 + 2 * 2e-3);
+  EXPECT_DOUBLE_EQ(c.attention_flops, b.attention_flops);
+  EXPECT_NEAR(c.compute_s, b.compute_s + b.attention_flops / (1e11 * 0.5) -
+                               b.attention_flops / (1e12 * 0.5), 1e-12);
+  EXPECT_DOUBLE_EQ(c.memory_s, b.memory_s);
+  EXPECT_NEAR(c.step_time_s, c.compute_s + c.memory_s + c.overhead_s, 1e-12);
+  EXPECT_NEAR(b.step_time_s, std::max(b.compute_s, b.memory_s) + 1e-3, 1e-12);
+}
+
 TEST(CostModelTest, LlamaPrefillIsComputeBoundAndChunksCountTheirContext) {
   const CostModel cm = make(shape_of(testing::repo_path("models/llama-134m")));
   const std::vector<SequenceWork> prefill = {{.num_new_tokens = 512, .context_len = 0}};

@@ -112,6 +112,40 @@ TEST(HardwareTest, ParsesEveryFieldAndDefaultsTheEfficiencies) {
   EXPECT_EQ(a100->peak_flops_for(ComputeType::kFP8), a100->peak_flops_for(ComputeType::kBF16));
 }
 
+TEST(HardwareTest, StepModelFieldsParseAndDefault) {
+  auto plain = parse_hardware_json(kGood, "toy.json");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->roofline, Roofline::kMax);
+  EXPECT_EQ(plain->per_sequence_s, 0);
+  EXPECT_EQ(plain->attention_flops_per_s, 0);
+  EXPECT_EQ(plain->request_admission_s, 1e-4);
+  auto hw = parse_hardware_json(
+      with(R"("step_overhead_s": 0.001)",
+           R"("step_overhead_s": 0.001, "roofline": "sum", "per_sequence_s": 3e-4,
+              "attention_flops_per_s": 5e10, "request_admission_s": 0)"),
+      "toy.json");
+  ASSERT_TRUE(hw.ok()) << hw.status().to_string();
+  EXPECT_EQ(hw->roofline, Roofline::kSum);
+  EXPECT_EQ(hw->per_sequence_s, 3e-4);
+  EXPECT_EQ(hw->attention_flops_per_s, 5e10);
+  EXPECT_EQ(hw->request_admission_s, 0);
+}
+
+TEST(HardwareTest, WritingAFileAndReadingItBackGivesTheSameSpec) {
+  for (const std::string& name : builtin_hardware_names()) {
+    SCOPED_TRACE(name);
+    auto hw = load_hardware(name);
+    ASSERT_TRUE(hw.ok());
+    auto back = parse_hardware_json(hardware_to_json(*hw), "copy.json");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(hardware_to_json(*back), hardware_to_json(*hw));
+    EXPECT_EQ(back->peak_flops, hw->peak_flops);
+    EXPECT_EQ(back->memory_bytes, hw->memory_bytes);
+    EXPECT_EQ(back->sources, hw->sources);
+    EXPECT_EQ(back->intra_node_link.latency_s, hw->intra_node_link.latency_s);
+  }
+}
+
 TEST(HardwareTest, BadFilesAreRefusedNamingTheFileAndTheField) {
   std::string e = error_of(with(R"("memory_bytes": 1000, )", ""));
   EXPECT_NE(e.find("'bad.json'"), std::string::npos) << e;
@@ -148,6 +182,12 @@ TEST(HardwareTest, BadFilesAreRefusedNamingTheFileAndTheField) {
   e = error_of(
       with(R"("step_overhead_s": 0.001)", R"("step_overhead_s": 0.001, "sources": {"x": 1})"));
   EXPECT_NE(e.find("'sources.x' must be a non-empty string"), std::string::npos) << e;
+  e = error_of(with(R"("step_overhead_s": 0.001)",
+                    R"("step_overhead_s": 0.001, "roofline": "min")"));
+  EXPECT_NE(e.find("'roofline' must be \"max\" or \"sum\""), std::string::npos) << e;
+  e = error_of(with(R"("step_overhead_s": 0.001)",
+                    R"("step_overhead_s": 0.001, "per_sequence_s": -1e-3)"));
+  EXPECT_NE(e.find("'per_sequence_s' must be a non-negative number"), std::string::npos) << e;
   e = error_of("[1, 2]");
   EXPECT_NE(e.find("top level must be a JSON object"), std::string::npos) << e;
   e = error_of("{\"name\": ");

@@ -89,6 +89,34 @@ TEST(SimulatorTest, RequestsArrivingMidStepWaitForTheNextPlan) {
   EXPECT_EQ(r.num_steps, 3 + 2);
 }
 
+TEST(SimulatorTest, TheServerAdmitsABurstOneRequestAtATime) {
+  // Four 8-token prompts sent at once, steps of 0.5 s. Admitted together (0 s), they share the
+  // first step; admitted 1 ms apart, the first wakes the engine and runs alone, the other three
+  // join the next step, as in a real server's step trace.
+  std::vector<size_t> first_steps;
+  auto sizes = [&](std::span<const SequenceWork> b) {
+    first_steps.push_back(b.size());
+    return 0.5;
+  };
+  SimulationConfig c = config(64);
+  run(c, same(4, 8, 2), sizes);
+  ASSERT_FALSE(first_steps.empty());
+  EXPECT_EQ(first_steps[0], 4u);
+  first_steps.clear();
+  c.request_admission_s = 1e-3;
+  const auto r = run(c, same(4, 8, 2), sizes);
+  ASSERT_GE(first_steps.size(), 2u);
+  EXPECT_EQ(first_steps[0], 1u);
+  EXPECT_EQ(first_steps[1], 4u);  // three prompts and the first one's decode
+  EXPECT_DOUBLE_EQ(r.outputs[0].ttft, 1e-3 + 0.5);
+  EXPECT_DOUBLE_EQ(r.outputs[3].ttft, 1e-3 + 1.0);  // sent at 0, out of the step [0.501, 1.001]
+  EXPECT_DOUBLE_EQ(r.outputs[3].start_time, 0);
+  // The client's clock starts at sending: admission time is part of the TTFT.
+  c.request_admission_s = -1;
+  EXPECT_EQ(simulate(c, same(1, 8, 2), constant(0.5)).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(SimulatorTest, ThroughputGrowsWithConcurrencyUntilMaxNumSeqs) {
   // 8 requests at once, 4-token prompts, 10 tokens out, 1 s per step, max_num_seqs 4: a wave of
   // up to 4 requests takes 10 steps (prompt + first token in the first).
