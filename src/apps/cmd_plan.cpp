@@ -64,8 +64,8 @@ void add_options(OptionSet& o) {
                "fitted prediction)",
                kGroup);
   o.add_float("calibrate-budget", 120,
-               "seconds --calibrate may spend measuring (larger batches are skipped past it)",
-               kGroup);
+              "seconds --calibrate may spend measuring (larger batches are skipped past it)",
+              kGroup);
 }
 
 // A folder with a config.json and no weights is planned as its config alone.
@@ -122,11 +122,10 @@ Result<plan::HardwareSpec> calibrate_local(const Args& args, const plan::Deploym
   plan::CalibrationOptions opt;
   opt.budget_s = args.get_float("calibrate-budget");
   if (!(opt.budget_s >= 0)) return invalid_argument("--calibrate-budget must be >= 0 seconds");
-  STRATA_ASSIGN_OR_RETURN(
-      std::vector<plan::CalibrationPoint> points,
-      plan::measure_steps(*e, opt, [](const std::string& line) {
-        std::cout << "  " << line << "\n" << std::flush;
-      }));
+  STRATA_ASSIGN_OR_RETURN(std::vector<plan::CalibrationPoint> points,
+                          plan::measure_steps(*e, opt, [](const std::string& line) {
+                            std::cout << "  " << line << "\n" << std::flush;
+                          }));
   e.reset();
   STRATA_ASSIGN_OR_RETURN(plan::CostModel counts,
                           plan::CostModel::create(shape, d.hardware, {}, prec));
@@ -139,17 +138,18 @@ Result<plan::HardwareSpec> calibrate_local(const Args& args, const plan::Deploym
       const plan::StepCost c = counts.step_cost(p.batch);
       int64_t ctx = 0;
       for (const plan::SequenceWork& w : p.batch) ctx += w.context_len;
-      f << p.seconds << "," << fit.predict(c) << "," << p.batch.size() << "," << c.num_tokens
-        << "," << c.num_logits_rows << "," << ctx << "," << c.matmul_flops << ","
-        << c.attention_flops << "," << c.bytes() << "\n";
+      f << p.seconds << "," << fit.predict(c) << "," << p.batch.size() << "," << c.num_tokens << ","
+        << c.num_logits_rows << "," << ctx << "," << c.matmul_flops << "," << c.attention_flops
+        << "," << c.bytes() << "\n";
     }
     STRATA_RETURN_IF_ERROR(write_file(csv, f.str()));
   }
   const plan::ComputeType mm_type =
       plan::matmul_compute_type(prec.weight_dtype, prec.activation_dtype);
   std::ostringstream what;
-  what << d.model.architecture << " " << std::filesystem::path(d.engine.model.model).filename().string()
-       << ", " << dtype_name(prec.weight_dtype) << " weights, " << d.threads << " threads, "
+  what << d.model.architecture << " "
+       << std::filesystem::path(d.engine.model.model).filename().string() << ", "
+       << dtype_name(prec.weight_dtype) << " weights, " << d.threads << " threads, "
        << "on " << today_utc();
   STRATA_ASSIGN_OR_RETURN(plan::HardwareSpec base, plan::load_hardware("cpu-xeon-avx512-2core"));
   base.memory_bytes = d.device_memory_bytes;
@@ -161,9 +161,9 @@ Result<plan::HardwareSpec> calibrate_local(const Args& args, const plan::Deploym
   STRATA_RETURN_IF_ERROR(write_file(out, plan::hardware_to_json(hw)));
   auto rate = [](double per) { return per > 0 ? si(1.0 / per) : std::string("-"); };
   std::cout << "Fitted to " << fit.num_points << " steps (" << fit.num_dropped
-            << " outliers dropped): median error " << fixed(fit.median_error * 100, 1)
-            << " %, p90 " << fixed(fit.p90_error * 100, 1) << " %, max "
-            << fixed(fit.max_error * 100, 1) << " %\n"
+            << " outliers dropped): median error " << fixed(fit.median_error * 100, 1) << " %, p90 "
+            << fixed(fit.p90_error * 100, 1) << " %, max " << fixed(fit.max_error * 100, 1)
+            << " %\n"
             << "  step overhead " << fixed(fit.step_overhead_s * 1e3, 3) << " ms, per "
             << "sampled sequence " << fixed(fit.per_sequence_s * 1e3, 3) << " ms\n"
             << "  matmuls " << rate(fit.per_matmul_flop_s) << "FLOP/s, attention "
@@ -213,8 +213,10 @@ int run(const Args& args) {
   }
   const bool calibrate = args.get_bool("calibrate");
   if (calibrate && hw != "local")
-    return fail(invalid_argument("--calibrate measures this machine: leave --hardware at local "
-                                 "(got '" + hw + "')"));
+    return fail(
+        invalid_argument("--calibrate measures this machine: leave --hardware at local "
+                         "(got '" +
+                         hw + "')"));
   auto mem = plan::plan_device_memory(d);
   if (!mem.ok()) return fail(mem.status());
   std::cout << plan::format_memory_report(d, *mem);

@@ -394,8 +394,7 @@ void Engine::emit(Choice& c, const sched::RequestOutput& out, const SampledEntry
 
 Status Engine::step() {
   // The step trace reads the clock between the phases; off, it costs these null checks.
-  StepTraceRecord* const tr =
-      trace_ != nullptr || step_observer_ ? &trace_record_ : nullptr;
+  StepTraceRecord* const tr = trace_ != nullptr || step_observer_ ? &trace_record_ : nullptr;
   const double t_start = tr != nullptr ? now_seconds() : 0;
   sched::StepPlan& plan = input_.plan;
   plan = scheduler_->schedule();

@@ -29,8 +29,8 @@
 // entries of this step with prompt tokens still to compute, and how many of those ran;
 // decode_tokens: the other scheduled tokens. events: one per scheduled entry ("tokens" it ran,
 // "context" the tokens already in its KV cache before them, "sample" when the step samples a token
-// for it, "prefill" when they were prompt tokens), with "first_scheduled" and "arrival" (engine clock)
-// the first time a choice is scheduled, and "first_token" when the step produced its first
+// for it, "prefill" when they were prompt tokens), with "first_scheduled" and "arrival" (engine
+// clock) the first time a choice is scheduled, and "first_token" when the step produced its first
 // output token. "choice" is the index for requests with n > 1.
 #pragma once
 

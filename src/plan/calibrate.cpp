@@ -254,8 +254,8 @@ Result<CalibrationFit> fit_step_times(const CostModel& model,
     std::vector<double> e;
     for (size_t i = 0; i < ff.size(); ++i) {
       const double pred = fit.step_overhead_s * ff[i][0] + fit.per_sequence_s * ff[i][1] +
-                          fit.per_matmul_flop_s * ff[i][2] +
-                          fit.per_attention_flop_s * ff[i][3] + fit.per_byte_s * ff[i][4];
+                          fit.per_matmul_flop_s * ff[i][2] + fit.per_attention_flop_s * ff[i][3] +
+                          fit.per_byte_s * ff[i][4];
       e.push_back(std::fabs(pred / tt[i] - 1));
     }
     return e;

@@ -59,9 +59,9 @@ struct CalibrationFit {
   double per_matmul_flop_s = 0;
   double per_attention_flop_s = 0;
   double per_byte_s = 0;
-  int64_t num_points = 0;    // points fitted (after dropping outliers)
-  int64_t num_dropped = 0;   // points dropped as outliers (the worst 5 % of the first fit)
-  double median_error = 0;   // |predicted / measured - 1| over the fitted points
+  int64_t num_points = 0;   // points fitted (after dropping outliers)
+  int64_t num_dropped = 0;  // points dropped as outliers (the worst 5 % of the first fit)
+  double median_error = 0;  // |predicted / measured - 1| over the fitted points
   double p90_error = 0;
   double max_error = 0;
 

@@ -238,8 +238,9 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     c.memory_s += memory;
     c.tp_comm_s += tp_s;
     c.ep_comm_s += ep_s;
-    c.step_time_s += (hw_.roofline == Roofline::kSum ? compute + memory : std::max(compute, memory)) +
-                     tp_s + ep_s;
+    c.step_time_s +=
+        (hw_.roofline == Roofline::kSum ? compute + memory : std::max(compute, memory)) + tp_s +
+        ep_s;
     if (s + 1 < par_.pp) {
       // Rank i of stage s sends the hidden states to rank i of stage s + 1 (device s*tp + i to
       // (s+1)*tp + i); over the inter-node link when any such pair is on different nodes.

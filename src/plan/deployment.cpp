@@ -124,7 +124,9 @@ std::string format_memory_report(const Deployment& d, const DeviceMemory& m) {
   o << "Model: " << d.model.summary() << "\n";
   o << "Hardware: " << d.num_devices << " x " << d.hardware.name << " ("
     << bytes(d.device_memory_bytes) << " each"
-    << (d.hardware.placeholder ? "; its speed figures are estimates: measure them with --calibrate" : "") << ")"
+    << (d.hardware.placeholder ? "; its speed figures are estimates: measure them with --calibrate"
+                               : "")
+    << ")"
     << "; TP " << d.parallel.tp << ", PP " << d.parallel.pp << ", EP " << d.parallel.ep << "\n";
   o << "Per device (the largest pipeline stage):\n";
   auto row = [&](const char* name, int64_t per_device, int64_t whole) {

@@ -143,8 +143,8 @@ Result<HardwareSpec> parse_hardware_json(const std::string& text, const std::str
   Fields f(root, quoted, "",
            {"name", "description", "kind", "memory_bytes", "memory_bandwidth_bytes_per_s",
             "peak_flops", "devices_per_node", "intra_node_link", "inter_node_link",
-            "step_overhead_s", "per_sequence_s", "request_admission_s", "attention_flops_per_s", "roofline",
-            "efficiency", "placeholder", "sources"});
+            "step_overhead_s", "per_sequence_s", "request_admission_s", "attention_flops_per_s",
+            "roofline", "efficiency", "placeholder", "sources"});
   STRATA_RETURN_IF_ERROR(f.no_unknown_fields());
   HardwareSpec hw;
   hw.origin = origin;

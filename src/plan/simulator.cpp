@@ -266,8 +266,7 @@ std::vector<SimRequest> make_random_workload(const RandomWorkload& w) {
     }
   }
   // The send times `strata bench serve --seed S` uses.
-  const auto offsets =
-      bench::run_arrival_offsets(out.size(), w.request_rate, w.burstiness, w.seed);
+  const auto offsets = bench::run_arrival_offsets(out.size(), w.request_rate, w.burstiness, w.seed);
   for (size_t i = 0; i < out.size(); ++i) out[i].arrival_s = offsets[i];
   return out;
 }

@@ -110,8 +110,7 @@ TEST_F(PlanCli, CalibratesThisMachineAndSimulatesWithIt) {
                                " --load-format dummy --hardware h200 --calibrate",
                            true);
   EXPECT_EQ(remote.code, 2);
-  EXPECT_NE(remote.err.find("--calibrate measures this machine"), std::string::npos)
-      << remote.err;
+  EXPECT_NE(remote.err.find("--calibrate measures this machine"), std::string::npos) << remote.err;
 }
 
 TEST_F(PlanCli, SimulatesAShareGptWorkload) {

@@ -1,7 +1,7 @@
-// `strata plan --calibrate`'s measurement through a real engine (strata-tiny, dummy weights): the steps it
-// times are the grid's batches (prefills up to the token budget, chunks of a longer prompt at a
-// growing context, decodes of growing batch at two contexts), every one timed, and the engine is
-// left as it was found. No figure here depends on the machine's speed.
+// `strata plan --calibrate`'s measurement through a real engine (strata-tiny, dummy weights): the
+// steps it times are the grid's batches (prefills up to the token budget, chunks of a longer prompt
+// at a growing context, decodes of growing batch at two contexts), every one timed, and the engine
+// is left as it was found. No figure here depends on the machine's speed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +9,8 @@
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
-#include "test_util.h"
 #include "plan/calibrate.h"
+#include "test_util.h"
 
 namespace strata {
 namespace {

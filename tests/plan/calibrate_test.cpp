@@ -37,7 +37,8 @@ std::vector<std::vector<SequenceWork>> grid_batches() {
   for (int64_t p : {16, 64, 256, 1024, 2048}) out.push_back({{p, 0, true}});
   for (int64_t ctx : {512, 1024, 1536}) out.push_back({{512, ctx, false}});
   for (int64_t ctx : {64, 512, 1500})
-    for (int64_t b : {1, 2, 4, 8, 16, 32}) out.push_back(std::vector<SequenceWork>(b, {1, ctx, true}));
+    for (int64_t b : {1, 2, 4, 8, 16, 32})
+      out.push_back(std::vector<SequenceWork>(b, {1, ctx, true}));
   // Mixed: a prompt chunk with decodes.
   for (int64_t b : {3, 7, 15}) {
     std::vector<SequenceWork> m(b, {1, 300, true});

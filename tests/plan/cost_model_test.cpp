@@ -97,8 +97,9 @@ TEST(CostModelTest, CalibratedStepModelAddsComputeAndMemoryAndCountsSequences) {
   EXPECT_EQ(c.num_logits_rows, 2);
   EXPECT_DOUBLE_EQ(c.overhead_s, 1e-3 + 2 * 2e-3);
   EXPECT_DOUBLE_EQ(c.attention_flops, b.attention_flops);
-  EXPECT_NEAR(c.compute_s, b.compute_s + b.attention_flops / (1e11 * 0.5) -
-                               b.attention_flops / (1e12 * 0.5), 1e-12);
+  EXPECT_NEAR(c.compute_s,
+              b.compute_s + b.attention_flops / (1e11 * 0.5) - b.attention_flops / (1e12 * 0.5),
+              1e-12);
   EXPECT_DOUBLE_EQ(c.memory_s, b.memory_s);
   EXPECT_NEAR(c.step_time_s, c.compute_s + c.memory_s + c.overhead_s, 1e-12);
   EXPECT_NEAR(b.step_time_s, std::max(b.compute_s, b.memory_s) + 1e-3, 1e-12);

@@ -182,11 +182,11 @@ TEST(HardwareTest, BadFilesAreRefusedNamingTheFileAndTheField) {
   e = error_of(
       with(R"("step_overhead_s": 0.001)", R"("step_overhead_s": 0.001, "sources": {"x": 1})"));
   EXPECT_NE(e.find("'sources.x' must be a non-empty string"), std::string::npos) << e;
-  e = error_of(with(R"("step_overhead_s": 0.001)",
-                    R"("step_overhead_s": 0.001, "roofline": "min")"));
+  e = error_of(
+      with(R"("step_overhead_s": 0.001)", R"("step_overhead_s": 0.001, "roofline": "min")"));
   EXPECT_NE(e.find("'roofline' must be \"max\" or \"sum\""), std::string::npos) << e;
-  e = error_of(with(R"("step_overhead_s": 0.001)",
-                    R"("step_overhead_s": 0.001, "per_sequence_s": -1e-3)"));
+  e = error_of(
+      with(R"("step_overhead_s": 0.001)", R"("step_overhead_s": 0.001, "per_sequence_s": -1e-3)"));
   EXPECT_NE(e.find("'per_sequence_s' must be a non-negative number"), std::string::npos) << e;
   e = error_of("[1, 2]");
   EXPECT_NE(e.find("top level must be a JSON object"), std::string::npos) << e;
