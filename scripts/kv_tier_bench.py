@@ -26,11 +26,9 @@ import tempfile
 import time
 
 
-def start_server(args, port, extra):
-    cmd = [args.strata, "serve", args.model, "--port", str(port), "--threads", str(args.threads),
-           "--served-model-name", "m", "--max-model-len", str(args.max_model_len),
-           "--seed", "0"] + args.server_args.split() + extra
-    log = open(os.path.join(args.workdir, f"server-{port}.log"), "w")
+def launch_server(cmd, port, log_path):
+    """Starts `cmd` (a strata serve command line) and waits until /health answers on `port`."""
+    log = open(log_path, "w")
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(1200):
         try:
@@ -44,7 +42,14 @@ def start_server(args, port, extra):
             break
         time.sleep(0.25)
     p.kill()
-    sys.exit(f"server did not start: {' '.join(cmd)} (log in {log.name})")
+    sys.exit(f"server did not start: {' '.join(cmd)} (log in {log_path})")
+
+
+def start_server(args, port, extra):
+    cmd = [args.strata, "serve", args.model, "--port", str(port), "--threads", str(args.threads),
+           "--served-model-name", "m", "--max-model-len", str(args.max_model_len),
+           "--seed", "0"] + args.server_args.split() + extra
+    return launch_server(cmd, port, os.path.join(args.workdir, f"server-{port}.log"))
 
 
 def stop_server(p):

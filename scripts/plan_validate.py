@@ -17,7 +17,6 @@ Usage:
       --concurrency 1,4,16,32 --input-len 256 --output-len 64
 """
 import argparse
-import http.client
 import json
 import os
 import shlex
@@ -25,7 +24,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kv_tier_bench import launch_server  # noqa: E402
 
 
 def run(cmd, log):
@@ -39,23 +40,9 @@ def run(cmd, log):
 
 
 def start_server(args, flags, workdir):
-    cmd = [args.strata, "serve", args.model, "--port", str(args.port), "--served-model-name", "m"] + flags + shlex.split(args.server_flags)
-    log = open(os.path.join(workdir, "server.log"), "w")
-    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", args.port, timeout=5)
-            c.request("GET", "/health")
-            if c.getresponse().status == 200:
-                return p
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.25)
-    p.kill()
-    sys.exit(f"server did not start: {' '.join(cmd)} (log in {log.name})")
+    cmd = [args.strata, "serve", args.model, "--port", str(args.port), "--served-model-name", "m"] + \
+        flags + shlex.split(args.server_flags)
+    return launch_server(cmd, args.port, os.path.join(workdir, "server.log"))
 
 
 def main():
