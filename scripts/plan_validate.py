@@ -88,6 +88,11 @@ def main():
     runs = {c: [] for c in levels}  # (measured, predicted) per repetition
     server = start_server(args, flags, workdir)
     try:
+        # Warm-up (page faults, first-use allocations), with prompts no measured run uses.
+        run([args.strata, "bench", "serve", "--base-url", f"http://127.0.0.1:{args.port}",
+             "--model", "m", "--dataset-name", "random", "--input-len", str(args.input_len),
+             "--output-len", str(args.output_len), "--num-prompts", "4", "--seed", "999999",
+             "--max-concurrency", "4"], log)
         for rep in range(args.repeats):
             for c in levels:
                 n = max(args.min_prompts, args.prompts_per_concurrency * c)
