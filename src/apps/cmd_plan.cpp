@@ -117,11 +117,11 @@ std::string today_utc() {
 Result<plan::HardwareSpec> calibrate_local(const Args& args, const plan::Deployment& d,
                                            const plan::ModelShape& shape,
                                            const plan::PrecisionConfig& prec) {
-  std::cout << "\nCalibrating: timing engine steps of " << d.engine.model.model << "\n";
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::create(d.engine));
   plan::CalibrationOptions opt;
   opt.budget_s = args.get_float("calibrate-budget");
   if (!(opt.budget_s >= 0)) return invalid_argument("--calibrate-budget must be >= 0 seconds");
+  std::cout << "\nCalibrating: timing engine steps of " << d.engine.model.model << "\n";
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::create(d.engine));
   STRATA_ASSIGN_OR_RETURN(std::vector<plan::CalibrationPoint> points,
                           plan::measure_steps(*e, opt, [](const std::string& line) {
                             std::cout << "  " << line << "\n" << std::flush;
