@@ -159,17 +159,23 @@ Result<plan::HardwareSpec> calibrate_local(const Args& args, const plan::Deploym
   hw.name = std::filesystem::path(out).stem().string();
   hw.description = "Measured by `strata plan --calibrate` (" + what.str() + ")";
   STRATA_RETURN_IF_ERROR(write_file(out, plan::hardware_to_json(hw)));
-  auto rate = [](double per) { return per > 0 ? si(1.0 / per) : std::string("-"); };
+  auto rate = [](double per, const char* unit) {
+    return per > 0 ? si(1.0 / per) + unit
+                   : std::string("no time of its own (the fit put it elsewhere)");
+  };
   std::cout << "Fitted to " << fit.num_points << " steps (" << fit.num_dropped
             << " outliers dropped): median error " << fixed(fit.median_error * 100, 1) << " %, p90 "
             << fixed(fit.p90_error * 100, 1) << " %, max " << fixed(fit.max_error * 100, 1)
             << " %\n"
             << "  step overhead " << fixed(fit.step_overhead_s * 1e3, 3) << " ms, per "
             << "sampled sequence " << fixed(fit.per_sequence_s * 1e3, 3) << " ms\n"
-            << "  matmuls " << rate(fit.per_matmul_flop_s) << "FLOP/s, attention "
-            << rate(fit.per_attention_flop_s) << "FLOP/s, memory " << rate(fit.per_byte_s)
-            << "B/s\n"
+            << "  matmuls " << rate(fit.per_matmul_flop_s, "FLOP/s") << ", attention "
+            << rate(fit.per_attention_flop_s, "FLOP/s") << ", memory "
+            << rate(fit.per_byte_s, "B/s") << "\n"
             << "Wrote " << out << " (use it as --hardware " << out << ")\n";
+  if (fit.num_points < 30)
+    std::cout << "Note: only " << fit.num_points << " steps were measured (small --max-model-len, "
+              << "--max-num-seqs or --calibrate-budget); the figures outside them are guesses\n";
   hw.origin = out;
   return hw;
 }
