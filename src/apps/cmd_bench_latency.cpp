@@ -101,7 +101,7 @@ int run(const Args& args) {
   const int64_t blocks_per_seq = (max_len + block - 1) / block;
   DType kv_dtype = kv_dtype_for(args.get("kv-cache-dtype"), model.weight_dtype());
   auto storage = KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block,
-                                      ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
+                                      ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim},
                                      backend.allocator());
   if (!storage.ok()) {
     std::fprintf(stderr, "strata bench latency: %s\n", storage.status().message().c_str());
@@ -110,7 +110,8 @@ int run(const Args& args) {
   std::vector<PagedKvLayer> layers;
   for (int64_t l = 0; l < ks.num_layers; ++l)
     layers.push_back({kv_dtype, block, ks.num_kv_heads, ks.head_dim, storage->k(l), storage->v(l),
-                      1.0f, 1.0f, storage->k_scales(l), storage->v_scales(l)});
+                      1.0f, 1.0f, storage->k_scales(l), storage->v_scales(l), storage->aux(l),
+                      ks.aux_dim, storage->aux_scales(l)});
   std::vector<int32_t> tables(batch * blocks_per_seq);
   for (int64_t i = 0; i < batch * blocks_per_seq; ++i) tables[i] = static_cast<int32_t>(i + 1);
 

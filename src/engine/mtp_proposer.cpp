@@ -54,7 +54,8 @@ Status MtpProposer::allocate_kv(int64_t num_blocks, int64_t block_size, DType kv
   const KvSpec ks = model_->kv_spec();
   STRATA_ASSIGN_OR_RETURN(storage_,
                           KvStorage::allocate({ks.num_layers, num_blocks + num_scratch_, block_size,
-                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
+                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v,
+                                               ks.aux_dim},
                                               backend.allocator()));
   runner_ = std::make_unique<ModelRunner>(*model_, storage_, backend.ops());
   return ok_status();

@@ -49,6 +49,7 @@ std::string kv_fingerprint(const EngineConfig& c, const std::string& format, con
   f.add("kv_heads", spec.num_kv_heads);
   f.add("head_dim", spec.head_dim);
   f.add("has_v", spec.has_v ? 1 : 0);
+  if (spec.aux_dim > 0) f.add("aux_dim", spec.aux_dim);
   f.add("block_size", spec.block_size);
   f.add("kernels", backend);
   f.add("tokenizer", c.tokenizer.empty() ? c.model.model : c.tokenizer);
@@ -251,7 +252,11 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                    << " (" << dtype_name(kv_dtype) << ")";
   STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
                    << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
-                   << " x " << ks.head_dim << " values, " << dtype_name(kv_dtype)
+                   << " x " << ks.head_dim << " values"
+                   << (ks.aux_dim > 0 ? " + an indexer key of " + std::to_string(ks.aux_dim) +
+                                            " values"
+                                      : std::string())
+                   << ", " << dtype_name(kv_dtype)
                    << (w->draft_ != nullptr || w->mtp_ != nullptr
                            ? "; the draft's " + std::to_string(plan.draft_kv_bytes_per_token)
                            : std::string())
@@ -273,7 +278,8 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   const double t0 = now_seconds();
   STRATA_ASSIGN_OR_RETURN(w->storage_,
                           KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
-                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v},
+                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v,
+                                               ks.aux_dim},
                                               backend.allocator()));
   if (w->draft_ != nullptr)
     STRATA_RETURN_IF_ERROR(

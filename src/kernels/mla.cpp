@@ -125,3 +125,127 @@ void mla_attention_portable(const AttentionArgs& a, int64_t r, ThreadPool& pool,
 
 }  // namespace kernels
 }  // namespace strata
+
+namespace strata {
+
+int64_t dsa_select_scratch_floats(int64_t head_dim, int64_t max_seq_len) {
+  // scores [max_seq_len], positions [max_seq_len] (int32), one converted key row, padding.
+  return 2 * max_seq_len + head_dim + 32;
+}
+
+void dsa_key_write(const float* k, int64_t ldk, int64_t m, const int64_t* slots,
+                   const PagedKvLayer& keys) {
+  STRATA_CHECK(keys.k != nullptr && keys.head_dim > 1) << "no indexer-key cache to write";
+  // A key row is a cache row like [latent | k_pe]: split it anywhere.
+  mla_kv_write(k, ldk, k + 1, ldk, m, 1, slots, keys);
+}
+
+void dsa_select(const AttentionArgs& a, const float* weights, int64_t ldw, int64_t topk,
+                int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                int64_t row_end) {
+  STRATA_CHECK(a.kv != nullptr && a.kv->num_kv_heads == 1 && a.kv->k != nullptr && topk > 0)
+      << "dsa_select needs the indexer-key cache and a positive top-k";
+  const PagedKvLayer& kv = *a.kv;
+  const int64_t D = kv.head_dim;
+  pool.parallel_for(row_end - row_begin, 1, [&](int64_t i0, int64_t i1) {
+    float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = row_begin + i;
+      const int s = kernels::mla_sequence_of_row(a, t);
+      const int64_t ctx = a.seq_lens[s] - (a.query_start[s + 1] - t) + 1;
+      int32_t* sel = selected + i * topk;
+      if (ctx <= topk) {
+        for (int64_t j = 0; j < ctx; ++j) sel[j] = static_cast<int32_t>(j);
+        counts[i] = static_cast<int32_t>(ctx);
+        continue;
+      }
+      float* scores = scratch;
+      int32_t* order = reinterpret_cast<int32_t*>(scratch + ctx);
+      float* key = scratch + 2 * ctx;
+      const float* q = a.q + i * a.ldq;
+      const float* w = weights + i * ldw;
+      for (int64_t j = 0; j < ctx; ++j) {
+        kernels::read_kv_row(kv, kv.k, kernels::mla_slot(a, s, j), 0, kv.k_scale, key);
+        float score = 0;
+        for (int h = 0; h < a.num_heads; ++h) {
+          const float* qh = q + h * D;
+          float d = 0;
+          for (int64_t e = 0; e < D; ++e) d += qh[e] * key[e];
+          score += w[h] * std::max(d, 0.0f);
+        }
+        scores[j] = score;
+        order[j] = static_cast<int32_t>(j);
+      }
+      // The top-k by score, the lower position first among equal scores (a total order: the
+      // selection never depends on the sort's implementation).
+      std::nth_element(order, order + topk - 1, order + ctx, [&](int32_t x, int32_t y) {
+        return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
+      });
+      std::sort(order, order + topk);
+      std::memcpy(sel, order, static_cast<size_t>(topk) * sizeof(int32_t));
+      counts[i] = static_cast<int32_t>(topk);
+    }
+  });
+}
+
+void mla_sparse_attention(const AttentionArgs& a, int64_t r, const int32_t* selected, int64_t topk,
+                          const int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                          int64_t row_end) {
+  STRATA_CHECK(a.kv != nullptr && a.kv->num_kv_heads == 1 && a.kv->head_dim > r)
+      << "mla_sparse_attention needs a latent cache with one row of latent + rotary key per token";
+  constexpr int hb = kernels::kMlaHeadBlock;
+  const PagedKvLayer& kv = *a.kv;
+  const int64_t D = kv.head_dim;
+  const int blocks = (a.num_heads + hb - 1) / hb;
+  pool.parallel_for((row_end - row_begin) * blocks, 1, [&](int64_t i0, int64_t i1) {
+    float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t i = item / blocks, t = row_begin + i;
+      const int h0 = static_cast<int>(item % blocks) * hb;
+      const int nb = std::min(hb, a.num_heads - h0);
+      const int s = kernels::mla_sequence_of_row(a, t);
+      const int32_t* sel = selected + i * topk;
+      const int64_t n = counts[i];
+      float* scores = scratch;                 // [nb][n + 8]
+      float* acc = scores + hb * (topk + 8);   // [nb][r]
+      float* row = acc + hb * r;               // [D]
+      for (int64_t k = 0; k < n; ++k) {
+        kernels::read_kv_row(kv, kv.k, kernels::mla_slot(a, s, sel[k]), 0, kv.k_scale, row);
+        for (int h = 0; h < nb; ++h) {
+          const float* q = a.q + i * a.ldq + (h0 + h) * D;
+          float d = 0;
+          for (int64_t e = 0; e < D; ++e) d += q[e] * row[e];
+          scores[h * (topk + 8) + k] = d * a.scale;
+        }
+      }
+      float sums[hb];
+      for (int h = 0; h < nb; ++h) {
+        float* sc = scores + h * (topk + 8);
+        float mx = -INFINITY;
+        for (int64_t k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
+        float sum = 0;
+        for (int64_t k = 0; k < n; ++k) {
+          sc[k] = std::exp(sc[k] - mx);
+          sum += sc[k];
+        }
+        sums[h] = sum;
+        std::fill(acc + h * r, acc + (h + 1) * r, 0.0f);
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        kernels::read_kv_row(kv, kv.k, kernels::mla_slot(a, s, sel[k]), 0, kv.k_scale, row);
+        for (int h = 0; h < nb; ++h) {
+          const float p = scores[h * (topk + 8) + k];
+          float* ac = acc + h * r;
+          for (int64_t e = 0; e < r; ++e) ac[e] += p * row[e];
+        }
+      }
+      for (int h = 0; h < nb; ++h) {
+        float* o = a.out + i * a.ldo + (h0 + h) * r;
+        const float inv = 1.0f / sums[h];
+        for (int64_t e = 0; e < r; ++e) o[e] = acc[h * r + e] * inv;
+      }
+    }
+  });
+}
+
+}  // namespace strata

@@ -41,6 +41,34 @@ void mla_attention(const KernelOps& ops, const AttentionArgs& args, int64_t kv_l
 int64_t mla_attention_scratch_floats(int num_heads, int64_t row_dim, int64_t kv_lora_rank,
                                      int64_t max_seq_len);
 
+// DeepSeek-V3.2's sparse attention (DeepSeek Sparse Attention, "lightning indexer"): which
+// cached positions each query row attends to. args.kv is the indexer-key cache as a one-head
+// layer (PagedKvLayer::aux_layer(), head_dim D); args.q: [num_tokens, num_heads * D] the indexer
+// queries (rotated as the keys are); weights: [num_tokens, num_heads] (row stride ldw), the
+// per-head weights with every scale already applied. For query row t at position p:
+//   score_j = sum_h weights[t, h] * max(0, q[t, h] . k_j),   j = 0..p
+// and the selection is the `topk` positions of highest score (ties: the lower position), or all
+// p + 1 positions when p + 1 <= topk, written in ascending order to selected[(t - row_begin) *
+// topk ...] with their number in counts[t - row_begin]. Plain C++ (f32 products, one fixed
+// order per row: batch-invariant); rows [row_begin, row_end) as for mla_attention (args.q and
+// weights point at row row_begin). scratch: dsa_select_scratch_floats() per thread.
+void dsa_select(const AttentionArgs& args, const float* weights, int64_t ldw, int64_t topk,
+                int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                int64_t row_end);
+int64_t dsa_select_scratch_floats(int64_t head_dim, int64_t max_seq_len);
+// Stores indexer keys ([m, keys.head_dim], row stride ldk) at their slots (slot -1: not cached)
+// in the one-head layer `keys` (PagedKvLayer::aux_layer()), quantising as mla_kv_write() does.
+void dsa_key_write(const float* k, int64_t ldk, int64_t m, const int64_t* slots,
+                   const PagedKvLayer& keys);
+
+// mla_attention() (absorbed form, the same arguments) over the selected positions of each row
+// only (dsa_select()'s output for rows [row_begin, row_end)). Plain C++ with f32 accumulation
+// (no SIMD variant yet), batch-invariant; scratch as mla_attention_scratch_floats() with
+// max_seq_len >= topk.
+void mla_sparse_attention(const AttentionArgs& args, int64_t kv_lora_rank, const int32_t* selected,
+                          int64_t topk, const int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                          int64_t row_end);
+
 // The expanded form, written for clarity (double precision, no threading): keys and values of
 // every context token are rebuilt per head from the cached latents. q: [num_tokens, num_heads *
 // (nope + rope_dim)] per head [q_nope | q_pe (rotated)]; out: [num_tokens, num_heads * v_dim].

@@ -35,6 +35,24 @@ struct PagedKvLayer {
   float v_scale = 1.0f;
   float* k_row_scale = nullptr;  // fp8 only
   float* v_row_scale = nullptr;
+  // The aux rows (KvSpec::aux_dim, DeepSeek-V3.2's indexer keys): one row of aux_dim values per
+  // slot, [num_blocks][block_size][aux_dim] in `dtype`, with aux_row_scale when fp8. Null: none.
+  std::byte* aux = nullptr;
+  int64_t aux_dim = 0;
+  float* aux_row_scale = nullptr;
+
+  // The aux rows as a one-head cache layer of head_dim aux_dim (k = aux), for the row
+  // read/write helpers.
+  PagedKvLayer aux_layer() const {
+    PagedKvLayer a;
+    a.dtype = dtype;
+    a.block_size = block_size;
+    a.num_kv_heads = 1;
+    a.head_dim = aux_dim;
+    a.k = aux;
+    a.k_row_scale = aux_row_scale;
+    return a;
+  }
 
   int64_t elem_bytes() const { return dtype_block_bytes(dtype); }
   // Index of (slot, kv_head) among rows (for the row scales).

@@ -13,13 +13,15 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec, DeviceAllocator
     return invalid_argument(std::string("KV cache dtype ") + dtype_name(spec.dtype) +
                             " is not supported (f32, f16, bf16, fp8)");
   if (spec.num_layers <= 0 || spec.num_blocks <= 0 || spec.block_size <= 0 ||
-      spec.num_kv_heads <= 0 || spec.head_dim <= 0)
+      spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.aux_dim < 0)
     return invalid_argument("KV cache spec has a non-positive size");
   KvStorage s;
   s.spec_ = spec;
   s.layer_bytes_ = spec.num_blocks * spec.block_bytes_per_layer();
   s.values_bytes_ = spec.num_blocks * spec.num_kv_heads * spec.block_size * spec.head_dim *
                     dtype_block_bytes(spec.dtype);
+  s.aux_values_bytes_ =
+      spec.num_blocks * spec.block_size * spec.aux_dim * dtype_block_bytes(spec.dtype);
   STRATA_ASSIGN_OR_RETURN(
       s.memory_, allocator.allocate(static_cast<size_t>(spec.total_bytes()), MemoryUse::kKvCache));
   return s;
@@ -30,7 +32,8 @@ namespace {
 // Calls fn(pool address, length) for each contiguous piece of `block`, in the packed order.
 template <typename Fn>
 void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t layer_bytes,
-                          int64_t values_bytes, int64_t block, Fn&& fn) {
+                          int64_t values_bytes, int64_t aux_values_bytes, int64_t block,
+                          Fn&& fn) {
   STRATA_CHECK(block >= 0 && block < spec.num_blocks) << "KV block " << block << " out of range";
   const int64_t rows = spec.num_kv_heads * spec.block_size;  // rows of one block
   const int64_t row_bytes = spec.head_dim * dtype_block_bytes(spec.dtype);
@@ -39,10 +42,16 @@ void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t la
     std::byte* layer = base + l * layer_bytes;
     for (int64_t p = 0; p < parts; ++p)
       fn(layer + p * values_bytes + block * rows * row_bytes, rows * row_bytes);
+    const int64_t aux_block_bytes =
+        spec.block_size * spec.aux_dim * dtype_block_bytes(spec.dtype);
+    if (spec.aux_dim > 0)
+      fn(layer + parts * values_bytes + block * aux_block_bytes, aux_block_bytes);
     if (spec.has_row_scales()) {
-      std::byte* scales = layer + parts * values_bytes;
+      std::byte* scales = layer + parts * values_bytes + aux_values_bytes;
       const int64_t scale_bytes = spec.num_blocks * rows * 4;  // of K (then V)
       for (int64_t p = 0; p < parts; ++p) fn(scales + p * scale_bytes + block * rows * 4, rows * 4);
+      if (spec.aux_dim > 0)
+        fn(scales + parts * scale_bytes + block * spec.block_size * 4, spec.block_size * 4);
     }
   }
 }
@@ -50,7 +59,8 @@ void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t la
 }  // namespace
 
 void KvStorage::copy_block_out(int64_t block, std::byte* dst) const {
-  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, block,
+  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, aux_values_bytes_,
+                       block,
                        [&](std::byte* p, int64_t n) {
                          std::memcpy(dst, p, static_cast<size_t>(n));
                          dst += n;
@@ -58,7 +68,8 @@ void KvStorage::copy_block_out(int64_t block, std::byte* dst) const {
 }
 
 void KvStorage::copy_block_in(int64_t block, const std::byte* src) {
-  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, block,
+  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, aux_values_bytes_,
+                       block,
                        [&](std::byte* p, int64_t n) {
                          std::memcpy(p, src, static_cast<size_t>(n));
                          src += n;

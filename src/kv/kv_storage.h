@@ -1,5 +1,6 @@
 // The KV cache tensors: per layer, K and V as [num_blocks][num_kv_heads][block_size][head_dim]
-// in the cache dtype (K only when the spec has no V, as for MLA's latent cache). The only file of
+// in the cache dtype (K only when the spec has no V, as for MLA's latent cache), and when aux_dim
+// > 0 one aux row per token, [num_blocks][block_size][aux_dim] (DeepSeek-V3.2's indexer keys). The only file of
 // kv/ that holds tensor data; the bookkeeping (which block belongs to whom) never touches it.
 #pragma once
 
@@ -21,12 +22,15 @@ struct KvStorageSpec {
   int64_t head_dim = 0;
   DType dtype = DType::kF32;  // F32, F16, BF16 or F8E4M3
   bool has_v = true;          // false: K entries only (MLA)
+  int64_t aux_dim = 0;        // values of the aux row per token (KvSpec::aux_dim); 0: none
 
-  // fp8 caches keep one f32 scale per cached row (token x head) next to the values.
+  // fp8 caches keep one f32 scale per cached row (token x head, or aux row) next to the values.
   bool has_row_scales() const { return dtype == DType::kF8E4M3; }
-  int64_t block_bytes_per_layer() const {  // K + V of one block in one layer (+ row scales)
+  int64_t block_bytes_per_layer() const {  // K + V + aux of one block in one layer (+ row scales)
+    const int64_t scale = has_row_scales() ? 4 : 0;
     return (has_v ? 2 : 1) * num_kv_heads * block_size *
-           (head_dim * dtype_block_bytes(dtype) + (has_row_scales() ? 4 : 0));
+               (head_dim * dtype_block_bytes(dtype) + scale) +
+           (aux_dim > 0 ? block_size * (aux_dim * dtype_block_bytes(dtype) + scale) : 0);
   }
   int64_t total_bytes() const { return num_layers * num_blocks * block_bytes_per_layer(); }
 };
@@ -38,26 +42,37 @@ class KvStorage {
   static Result<KvStorage> allocate(const KvStorageSpec& spec,
                                     DeviceAllocator& allocator = host_allocator());
   const KvStorageSpec& spec() const { return spec_; }
-  // Per layer: K values, V values, then (fp8 only) K and V row scales.
+  // Per layer: K values, V values, aux values, then (fp8 only) K, V and aux row scales.
   std::byte* k(int64_t layer) { return memory_.data() + layer * layer_bytes_; }
   // nullptr when the spec has no V.
   std::byte* v(int64_t layer) { return spec_.has_v ? k(layer) + values_bytes_ : nullptr; }
   // [num_blocks][num_kv_heads][block_size] f32 scales of fp8 rows; nullptr for other dtypes (and
   // v_scales without V).
   float* k_scales(int64_t layer) {
-    return spec_.has_row_scales()
-               ? reinterpret_cast<float*>(k(layer) + (spec_.has_v ? 2 : 1) * values_bytes_)
-               : nullptr;
+    return spec_.has_row_scales() ? reinterpret_cast<float*>(k(layer) +
+                                                             (spec_.has_v ? 2 : 1) * values_bytes_ +
+                                                             aux_values_bytes_)
+                                  : nullptr;
   }
   float* v_scales(int64_t layer) {
     return spec_.has_row_scales() && spec_.has_v
                ? k_scales(layer) + values_bytes_ / dtype_block_bytes(spec_.dtype) / spec_.head_dim
                : nullptr;
   }
+  // The aux rows ([num_blocks][block_size][aux_dim]) and their fp8 scales
+  // ([num_blocks][block_size]); nullptr without aux rows (scales: or when not fp8).
+  std::byte* aux(int64_t layer) {
+    return spec_.aux_dim > 0 ? k(layer) + (spec_.has_v ? 2 : 1) * values_bytes_ : nullptr;
+  }
+  float* aux_scales(int64_t layer) {
+    if (!spec_.has_row_scales() || spec_.aux_dim == 0) return nullptr;
+    const int64_t k_rows = spec_.num_blocks * spec_.num_kv_heads * spec_.block_size;
+    return k_scales(layer) + (spec_.has_v ? 2 : 1) * k_rows;
+  }
   int64_t bytes() const { return spec_.total_bytes(); }
 
-  // One block's KV over every layer, packed (per layer: K values, V values, then the fp8 row
-  // scales of K and V): what the KV tiers move. copy_block_out() fills `dst` with
+  // One block's KV over every layer, packed (per layer: K values, V values, aux values, then the
+  // fp8 row scales of K, V and aux): what the KV tiers move. copy_block_out() fills `dst` with
   // block_bytes() bytes; copy_block_in() writes them back into the block. The caller makes sure
   // no step computes on the block meanwhile; different blocks may be copied from other threads
   // while a step runs.
@@ -71,6 +86,7 @@ class KvStorage {
   KvStorageSpec spec_;
   int64_t layer_bytes_ = 0;
   int64_t values_bytes_ = 0;  // K (or V) values of one layer
+  int64_t aux_values_bytes_ = 0;  // aux values of one layer
   DeviceBuffer memory_;       // every layer, one allocation
 };
 

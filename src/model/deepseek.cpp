@@ -8,8 +8,10 @@ namespace {
 
 // One latent row per token and layer: the compressed KV and the rotated shared key; no V (the
 // model's kv_spec() and its memory estimate).
+// DeepSeek-V3.2 adds the indexer key of index_head_dim values per token and layer (the aux row).
 KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla) {
-  return {c.num_hidden_layers, 1, mla.cache_row(), /*has_v=*/false};
+  return {c.num_hidden_layers, 1, mla.cache_row(), /*has_v=*/false,
+          /*aux_dim=*/mla.has_indexer() ? mla.index_dim : 0};
 }
 
 constexpr DecoderNames kNames{{"model.embed_tokens.weight", ""},
@@ -38,8 +40,13 @@ class DeepseekModel : public DecoderModel {
     // Attention counted in the expanded form: per head and key, q.k over qk_dim and p.v over v_dim.
     const double attention =
         2.0 * mla_.num_heads * (mla_.qk_dim() + mla_.v_dim) * static_cast<double>(sum_context);
+    // V3.2's indexer: per head and key, q.k over index_head_dim (the attention itself is
+    // counted dense: an upper bound past index_topk tokens of context).
+    const double indexer =
+        mla_.has_indexer() ? 2.0 * mla_.index_heads * mla_.index_dim * static_cast<double>(sum_context)
+                           : 0.0;
     return 2.0 * static_cast<double>(active_params_) * num_tokens +
-           config_.num_hidden_layers * attention +
+           config_.num_hidden_layers * (attention + indexer) +
            2.0 * num_logit_rows * config_.vocab_size * config_.hidden_size;
   }
 
@@ -83,10 +90,14 @@ class DeepseekModel : public DecoderModel {
   }
   int64_t attention_workspace_bytes() const override { return mla_ws_.bytes(); }
   Status validate_kv(std::span<const PagedKvLayer> kv) const override {
-    for (const PagedKvLayer& l : kv)
+    for (const PagedKvLayer& l : kv) {
       if (l.num_kv_heads != 1 || l.head_dim != mla_.cache_row() || l.k == nullptr)
         return invalid_argument("forward: the KV cache is not an MLA latent cache of " +
                                 std::to_string(mla_.cache_row()) + " values per token");
+      if (mla_.has_indexer() && (l.aux == nullptr || l.aux_dim != mla_.index_dim))
+        return invalid_argument("forward: the KV cache has no DeepSeek-V3.2 indexer keys of " +
+                                std::to_string(mla_.index_dim) + " values per token");
+    }
     return ok_status();
   }
   void attention(int64_t l, const float* x, const ForwardBatch& b, const PagedKvLayer& kv,

@@ -21,6 +21,13 @@ constexpr TensorName kKVA{"model.layers.{L}.self_attn.kv_a_proj_with_mqa.weight"
 constexpr TensorName kKVANorm{"model.layers.{L}.self_attn.kv_a_layernorm.weight", ""};
 constexpr TensorName kKVB{"model.layers.{L}.self_attn.kv_b_proj.weight", ""};
 constexpr TensorName kO{"model.layers.{L}.self_attn.o_proj.weight", ""};
+// DeepSeek-V3.2's lightning indexer.
+constexpr TensorName kIdxQ{"model.layers.{L}.self_attn.indexer.wq_b.weight", ""};
+constexpr TensorName kIdxK{"model.layers.{L}.self_attn.indexer.wk.weight", ""};
+constexpr TensorName kIdxNormW{"model.layers.{L}.self_attn.indexer.k_norm.weight", ""};
+constexpr TensorName kIdxNormB{"model.layers.{L}.self_attn.indexer.k_norm.bias", ""};
+constexpr TensorName kIdxW{"model.layers.{L}.self_attn.indexer.weights_proj.weight", ""};
+constexpr float kIndexerNormEps = 1e-6f;  // the reference's LayerNorm default
 
 // YaRN's attention scaling: 0.1 * m * ln(factor) + 1 (1 when not scaling up).
 double yarn_mscale(double factor, double m) {
@@ -55,6 +62,19 @@ Result<MlaSpec> parse_mla_spec(const ModelConfig& c) {
     return unimplemented(
         "MLA cache rows above 2048 values (kv_lora_rank + qk_rope_head_dim) "
         "are not supported");
+  if (c.architecture == "DeepseekV32ForCausalLM") {
+    STRATA_RETURN_IF_ERROR(positive_int(j, "index_n_heads", &s.index_heads));
+    STRATA_RETURN_IF_ERROR(positive_int(j, "index_head_dim", &s.index_dim));
+    STRATA_RETURN_IF_ERROR(positive_int(j, "index_topk", &s.index_topk));
+    if (s.q_lora_rank == 0)
+      return invalid_argument(
+          "config.json: DeepSeek-V3.2's indexer projects its queries from the q_lora_rank latent; "
+          "q_lora_rank must be set");
+    if (s.index_dim < s.rope || s.index_dim > 2048)
+      return invalid_argument("config.json: index_head_dim (" + std::to_string(s.index_dim) +
+                              ") must be at least qk_rope_head_dim (" + std::to_string(s.rope) +
+                              ") and at most 2048");
+  }
   s.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.qk_dim())));
   const RopeScaling& rs = c.rope_scaling;
   if (rs.type == RopeScalingType::kYarn) {
@@ -76,20 +96,22 @@ Result<RopeTable> mla_rope_table(const ModelConfig& c, const MlaSpec& s) {
 namespace {
 
 int64_t mla_scratch_per_thread(const MlaSpec& s, int64_t max_seq_len) {
-  return (mla_attention_scratch_floats(static_cast<int>(s.num_heads), s.cache_row(), s.kv_lora_rank,
-                                       max_seq_len) +
-          15) /
-         16 * 16;
+  int64_t n = mla_attention_scratch_floats(static_cast<int>(s.num_heads), s.cache_row(),
+                                           s.kv_lora_rank, max_seq_len);
+  if (s.has_indexer()) n = std::max(n, dsa_select_scratch_floats(s.index_dim, max_seq_len));
+  return (n + 15) / 16 * 16;
 }
 
 }  // namespace
 
-std::array<int64_t, 8> MlaWorkspace::slot_sizes(const MlaSpec& s, int64_t max_tok,
-                                                int64_t max_seq_len, int threads) {
+std::array<int64_t, 12> MlaWorkspace::slot_sizes(const MlaSpec& s, int64_t max_tok,
+                                                 int64_t max_seq_len, int threads) {
   const int64_t T = max_tok, nh = s.num_heads, r = s.kv_lora_rank;
   const int64_t q_in = s.q_lora_rank > 0 ? s.q_lora_rank : nh * s.qk_dim();
   const int64_t chunk = std::min(kChunk, T);
   auto round = [](int64_t n) { return (n + 15) / 16 * 16; };
+  const bool ix = s.has_indexer();
+  const int64_t cap = std::min(s.index_topk, max_seq_len);
   return {round(T * (q_in + r + s.rope)),
           round(T * s.q_lora_rank),
           s.q_lora_rank > 0 ? round(T * nh * s.qk_dim()) : 0,
@@ -97,7 +119,11 @@ std::array<int64_t, 8> MlaWorkspace::slot_sizes(const MlaSpec& s, int64_t max_to
           round(chunk * nh * s.cache_row()),
           round(chunk * nh * r),
           round(T * nh * s.v_dim),
-          mla_scratch_per_thread(s, max_seq_len) * threads};
+          mla_scratch_per_thread(s, max_seq_len) * threads,
+          ix ? round(T * s.index_heads * s.index_dim) : 0,
+          ix ? round(T * s.index_dim) : 0,
+          ix ? round(T * s.index_heads) : 0,
+          ix ? round(chunk * cap + chunk) : 0};
 }
 
 int64_t MlaWorkspace::bytes_for(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len,
@@ -110,14 +136,18 @@ int64_t MlaWorkspace::bytes_for(const MlaSpec& s, int64_t max_tokens, int64_t ma
 void MlaWorkspace::allocate(const MlaSpec& s, int64_t max_tok, int64_t max_seq_len, int threads) {
   max_tokens = max_tok;
   scratch_per_thread = mla_scratch_per_thread(s, max_seq_len);
-  const std::array<int64_t, 8> sizes = slot_sizes(s, max_tok, max_seq_len, threads);
+  const std::array<int64_t, 12> sizes = slot_sizes(s, max_tok, max_seq_len, threads);
   buf_.resize(static_cast<size_t>(bytes_for(s, max_tok, max_seq_len, threads)));
   float* p = buf_.as<float>();
-  float** slots[] = {&a, &qn, &q, &latent, &q_abs, &o_lat, &o, &scratch};
-  for (int i = 0; i < 8; ++i) {
+  float* sel = nullptr;
+  float** slots[] = {&a, &qn, &q, &latent, &q_abs, &o_lat, &o, &scratch, &iq, &ik, &iw, &sel};
+  for (int i = 0; i < 12; ++i) {
     *slots[i] = p;
     p += sizes[i];
   }
+  topk_cap = s.has_indexer() ? std::min(s.index_topk, max_seq_len) : 0;
+  selected = s.has_indexer() ? reinterpret_cast<int32_t*>(sel) : nullptr;
+  counts = s.has_indexer() ? selected + std::min(kChunk, max_tok) * topk_cap : nullptr;
 }
 
 Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c, const MlaSpec& s,
@@ -142,6 +172,17 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
   }
   STRATA_ASSIGN_OR_RETURN(m.kv_a_norm_, load_vector(src, kKVANorm, r, layer, DummyInit::kOnes));
   STRATA_ASSIGN_OR_RETURN(m.o_, load_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
+  if (s.has_indexer()) {
+    STRATA_ASSIGN_OR_RETURN(m.idx_q_, load_packed(src, {{kIdxQ, s.index_heads * s.index_dim}},
+                                                  s.q_lora_rank, layer, lin, fp8));
+    STRATA_ASSIGN_OR_RETURN(m.idx_k_, load_packed(src, {{kIdxK, s.index_dim}}, H, layer, lin, fp8));
+    STRATA_ASSIGN_OR_RETURN(m.idx_w_,
+                            load_packed(src, {{kIdxW, s.index_heads}}, H, layer, lin, fp8));
+    STRATA_ASSIGN_OR_RETURN(m.idx_norm_w_,
+                            load_vector(src, kIdxNormW, s.index_dim, layer, DummyInit::kOnes));
+    STRATA_ASSIGN_OR_RETURN(m.idx_norm_b_,
+                            load_vector(src, kIdxNormB, s.index_dim, layer, DummyInit::kZeros));
+  }
   // kv_b_proj [heads * (nope + v_dim), kv_lora_rank] (dequantised if FP8, as DeepSeek's reference
   // and vLLM do for the absorbed form), split per head into W_UK^T and W_UV.
   STRATA_ASSIGN_OR_RETURN(std::vector<float> kv_b,
@@ -190,6 +231,21 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
   out->other += kv_norm;
   STRATA_ASSIGN_OR_RETURN(WeightPlan o, plan_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
   add(o);
+  if (s.has_indexer()) {
+    STRATA_ASSIGN_OR_RETURN(WeightPlan iq, plan_packed(src, {{kIdxQ, s.index_heads * s.index_dim}},
+                                                       s.q_lora_rank, layer, lin, fp8));
+    add(iq);
+    STRATA_ASSIGN_OR_RETURN(WeightPlan ik,
+                            plan_packed(src, {{kIdxK, s.index_dim}}, H, layer, lin, fp8));
+    add(ik);
+    STRATA_ASSIGN_OR_RETURN(WeightPlan iw,
+                            plan_packed(src, {{kIdxW, s.index_heads}}, H, layer, lin, fp8));
+    add(iw);
+    for (const TensorName& n : {kIdxNormW, kIdxNormB}) {
+      STRATA_ASSIGN_OR_RETURN(int64_t v, plan_vector(src, n, s.index_dim, layer));
+      out->other += v;
+    }
+  }
   // kv_b_proj is read (dequantised) and split per head into W_UK^T and W_UV.
   STRATA_RETURN_IF_ERROR(plan_matrix_f32(src, kKVB, nh * (s.nope + s.v_dim), r, layer));
   const DType dense = matmul_storage(storage, DType::kBF16);
@@ -212,18 +268,27 @@ void MlaAttention::describe(const std::string& prefix, std::vector<LinearInfo>* 
     add("uk_t." + std::to_string(h), uk_t_[h], Sharding::kColumn);
   for (size_t h = 0; h < uv_.size(); ++h) add("uv." + std::to_string(h), uv_[h], Sharding::kColumn);
   add("o", o_, Sharding::kRow);
+  add("indexer.wq_b", idx_q_, Sharding::kReplicated);
+  add("indexer.wk", idx_k_, Sharding::kReplicated);
+  add("indexer.weights_proj", idx_w_, Sharding::kReplicated);
 }
 
 void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
   out->push_back(&qkv_a_);
   out->push_back(&q_b_);
+  if (!idx_q_.empty()) {  // forward() runs the indexer before the attention
+    out->push_back(&idx_q_);
+    out->push_back(&idx_k_);
+    out->push_back(&idx_w_);
+  }
   for (PackedWeight& w : uk_t_) out->push_back(&w);
   for (PackedWeight& w : uv_) out->push_back(&w);
   out->push_back(&o_);
 }
 
 int64_t MlaAttention::bytes() const {
-  int64_t n = qkv_a_.bytes() + q_b_.bytes() + o_.bytes();
+  int64_t n = qkv_a_.bytes() + q_b_.bytes() + o_.bytes() + idx_q_.bytes() + idx_k_.bytes() +
+              idx_w_.bytes();
   for (size_t h = 0; h < uk_t_.size(); ++h) n += uk_t_[h].bytes() + uv_[h].bytes();
   return n;
 }
@@ -231,7 +296,9 @@ int64_t MlaAttention::bytes() const {
 int64_t MlaAttention::parameters() const {
   const MlaSpec& s = spec_;
   return qkv_a_.n() * qkv_a_.k() + q_b_.n() * q_b_.k() + o_.n() * o_.k() +
-         s.num_heads * (s.nope + s.v_dim) * s.kv_lora_rank + s.q_lora_rank + s.kv_lora_rank;
+         s.num_heads * (s.nope + s.v_dim) * s.kv_lora_rank + s.q_lora_rank + s.kv_lora_rank +
+         idx_q_.n() * idx_q_.k() + idx_k_.n() * idx_k_.k() + idx_w_.n() * idx_w_.k() +
+         static_cast<int64_t>(idx_norm_w_.size() + idx_norm_b_.size());
 }
 
 void MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
@@ -258,6 +325,7 @@ void MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
   ops.rms_norm(ws.a + q_in, la, kv_a_norm_.data(), eps_, T, r, ws.latent, r, pool);
   ops.rope(k_pe, T, la, 1, irot, irot, cos, sin, false);
   mla_kv_write(ws.latent, r, k_pe, la, T, r, b.slot_mapping.data(), kv);
+  if (s.has_indexer()) index(x, ldx, b, kv, cos, sin, ops, pool, ws);
 
   AttentionArgs args;
   args.num_heads = static_cast<int>(nh);
@@ -294,12 +362,58 @@ void MlaAttention::attend_absorbed(const AttentionArgs& base, int64_t T, const f
         std::memcpy(ws.q_abs + i * nh * row + h * row + r, qc + i * ldq + h * qk + s.nope,
                     s.rope * sizeof(float));
     });
-    mla_attention(ops, args, r, pool, t0, t0 + n);
+    if (s.has_indexer()) {
+      // DeepSeek Sparse Attention: each row's selected positions, then the attention over them.
+      const PagedKvLayer keys = base.kv->aux_layer();
+      AttentionArgs ia = args;
+      ia.q = ws.iq + t0 * s.index_heads * s.index_dim;
+      ia.ldq = s.index_heads * s.index_dim;
+      ia.num_heads = static_cast<int>(s.index_heads);
+      ia.kv = &keys;
+      dsa_select(ia, ws.iw + t0 * s.index_heads, s.index_heads, ws.topk_cap, ws.selected,
+                 ws.counts, pool, t0, t0 + n);
+      mla_sparse_attention(args, r, ws.selected, ws.topk_cap, ws.counts, pool, t0, t0 + n);
+    } else {
+      mla_attention(ops, args, r, pool, t0, t0 + n);
+    }
     float* oc = ws.o + t0 * nh * s.v_dim;
     pool.for_each(nh, [&](int64_t h) {
       ops.matmul(ws.o_lat + h * r, n, nh * r, uv_[h], oc + h * s.v_dim, nh * s.v_dim, pool);
     });
   }
+}
+
+void MlaAttention::index(const float* x, int64_t ldx, const ForwardBatch& b,
+                         const PagedKvLayer& kv, const float* cos, const float* sin,
+                         const KernelOps& ops, ThreadPool& pool, MlaWorkspace& ws) const {
+  const MlaSpec& s = spec_;
+  const int64_t T = b.num_tokens(), nh = s.index_heads, d = s.index_dim;
+  STRATA_CHECK(kv.aux != nullptr && kv.aux_dim == d)
+      << "the KV cache has no indexer keys of " << d << " values";
+  ops.matmul(ws.qn, T, s.q_lora_rank, idx_q_, ws.iq, nh * d, pool);
+  ops.matmul(x, T, ldx, idx_k_, ws.ik, d, pool);
+  ops.matmul(x, T, ldx, idx_w_, ws.iw, nh, pool);
+  // k_norm is a LayerNorm with weight and bias (per token, in a fixed order).
+  pool.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* k = ws.ik + t * d;
+      double mean = 0, var = 0;
+      for (int64_t e = 0; e < d; ++e) mean += k[e];
+      mean /= static_cast<double>(d);
+      for (int64_t e = 0; e < d; ++e) var += (k[e] - mean) * (k[e] - mean);
+      const double inv = 1.0 / std::sqrt(var / static_cast<double>(d) + kIndexerNormEps);
+      for (int64_t e = 0; e < d; ++e)
+        k[e] = static_cast<float>((k[e] - mean) * inv) * idx_norm_w_[e] + idx_norm_b_[e];
+    }
+  });
+  // The indexer's RoPE pairs dims (i, i + rope / 2) of its first `rope` dims (non-interleaved,
+  // unlike the MLA heads).
+  const int irot = static_cast<int>(s.rope);
+  ops.rope(ws.iq, T, nh * d, static_cast<int>(nh), static_cast<int>(d), irot, cos, sin, true);
+  ops.rope(ws.ik, T, d, 1, static_cast<int>(d), irot, cos, sin, true);
+  const float w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(nh) * d));
+  for (int64_t i = 0; i < T * nh; ++i) ws.iw[i] *= w_scale;
+  dsa_key_write(ws.ik, d, T, b.slot_mapping.data(), kv.aux_layer());
 }
 
 }  // namespace strata

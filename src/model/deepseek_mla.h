@@ -1,6 +1,20 @@
 // Multi-head latent attention as a model layer (DeepSeek-V2/V3): projections, norms, YaRN RoPE on
 // the rotary dims, the latent cache write and the attention (kernels/mla.h).
 //
+// DeepSeek-V3.2 (DeepseekV32ForCausalLM) adds DeepSeek Sparse Attention: a "lightning indexer"
+// per layer (checkpoint self_attn.indexer.{wq_b, wk, k_norm, weights_proj}) picks, per query, the
+// index_topk cached positions the MLA attention then reads. Per token t at position p:
+//   q_I[h] = wq_b(q_a_layernorm(q_a_proj(x)))[h]           (index_n_heads heads of index_head_dim)
+//   k_I    = LayerNorm(wk(x)) (weight and bias, eps 1e-6), cached per token beside the latent
+//   RoPE (non-interleaved pairs (i, i + rope/2), the MLA's YaRN table) on the first
+//   qk_rope_head_dim dims of each q_I head and of k_I
+//   w[h]   = weights_proj(x)[h] * index_n_heads^-0.5 * index_head_dim^-0.5
+//   score_j = sum_h w[h] * relu(q_I[h] . k_I,j), j <= p; the top index_topk positions
+// and the MLA attention of t reads only those (all of them while p < index_topk).
+// Deviation from DeepSeek's reference: it rotates q_I and k_I by a Hadamard transform and scores
+// in FP8; the transform is orthonormal (it leaves every q . k unchanged), so Strata computes in
+// f32 without it and caches k_I in the KV cache dtype (KvSpec::aux_dim).
+//
 // The absorbed form for every token, prefill and decode alike, so a token's result never depends on
 // how its prompt was chunked or batched; the kernel table's mla_attention does the attention (the
 // reference table's in double precision). The expanded form (keys and values rebuilt per head from
@@ -35,6 +49,10 @@ struct MlaSpec {
   int64_t nope = 0;   // qk_nope_head_dim
   int64_t rope = 0;   // qk_rope_head_dim
   int64_t v_dim = 0;  // v_head_dim
+  // DeepSeek-V3.2's indexer (DeepseekV32ForCausalLM); index_topk 0: none (V2/V3).
+  int64_t index_heads = 0;  // index_n_heads
+  int64_t index_dim = 0;    // index_head_dim (its first `rope` dims rotate)
+  int64_t index_topk = 0;
   // (nope + rope)^-0.5, times mscale^2 with YaRN: mscale = 0.1 * mscale_all_dim * ln(factor) + 1.
   float softmax_scale = 1.0f;
   // YaRN: cos/sin are scaled by mscale(mscale) / mscale(mscale_all_dim) (1 for DeepSeek's configs).
@@ -42,6 +60,7 @@ struct MlaSpec {
 
   int64_t qk_dim() const { return nope + rope; }
   int64_t cache_row() const { return kv_lora_rank + rope; }  // cached values per token and layer
+  bool has_indexer() const { return index_topk > 0; }
 };
 
 Result<MlaSpec> parse_mla_spec(const ModelConfig& config);
@@ -55,7 +74,7 @@ class MlaWorkspace {
   int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
   // The float slots allocate() lays out (a ... scratch) and their total bytes: bytes() after
   // allocate() with the same arguments.
-  static std::array<int64_t, 8> slot_sizes(const MlaSpec& s, int64_t max_tokens,
+  static std::array<int64_t, 12> slot_sizes(const MlaSpec& s, int64_t max_tokens,
                                            int64_t max_seq_len, int threads);
   static int64_t bytes_for(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len, int threads);
 
@@ -70,6 +89,15 @@ class MlaWorkspace {
   float* o = nullptr;       // [T, heads * v_dim]
   float* scratch = nullptr;
   int64_t scratch_per_thread = 0;
+  // The indexer's (V3.2 only): queries [T, index_heads * index_dim], keys [T, index_dim], head
+  // weights [T, index_heads], and per chunk token the selected positions [kChunk, topk_cap] and
+  // their count [kChunk] (int32 in float slots).
+  float* iq = nullptr;
+  float* ik = nullptr;
+  float* iw = nullptr;
+  int32_t* selected = nullptr;
+  int32_t* counts = nullptr;
+  int64_t topk_cap = 0;  // min(index_topk, max_seq_len): no row selects more
 
  private:
   AlignedBuffer buf_;
@@ -95,10 +123,12 @@ class MlaAttention {
   // Bytes of the matmul weights, and of the norm vectors.
   int64_t bytes() const;
   int64_t vector_bytes() const {
-    return static_cast<int64_t>((q_a_norm_.size() + kv_a_norm_.size()) * sizeof(float));
+    return static_cast<int64_t>(
+        (q_a_norm_.size() + kv_a_norm_.size() + idx_norm_w_.size() + idx_norm_b_.size()) *
+        sizeof(float));
   }
   int64_t parameters() const;
-  // The fused q_a|kv_a projection replicated, q_b and the per-head W_UK/W_UV column-parallel
+  // The fused q_a|kv_a projection replicated, the indexer's projections replicated, q_b and the per-head W_UK/W_UV column-parallel
   // (heads split over ranks), o row-parallel.
   void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
   // Appends the matmul weights in the order forward() reads them, for
@@ -108,6 +138,10 @@ class MlaAttention {
  private:
   void attend_absorbed(const AttentionArgs& args, int64_t T, const float* q, int64_t ldq,
                        const KernelOps& ops, ThreadPool& pool, MlaWorkspace& ws) const;
+  // V3.2: the indexer's queries, keys (written to kv's aux rows) and head weights into ws.
+  void index(const float* x, int64_t ldx, const ForwardBatch& b, const PagedKvLayer& kv,
+             const float* cos, const float* sin, const KernelOps& ops, ThreadPool& pool,
+             MlaWorkspace& ws) const;
 
   MlaSpec spec_;
   int64_t hidden_ = 0;
@@ -119,6 +153,10 @@ class MlaAttention {
   std::vector<PackedWeight> uk_t_;  // per head W_UK^T [kv_lora_rank, nope]
   std::vector<PackedWeight> uv_;    // per head W_UV [v_dim, kv_lora_rank]
   PackedWeight o_;                  // [H, heads * v_dim]
+  // The indexer (V3.2): wq_b [index_heads * index_dim, q_lora_rank], wk [index_dim, H],
+  // k_norm (LayerNorm) weight and bias, weights_proj [index_heads, H].
+  PackedWeight idx_q_, idx_k_, idx_w_;
+  std::vector<float> idx_norm_w_, idx_norm_b_;
 };
 
 }  // namespace strata

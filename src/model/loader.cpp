@@ -41,6 +41,8 @@ const std::map<std::string, Architecture>& registry() {
       // Multi-head latent attention + DeepSeekMoE (model/deepseek.h).
       {"DeepseekV2ForCausalLM", kDeepseek},
       {"DeepseekV3ForCausalLM", kDeepseek},
+      // + DeepSeek Sparse Attention's lightning indexer (model/deepseek_mla.h).
+      {"DeepseekV32ForCausalLM", kDeepseek},
   };
   return r;
 }

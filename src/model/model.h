@@ -28,11 +28,16 @@ struct KvSpec {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   bool has_v = true;
-  // Bytes per token for all layers (K and V) at `dtype`, with the f32 row scale of each fp8 row
-  // (as KvStorageSpec allocates them).
+  // Per token and layer, one more row of aux_dim values beside K (and V), in the cache dtype
+  // with its own row scale when fp8: DeepSeek-V3.2's lightning-indexer key. 0: none.
+  int64_t aux_dim = 0;
+  // Bytes per token for all layers (K, V and the aux row) at `dtype`, with the f32 row scale of
+  // each fp8 row (as KvStorageSpec allocates them).
   int64_t bytes_per_token(DType dtype) const {
-    return num_layers * (has_v ? 2 : 1) * num_kv_heads *
-           (head_dim * dtype_block_bytes(dtype) + (dtype == DType::kF8E4M3 ? 4 : 0));
+    const int64_t scale = dtype == DType::kF8E4M3 ? 4 : 0;
+    return num_layers * ((has_v ? 2 : 1) * num_kv_heads *
+                             (head_dim * dtype_block_bytes(dtype) + scale) +
+                         (aux_dim > 0 ? aux_dim * dtype_block_bytes(dtype) + scale : 0));
   }
 };
 

@@ -396,7 +396,8 @@ Result<ModelConfig> parse_hf_config(const Json& config_in, const Json* overrides
   if (m.architecture == "Qwen3ForCausalLM" || m.architecture == "Qwen3MoeForCausalLM")
     m.qk_norm = true;
   // DeepSeek MLA: a head's query/key has qk_nope + qk_rope dims, the rope part rotating.
-  if ((m.architecture == "DeepseekV2ForCausalLM" || m.architecture == "DeepseekV3ForCausalLM") &&
+  if ((m.architecture == "DeepseekV2ForCausalLM" || m.architecture == "DeepseekV3ForCausalLM" ||
+       m.architecture == "DeepseekV32ForCausalLM") &&
       c->contains("qk_rope_head_dim") && (*c)["qk_rope_head_dim"].is_number_integer() &&
       c->contains("qk_nope_head_dim") && (*c)["qk_nope_head_dim"].is_number_integer()) {
     m.rotary_dim = (*c)["qk_rope_head_dim"].get<int64_t>();

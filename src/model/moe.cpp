@@ -124,7 +124,8 @@ Result<std::optional<MoeSpec>> parse_moe_spec(const ModelConfig& c) {
   const std::string& a = c.architecture;
   MoeSpec s;
   try {
-    if (a == "DeepseekV2ForCausalLM" || a == "DeepseekV3ForCausalLM") {
+    if (a == "DeepseekV2ForCausalLM" || a == "DeepseekV3ForCausalLM" ||
+        a == "DeepseekV32ForCausalLM") {
       if (!j.contains("n_routed_experts") || j["n_routed_experts"].is_null())
         return std::optional<MoeSpec>();
       STRATA_RETURN_IF_ERROR(parse_deepseek(j, c, &s));

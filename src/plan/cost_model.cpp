@@ -46,7 +46,8 @@ Result<ModelShape> model_shape(const ModelConfig& c) {
   m.num_kv_heads = c.num_key_value_heads;
   m.head_dim = c.head_dim;
   m.dense_ffn = c.intermediate_size;
-  if (c.architecture == "DeepseekV2ForCausalLM" || c.architecture == "DeepseekV3ForCausalLM") {
+  if (c.architecture == "DeepseekV2ForCausalLM" || c.architecture == "DeepseekV3ForCausalLM" ||
+      c.architecture == "DeepseekV32ForCausalLM") {  // (the V3.2 indexer is not modelled)
     STRATA_ASSIGN_OR_RETURN(MlaSpec mla, parse_mla_spec(c));
     m.mla = true;
     m.q_lora_rank = mla.q_lora_rank;

@@ -160,7 +160,11 @@ std::string format_memory_report(const Deployment& d, const DeviceMemory& m) {
     o << line;
   }
   o << "  KV per token: " << m.kv_bytes_per_token << " bytes (" << dtype_name(m.kv_dtype) << ", "
-    << (m.kv_spec.has_v ? "K and V" : "MLA latent row") << ")\n";
+    << (m.kv_spec.has_v ? "K and V" : "MLA latent row")
+    << (m.kv_spec.aux_dim > 0
+            ? " + indexer key of " + std::to_string(m.kv_spec.aux_dim) + " values"
+            : std::string())
+    << ")\n";
   if (!m.plan.ok()) {
     o << "Refused, as the engine would: " << m.plan.status().message() << "\n";
     return o.str();

@@ -76,7 +76,7 @@ TEST(DeepseekModel, MlaSpecFollowsYarnMscale) {
 TEST(DeepseekModel, GreedyWithFp8KvCacheIsChunkAndBatchInvariant) {
   ThreadPool pool(2);
   const KernelOps& ops = kernel_ops(default_kernel_variant());
-  for (const char* name : {"deepseek_v3_fp8", "deepseek_v2_lite"}) {
+  for (const char* name : {"deepseek_v3_fp8", "deepseek_v2_lite", "deepseek_v32"}) {
     auto m = testing::load_tiny(arch(name), pool, "bfloat16");
     const int64_t V = m.model->config().vocab_size;
     auto prompt = prompt_for(V, 21, 5);

@@ -133,7 +133,8 @@ TEST(MemoryEstimate, EveryTinyArchitectureDtypeAndQuantization) {
 TEST(MemoryEstimate, WorkspaceFollowsLimitsAndThreads) {
   for (int threads : {1, 4}) {
     ThreadPool pool(threads);
-    for (const char* name : {"llama3_untied", "deepseek_v3_fp8", "qwen2_moe_shared_gate"}) {
+    for (const char* name :
+         {"llama3_untied", "deepseek_v3_fp8", "deepseek_v32", "qwen2_moe_shared_gate"}) {
       LoadOptions o = tiny_options(arch(name), pool);
       o.limits = {300, 700, 40};  // more tokens than MLA's 128-token chunk
       check_estimate(o, std::string(name) + " threads " + std::to_string(threads));

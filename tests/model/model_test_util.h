@@ -21,12 +21,13 @@ class ModelHarness {
     KvSpec s = model.kv_spec();
     blocks_per_seq_ = (max_len + block_size - 1) / block_size;
     auto st = KvStorage::allocate({s.num_layers, num_seqs * blocks_per_seq_ + 1, block_size,
-                                   s.num_kv_heads, s.head_dim, kv_dtype, s.has_v});
+                                   s.num_kv_heads, s.head_dim, kv_dtype, s.has_v, s.aux_dim});
     EXPECT_TRUE(st.ok()) << st.status().to_string();
     storage_ = std::move(st).value();
     for (int64_t l = 0; l < s.num_layers; ++l)
       layers_.push_back({kv_dtype, block_size, s.num_kv_heads, s.head_dim, storage_.k(l),
-                         storage_.v(l), 1.0f, 1.0f, storage_.k_scales(l), storage_.v_scales(l)});
+                         storage_.v(l), 1.0f, 1.0f, storage_.k_scales(l), storage_.v_scales(l),
+                         storage_.aux(l), s.aux_dim, storage_.aux_scales(l)});
     // Sequence i owns blocks in a scrambled order (block 0 is never used).
     tables_.resize(num_seqs * blocks_per_seq_);
     for (int i = 0; i < num_seqs; ++i)

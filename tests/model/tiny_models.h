@@ -102,6 +102,22 @@ inline const std::vector<TinyArch>& tiny_archs() {
            "routed_scaling_factor":16.0,"q_lora_rank":24,"kv_lora_rank":16,
            "qk_nope_head_dim":8,"qk_rope_head_dim":8,"v_head_dim":8,"vocab_size":280,
            "max_position_embeddings":256})"},
+      // DeepSeek-V3.2: V3 + the sparse-attention indexer; index_topk 8 is below the test
+      // prompts' lengths, so the selection matters.
+      {"deepseek_v32",
+       R"({"architectures":["DeepseekV32ForCausalLM"],"model_type":"deepseek_v32",
+           "hidden_size":64,"intermediate_size":96,"moe_intermediate_size":32,
+           "num_hidden_layers":2,"first_k_dense_replace":1,"moe_layer_freq":1,
+           "num_attention_heads":5,"num_key_value_heads":5,"n_routed_experts":8,
+           "n_shared_experts":1,"num_experts_per_tok":2,"n_group":4,"topk_group":2,
+           "topk_method":"noaux_tc","scoring_func":"sigmoid","norm_topk_prob":true,
+           "routed_scaling_factor":2.5,"q_lora_rank":48,"kv_lora_rank":32,
+           "qk_nope_head_dim":16,"qk_rope_head_dim":8,"v_head_dim":16,"index_n_heads":4,
+           "index_head_dim":16,"index_topk":8,"vocab_size":300,
+           "max_position_embeddings":1024,"rms_norm_eps":1e-6,"rope_theta":10000,
+           "tie_word_embeddings":false,
+           "rope_scaling":{"type":"yarn","factor":40,"beta_fast":32,"beta_slow":1,"mscale":1.0,
+                           "mscale_all_dim":1.0,"original_max_position_embeddings":64}})"},
   };
   return archs;
 }
