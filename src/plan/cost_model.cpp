@@ -16,8 +16,12 @@ int64_t ModelShape::attention_sharded_params() const {
   const int64_t qk = qk_nope_dim + qk_rope_dim;
   const int64_t q_b = q_lora_rank > 0 ? q_lora_rank * num_heads * qk : 0;
   // Absorbed form, per token: q_nope W_UK per head, then the latent output W_UV per head, o_proj.
+  // The indexer: wq_b from the q latent, wk and weights_proj from the hidden state.
+  const int64_t indexer =
+      has_indexer() ? q_lora_rank * index_heads * index_dim + hidden * (index_dim + index_heads)
+                    : 0;
   return q_b + num_heads * qk_nope_dim * kv_lora_rank + num_heads * kv_lora_rank * v_head_dim +
-         num_heads * v_head_dim * hidden;
+         num_heads * v_head_dim * hidden + indexer;
 }
 
 int64_t ModelShape::attention_replicated_params() const {
@@ -27,7 +31,12 @@ int64_t ModelShape::attention_replicated_params() const {
 }
 
 int64_t ModelShape::kv_elems_per_token() const {
-  return mla ? kv_lora_rank + qk_rope_dim : 2 * num_kv_heads * head_dim;
+  return mla ? kv_lora_rank + qk_rope_dim + (has_indexer() ? index_dim : 0)
+             : 2 * num_kv_heads * head_dim;
+}
+
+double ModelShape::indexer_flops_per_pair() const {
+  return has_indexer() ? 2.0 * static_cast<double>(index_heads) * (index_dim + 1) : 0.0;
 }
 
 double ModelShape::attention_flops_per_pair() const {
@@ -47,8 +56,11 @@ Result<ModelShape> model_shape(const ModelConfig& c) {
   m.head_dim = c.head_dim;
   m.dense_ffn = c.intermediate_size;
   if (c.architecture == "DeepseekV2ForCausalLM" || c.architecture == "DeepseekV3ForCausalLM" ||
-      c.architecture == "DeepseekV32ForCausalLM") {  // (the V3.2 indexer is not modelled)
+      c.architecture == "DeepseekV32ForCausalLM") {
     STRATA_ASSIGN_OR_RETURN(MlaSpec mla, parse_mla_spec(c));
+    m.index_heads = mla.index_heads;
+    m.index_dim = mla.index_dim;
+    m.index_topk = mla.index_topk;
     m.mla = true;
     m.q_lora_rank = mla.q_lora_rank;
     m.kv_lora_rank = mla.kv_lora_rank;
@@ -139,6 +151,10 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
   const ModelShape& m = model_;
   double pairs = 0;      // (query, context) token pairs, per layer
   double kv_tokens = 0;  // tokens whose KV is read, per layer
+  // With the indexer: the pairs and rows the sparse attention reads (each token its top-k), while
+  // `pairs` and `kv_tokens` are what the indexer scores (the whole causal context).
+  double sparse_pairs = 0, sparse_rows = 0;
+  const double topk = static_cast<double>(m.index_topk);
   for (const SequenceWork& s : batch) {
     if (s.num_new_tokens <= 0) continue;
     const double n = static_cast<double>(s.num_new_tokens),
@@ -147,6 +163,12 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     c.num_logits_rows += s.sample ? 1 : 0;
     pairs += n * ctx + n * (n + 1) / 2;  // causal: token i sees ctx + i + 1 keys
     kv_tokens += ctx + n;
+    if (m.has_indexer()) {
+      // Token i sees min(ctx + i + 1, topk) positions: sum over v = ctx+1 .. ctx+n of min(v, K).
+      const double below = std::clamp(topk - ctx, 0.0, n);  // tokens whose whole context fits
+      sparse_pairs += below * ctx + below * (below + 1) / 2 + (n - below) * topk;
+      sparse_rows += std::min(ctx + n, topk);
+    }
   }
   c.overhead_s = hw_.step_overhead_s + hw_.per_sequence_s * static_cast<double>(c.num_logits_rows);
   if (c.num_tokens == 0) {
@@ -165,6 +187,9 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
   double kv_share = 1;
   if (!m.mla) kv_share = m.num_kv_heads >= par_.tp ? 1.0 / tp : 1.0 / m.num_kv_heads;
   const double kv_bytes_token_layer = static_cast<double>(m.kv_elems_per_token()) * kv_b * kv_share;
+  // With the indexer, the latent rows (read for the selected positions) and the keys (all read).
+  const double key_bytes = static_cast<double>(m.index_dim) * kv_b;
+  const double latent_bytes = kv_bytes_token_layer - key_bytes;
   const double distinct_on_rank = expected_distinct_experts(m.num_experts, m.top_k, T) / ep;
 
   const Efficiency& eff = hw_.efficiency;
@@ -197,8 +222,14 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
       const double attn_repl = static_cast<double>(m.attention_replicated_params());
       mm += 2 * T * (attn_sharded + attn_repl);
       weights += (attn_sharded + attn_repl) * wb;
-      attn += pairs * m.attention_flops_per_pair() / tp;
-      kv_read += kv_tokens * kv_bytes_token_layer;
+      if (m.has_indexer()) {
+        attn +=
+            (sparse_pairs * m.attention_flops_per_pair() + pairs * m.indexer_flops_per_pair()) / tp;
+        kv_read += sparse_rows * latent_bytes + kv_tokens * key_bytes;
+      } else {
+        attn += pairs * m.attention_flops_per_pair() / tp;
+        kv_read += kv_tokens * kv_bytes_token_layer;
+      }
       kv_write += T * kv_bytes_token_layer;
       act += 8 * T * static_cast<double>(m.hidden) * act_b;
       tp_s += all_reduce;  // after attention's o_proj

@@ -42,6 +42,12 @@ struct ModelShape {
   int64_t qk_nope_dim = 0;
   int64_t qk_rope_dim = 0;
   int64_t v_head_dim = 0;
+  // DeepSeek-V3.2's lightning indexer (0 index_topk: none): per token a key of index_dim values
+  // cached beside the latent row, index_heads query heads from the q latent, and the MLA
+  // attention of each token reads only its index_topk best positions.
+  int64_t index_heads = 0;
+  int64_t index_dim = 0;
+  int64_t index_topk = 0;
   // Feed-forward: dense SwiGLU layers, and MoE layers where moe_layer[l].
   int64_t dense_ffn = 0;
   std::vector<bool> moe_layer;
@@ -63,11 +69,15 @@ struct ModelShape {
   int64_t router_params() const { return num_experts * hidden; }
   int64_t lm_head_params() const { return vocab * hidden; }
   // KV cache elements per token and layer (all heads): 2 * kv_heads * head_dim, or the MLA
-  // latent row kv_lora_rank + qk_rope_dim.
+  // latent row kv_lora_rank + qk_rope_dim (+ index_dim for the indexer's key).
   int64_t kv_elems_per_token() const;
   // Attention FLOPs per (query token, context token) pair and layer, all heads:
-  // 4 * heads * head_dim (QK^T and PV), MLA: heads * (2 (kv_lora + rope) + 2 kv_lora).
+  // 4 * heads * head_dim (QK^T and PV), MLA: heads * (2 (kv_lora + rope) + 2 kv_lora). With the
+  // indexer these pairs are the selected ones only; indexer_flops_per_pair() is per pair of the
+  // whole causal context: 2 index_heads index_dim (the ReLU'd dot products) + 2 index_heads.
   double attention_flops_per_pair() const;
+  double indexer_flops_per_pair() const;
+  bool has_indexer() const { return index_topk > 0; }
 };
 
 Result<ModelShape> model_shape(const ModelConfig& config);

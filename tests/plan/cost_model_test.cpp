@@ -105,6 +105,44 @@ TEST(CostModelTest, CalibratedStepModelAddsComputeAndMemoryAndCountsSequences) {
   EXPECT_NEAR(b.step_time_s, std::max(b.compute_s, b.memory_s) + 1e-3, 1e-12);
 }
 
+TEST(CostModelTest, DeepSeekV32ReadsItsTopKRowsAndScoresEveryKey) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v3.2/config.json");
+  const ModelShape m = shape_of(testing::shared_data_path("configs/deepseek-v3.2"));
+  ASSERT_TRUE(m.has_indexer());
+  EXPECT_EQ(m.index_heads, 64);
+  EXPECT_EQ(m.index_dim, 128);
+  EXPECT_EQ(m.index_topk, 2048);
+  EXPECT_EQ(m.kv_elems_per_token(), 512 + 64 + 128);  // latent, rope key, indexer key
+  ModelShape v3 = m;                                  // the same model without the indexer
+  v3.index_heads = v3.index_dim = v3.index_topk = 0;
+  const double L = static_cast<double>(m.num_layers);
+  const double mla_pair = 128.0 * (2 * (512 + 64) + 2 * 512);  // heads (scores + values)
+  const double index_pair = 2.0 * 64 * (128 + 1);
+  // Decode at a 10000-token context: MLA over the 2048 selected rows, the indexer over all 10001.
+  const std::vector<SequenceWork> decode = {{1, 10000, true}};
+  const StepCost c = make(m).step_cost(decode);
+  EXPECT_DOUBLE_EQ(c.attention_flops, L * (2048 * mla_pair + 10001 * index_pair));
+  EXPECT_DOUBLE_EQ(c.kv_read_bytes, L * (2048 * 576 + 10001 * 128) * 2);  // bf16
+  EXPECT_DOUBLE_EQ(c.kv_write_bytes, L * 704 * 2);
+  const StepCost dense = make(v3).step_cost(decode);
+  EXPECT_DOUBLE_EQ(dense.attention_flops, L * 10001 * mla_pair);
+  // (2048 x 576 + 10001 x 128) / (10001 x 576): the keys are a fifth of a row, read for all.
+  EXPECT_NEAR(c.kv_read_bytes / dense.kv_read_bytes, 0.427, 0.001);
+  // A chunk crossing the top-k: positions 2047..2050 see 2047, 2048, 2048, 2048 rows.
+  const StepCost chunk = make(m).step_cost(std::vector<SequenceWork>{{4, 2046, true}});
+  const double all_pairs = 4 * 2046 + 10;
+  EXPECT_DOUBLE_EQ(chunk.attention_flops,
+                   L * ((2047 + 3 * 2048) * mla_pair + all_pairs * index_pair));
+  // Short contexts: every position is selected; only the indexer's scoring is added.
+  const std::vector<SequenceWork> short_ctx = {{16, 100, true}};
+  EXPECT_DOUBLE_EQ(
+      make(m).step_cost(short_ctx).attention_flops,
+      make(v3).step_cost(short_ctx).attention_flops + L * (16 * 100 + 16 * 17 / 2) * index_pair);
+  // The indexer's projections: wq_b from the q latent, wk and weights_proj from the hidden state.
+  EXPECT_EQ(m.attention_sharded_params() - v3.attention_sharded_params(),
+            1536 * 64 * 128 + 7168 * (128 + 64));
+}
+
 TEST(CostModelTest, LlamaPrefillIsComputeBoundAndChunksCountTheirContext) {
   const CostModel cm = make(shape_of(testing::repo_path("models/llama-134m")));
   const std::vector<SequenceWork> prefill = {{.num_new_tokens = 512, .context_len = 0}};
