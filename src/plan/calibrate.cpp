@@ -183,6 +183,7 @@ Result<std::vector<CalibrationPoint>> measure_steps(
       r.params.max_tokens = static_cast<int>(ph.max_tokens);
       r.params.ignore_eos = true;
       r.params.stop.clear();
+      r.params.stop_token_ids.clear();
       r.detokenize = engine.tokenizer() != nullptr;
       STRATA_RETURN_IF_ERROR(engine.validate(r));
       auto stream = std::make_shared<engine::RequestStream>(r.request_id, 1);
