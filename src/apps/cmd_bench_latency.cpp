@@ -113,10 +113,10 @@ int run(const Args& args) {
     return 2;
   }
   const bool ds_mla = *ds;
-  auto storage = KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block,
-                                      ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim,
-                                      ks.ds_mla_latent(ds_mla)},
-                                     backend.allocator());
+  auto storage =
+      KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block, ks.num_kv_heads,
+                           ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(ds_mla)},
+                          backend.allocator());
   if (!storage.ok()) {
     std::fprintf(stderr, "strata bench latency: %s\n", storage.status().message().c_str());
     return 1;

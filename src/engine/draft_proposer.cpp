@@ -52,9 +52,10 @@ Status DraftProposer::allocate_kv(int64_t num_blocks, int64_t block_size, DType 
                                   Backend& backend, bool fp8_ds_mla) {
   const KvSpec ks = model_->kv_spec();
   STRATA_ASSIGN_OR_RETURN(
-      storage_, KvStorage::allocate({ks.num_layers, num_blocks, block_size, ks.num_kv_heads,
-                                     ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(fp8_ds_mla)},
-                                    backend.allocator()));
+      storage_,
+      KvStorage::allocate({ks.num_layers, num_blocks, block_size, ks.num_kv_heads, ks.head_dim,
+                           kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(fp8_ds_mla)},
+                          backend.allocator()));
   runner_ = std::make_unique<ModelRunner>(*model_, storage_, backend.ops());
   return ok_status();
 }

@@ -52,11 +52,11 @@ Status MtpProposer::allocate_kv(int64_t num_blocks, int64_t block_size, DType kv
   // Every proposing entry may need blocks for k - 1 positions past its table.
   num_scratch_ = k_ > 1 ? limits_.max_logit_rows * ((k_ - 2) / block_size + 2) : 0;
   const KvSpec ks = model_->kv_spec();
-  STRATA_ASSIGN_OR_RETURN(storage_,
-                          KvStorage::allocate({ks.num_layers, num_blocks + num_scratch_, block_size,
-                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v,
-                                               ks.aux_dim, ks.ds_mla_latent(fp8_ds_mla)},
-                                              backend.allocator()));
+  STRATA_ASSIGN_OR_RETURN(
+      storage_, KvStorage::allocate(
+                    {ks.num_layers, num_blocks + num_scratch_, block_size, ks.num_kv_heads,
+                     ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(fp8_ds_mla)},
+                    backend.allocator()));
   runner_ = std::make_unique<ModelRunner>(*model_, storage_, backend.ops());
   return ok_status();
 }

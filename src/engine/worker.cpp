@@ -125,9 +125,9 @@ Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& c, int t
   mi.weight_bytes = e.target.weights.total();
   mi.workspace_bytes = ws + logits;
   const KvSpec& tks = e.target.kv_spec;
-  STRATA_ASSIGN_OR_RETURN(e.kv_fp8_ds_mla,
-                          kv::use_fp8_ds_mla(c.cache, e.kv_dtype, tks.latent_dim > 0,
-                                             tks.aux_dim > 0, mc.architecture));
+  STRATA_ASSIGN_OR_RETURN(
+      e.kv_fp8_ds_mla, kv::use_fp8_ds_mla(c.cache, e.kv_dtype, tks.latent_dim > 0, tks.aux_dim > 0,
+                                          mc.architecture));
   mi.kv_bytes_per_token = tks.bytes_per_token(e.kv_dtype, e.kv_fp8_ds_mla);
   if (draft) {
     e.draft_weight_bytes = drafter.weights.total();
@@ -260,24 +260,24 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                    << format_bytes(plan.workspace_bytes) << " (max_num_batched_tokens "
                    << sc.max_num_batched_tokens << "), KV cache " << format_bytes(plan.kv_bytes)
                    << " (" << (ds_mla ? "fp8_ds_mla" : dtype_name(kv_dtype)) << ")";
-  STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
-                   << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
-                   << " x " << ks.head_dim << " values"
-                   << (ks.aux_dim > 0 ? " + an indexer key of " + std::to_string(ks.aux_dim) +
-                                            " values"
-                                      : std::string())
-                   << ", " << dtype_name(kv_dtype)
-                   << (ds_mla ? "; fp8_ds_mla: " + std::to_string(ds_mla_row_bytes(ks.head_dim, ks.latent_dim)) +
-                                    " bytes latent" +
-                                    (ks.aux_dim > 0 ? " + " + std::to_string(ks.aux_dim + 4) +
-                                                          " bytes indexer key"
-                                                    : std::string()) +
-                                    " per layer"
-                              : std::string())
-                   << (w->draft_ != nullptr || w->mtp_ != nullptr
-                           ? "; the draft's " + std::to_string(plan.draft_kv_bytes_per_token)
-                           : std::string())
-                   << ")";
+  STRATA_LOG(INFO)
+      << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers << " layers x "
+      << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads << " x " << ks.head_dim
+      << " values"
+      << (ks.aux_dim > 0 ? " + an indexer key of " + std::to_string(ks.aux_dim) + " values"
+                         : std::string())
+      << ", " << dtype_name(kv_dtype)
+      << (ds_mla
+              ? "; fp8_ds_mla: " + std::to_string(ds_mla_row_bytes(ks.head_dim, ks.latent_dim)) +
+                    " bytes latent" +
+                    (ks.aux_dim > 0 ? " + " + std::to_string(ks.aux_dim + 4) + " bytes indexer key"
+                                    : std::string()) +
+                    " per layer"
+              : std::string())
+      << (w->draft_ != nullptr || w->mtp_ != nullptr
+              ? "; the draft's " + std::to_string(plan.draft_kv_bytes_per_token)
+              : std::string())
+      << ")";
 
   if (c.commit_kv_cache) {
     // The weights are loaded: what is free now is what the KV cache and the workspace can have.
@@ -293,11 +293,11 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
           std::to_string(c.cache.gpu_memory_utilization) + "), or free memory");
   }
   const double t0 = now_seconds();
-  STRATA_ASSIGN_OR_RETURN(w->storage_,
-                          KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
-                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v,
-                                               ks.aux_dim, ks.ds_mla_latent(ds_mla)},
-                                              backend.allocator()));
+  STRATA_ASSIGN_OR_RETURN(
+      w->storage_,
+      KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size, ks.num_kv_heads,
+                           ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(ds_mla)},
+                          backend.allocator()));
   if (w->draft_ != nullptr)
     STRATA_RETURN_IF_ERROR(
         w->draft_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend, ds_mla));

@@ -24,8 +24,8 @@ namespace strata {
 // Stores [latent | k_pe] rows at their slots (slot -1: not cached), quantising to the cache dtype
 // (fp8: e4m3 of value / (row scale * kv.k_scale), the row scale amax / 448 kept in
 // kv.k_row_scale, as for every fp8 cache row; the fp8_ds_mla layout, kv.ds_mla_latent ==
-// kv_lora_rank: ds_mla_quantize_row() of each row, kv.k_scale must be 1). latent: [m, kv_lora_rank] (row stride ld_latent); k_pe:
-// [m, kv.head_dim - kv_lora_rank].
+// kv_lora_rank: ds_mla_quantize_row() of each row, kv.k_scale must be 1). latent: [m, kv_lora_rank]
+// (row stride ld_latent); k_pe: [m, kv.head_dim - kv_lora_rank].
 void mla_kv_write(const float* latent, int64_t ld_latent, const float* k_pe, int64_t ld_pe,
                   int64_t m, int64_t kv_lora_rank, const int64_t* slots, const PagedKvLayer& kv);
 

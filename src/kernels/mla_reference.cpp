@@ -24,8 +24,7 @@ void mla_attention_reference(const AttentionArgs& a, int64_t r, int64_t row_begi
       const int64_t pos = a.seq_lens[s] - (q1 - t);
       // The context's rows, read once per query token.
       std::vector<std::vector<float>> rows(pos + 1, std::vector<float>(D));
-      for (int64_t j = 0; j <= pos; ++j)
-        read_mla_row(kv, mla_slot(a, s, j), rows[j].data());
+      for (int64_t j = 0; j <= pos; ++j) read_mla_row(kv, mla_slot(a, s, j), rows[j].data());
       for (int h = 0; h < a.num_heads; ++h) {
         const float* q = a.q + (t - row_begin) * a.ldq + h * D;
         std::vector<double> scores(pos + 1);

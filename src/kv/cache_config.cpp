@@ -61,8 +61,8 @@ std::string kv_cache_dtype_name(const std::optional<DType>& dtype) {
   return dtype ? dtype_name(*dtype) : "auto";
 }
 
-Result<bool> use_fp8_ds_mla(const CacheConfig& cache, DType kv_dtype, bool is_mla,
-                            bool has_indexer, const std::string& architecture) {
+Result<bool> use_fp8_ds_mla(const CacheConfig& cache, DType kv_dtype, bool is_mla, bool has_indexer,
+                            const std::string& architecture) {
   if (cache.kv_fp8_ds_mla && !is_mla)
     return invalid_argument("--kv-cache-dtype fp8_ds_mla is DeepSeek's MLA cache layout; " +
                             architecture +

@@ -45,8 +45,8 @@ std::string kv_cache_dtype_name(const std::optional<DType>& dtype);
 // Whether the KV cache of a model takes the fp8_ds_mla layout, given the cache dtype in effect:
 // when asked for (an invalid-argument status naming the flag unless the model is MLA, is_mla), or
 // when the dtype is fp8 and the model is DeepSeek-V3.2 (has_indexer; vLLM's alias).
-Result<bool> use_fp8_ds_mla(const CacheConfig& cache, DType kv_dtype, bool is_mla,
-                            bool has_indexer, const std::string& architecture);
+Result<bool> use_fp8_ds_mla(const CacheConfig& cache, DType kv_dtype, bool is_mla, bool has_indexer,
+                            const std::string& architecture);
 
 // Declares the cache options (group "KV cache").
 void add_cache_options(OptionSet& options);

@@ -15,17 +15,15 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec, DeviceAllocator
   if (spec.num_layers <= 0 || spec.num_blocks <= 0 || spec.block_size <= 0 ||
       spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.aux_dim < 0 || spec.ds_mla_latent < 0)
     return invalid_argument("KV cache spec has a non-positive size");
-  if (spec.ds_mla_latent > 0 &&
-      (spec.dtype != DType::kF8E4M3 || spec.has_v || spec.num_kv_heads != 1 ||
-       spec.ds_mla_latent >= spec.head_dim))
+  if (spec.ds_mla_latent > 0 && (spec.dtype != DType::kF8E4M3 || spec.has_v ||
+                                 spec.num_kv_heads != 1 || spec.ds_mla_latent >= spec.head_dim))
     return invalid_argument(
         "the fp8_ds_mla KV layout needs an fp8 MLA cache (one latent row per token, no V, the "
         "latent shorter than the row)");
   KvStorage s;
   s.spec_ = spec;
   s.layer_bytes_ = spec.num_blocks * spec.block_bytes_per_layer();
-  s.values_bytes_ =
-      spec.num_blocks * spec.num_kv_heads * spec.block_size * spec.row_value_bytes();
+  s.values_bytes_ = spec.num_blocks * spec.num_kv_heads * spec.block_size * spec.row_value_bytes();
   s.aux_values_bytes_ =
       spec.num_blocks * spec.block_size * spec.aux_dim * dtype_block_bytes(spec.dtype);
   STRATA_ASSIGN_OR_RETURN(

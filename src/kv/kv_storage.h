@@ -91,10 +91,10 @@ class KvStorage {
   int64_t bytes() const { return spec_.total_bytes(); }
 
   // One block's KV over every layer, packed (per layer: K values, V values, aux values, then the
-  // fp8 row scales of K, V and aux; fp8_ds_mla rows whole): what the KV tiers move. copy_block_out() fills `dst` with
-  // block_bytes() bytes; copy_block_in() writes them back into the block. The caller makes sure
-  // no step computes on the block meanwhile; different blocks may be copied from other threads
-  // while a step runs.
+  // fp8 row scales of K, V and aux; fp8_ds_mla rows whole): what the KV tiers move.
+  // copy_block_out() fills `dst` with block_bytes() bytes; copy_block_in() writes them back into
+  // the block. The caller makes sure no step computes on the block meanwhile; different blocks may
+  // be copied from other threads while a step runs.
   int64_t block_bytes() const { return spec_.num_layers * spec_.block_bytes_per_layer(); }
   void copy_block_out(int64_t block, std::byte* dst) const;
   void copy_block_in(int64_t block, const std::byte* src);

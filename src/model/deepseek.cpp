@@ -10,8 +10,12 @@ namespace {
 // model's kv_spec() and its memory estimate).
 // DeepSeek-V3.2 adds the indexer key of index_head_dim values per token and layer (the aux row).
 KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla) {
-  return {c.num_hidden_layers, 1, mla.cache_row(), /*has_v=*/false,
-          /*aux_dim=*/mla.has_indexer() ? mla.index_dim : 0, /*latent_dim=*/mla.kv_lora_rank};
+  return {c.num_hidden_layers,
+          1,
+          mla.cache_row(),
+          /*has_v=*/false,
+          /*aux_dim=*/mla.has_indexer() ? mla.index_dim : 0,
+          /*latent_dim=*/mla.kv_lora_rank};
 }
 
 constexpr DecoderNames kNames{{"model.embed_tokens.weight", ""},

@@ -162,9 +162,8 @@ std::string format_memory_report(const Deployment& d, const DeviceMemory& m) {
   }
   o << "  KV per token: " << m.kv_bytes_per_token << " bytes (" << dtype_name(m.kv_dtype) << ", "
     << (m.kv_spec.has_v ? "K and V" : "MLA latent row")
-    << (m.kv_spec.aux_dim > 0
-            ? " + indexer key of " + std::to_string(m.kv_spec.aux_dim) + " values"
-            : std::string());
+    << (m.kv_spec.aux_dim > 0 ? " + indexer key of " + std::to_string(m.kv_spec.aux_dim) + " values"
+                              : std::string());
   if (m.kv_fp8_ds_mla)
     o << "; fp8_ds_mla: " << ds_mla_row_bytes(m.kv_spec.head_dim, m.kv_spec.latent_dim)
       << " bytes latent"

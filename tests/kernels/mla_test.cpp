@@ -22,7 +22,7 @@ struct MlaCase {
   int num_heads = 5;
   int64_t rank = 32, rope = 8, block_size = 4;
   DType dtype = DType::kF32;
-  bool ds_mla = false;  // the fp8_ds_mla layout (dtype is then fp8)
+  bool ds_mla = false;                    // the fp8_ds_mla layout (dtype is then fp8)
   std::vector<int32_t> ctx = {9, 1, 17};  // tokens already cached before this step
   std::vector<int32_t> new_tokens = {3, 1, 6};
 
@@ -287,8 +287,7 @@ TEST(DsMlaRow, RoundTripWithinFp8PrecisionPerGroup) {
     EXPECT_EQ(stored, amax > 0 ? amax / kFp8E4M3Max : 1.0f) << "group " << g;
     for (int64_t e = g * 128; e < (g + 1) * 128; ++e) {
       // e4m3: 3 mantissa bits (half a step: 2^-4 relative), subnormal steps of 2^-9 x scale.
-      ASSERT_LE(std::fabs(back[e] - row[e]),
-                std::fabs(row[e]) * 0x1p-4f + stored * 0x1p-10f + 0.0f)
+      ASSERT_LE(std::fabs(back[e] - row[e]), std::fabs(row[e]) * 0x1p-4f + stored * 0x1p-10f + 0.0f)
           << "group " << g << " value " << e;
     }
     if (amax == 0)
@@ -354,7 +353,8 @@ TEST(DsMlaCache, AttentionReadsTheDequantisedRows) {
   for (const std::string& v : fast_variants()) variants.push_back(v);
   for (const std::string& v : variants) {
     std::vector<float> a(T * ldo, -1), b(T * ldo, -2);
-    AttentionArgs x = c.args(q.data(), ldq, a.data(), ldo), y = f.args(q.data(), ldq, b.data(), ldo);
+    AttentionArgs x = c.args(q.data(), ldq, a.data(), ldo),
+                  y = f.args(q.data(), ldq, b.data(), ldo);
     x.scratch = y.scratch = scratch.data();
     x.scratch_floats_per_thread = y.scratch_floats_per_thread = per;
     mla_attention(kernel_ops(v), x, c.rank, pool);

@@ -52,8 +52,8 @@ TEST(CacheConfigTest, Fp8DsMla) {
   const std::string v32 = "DeepseekV32ForCausalLM", v3 = "DeepseekV3ForCausalLM";
   EXPECT_TRUE(*use_fp8_ds_mla(*c, DType::kF8E4M3, true, true, v32));
   EXPECT_TRUE(*use_fp8_ds_mla(*c, DType::kF8E4M3, true, false, v3));
-  EXPECT_TRUE(*use_fp8_ds_mla(*f, DType::kF8E4M3, true, true, v32));    // the alias
-  EXPECT_FALSE(*use_fp8_ds_mla(*f, DType::kF8E4M3, true, false, v3));   // V3: plain fp8
+  EXPECT_TRUE(*use_fp8_ds_mla(*f, DType::kF8E4M3, true, true, v32));   // the alias
+  EXPECT_FALSE(*use_fp8_ds_mla(*f, DType::kF8E4M3, true, false, v3));  // V3: plain fp8
   EXPECT_FALSE(*use_fp8_ds_mla(*f, DType::kF8E4M3, false, false, "LlamaForCausalLM"));
   EXPECT_FALSE(*use_fp8_ds_mla(CacheConfig{}, DType::kBF16, true, true, v32));
   auto no = use_fp8_ds_mla(*c, DType::kF8E4M3, false, false, "LlamaForCausalLM");

@@ -227,13 +227,13 @@ TEST(DeepseekV32Model, KvBlockCopyCarriesTheFp8DsMlaLayout) {
 // The tiny V3.2 with an fp8_ds_mla cache against a bf16 cache. The tiny model's logits are flat
 // (near-ties among 300 tokens), so greedy ids part after a few tokens under any rounding of the
 // cache (plain fp8 as well); the check is on logits instead. Its layers are made dense
-// (first_k_dense_replace 2): MoE routing would turn a small difference into a jump. Along the bf16 cache's greedy path (prompt, then 12
-// generated tokens fed to both caches), at every step: logits within 2% of the largest bf16
-// logit, not equal to them (the layout was used), and the same argmax wherever the bf16 top-1
-// margin exceeds twice the difference. With index_topk 64 (>= every context here) only the latent
-// layout differs; with the tiny config's index_topk 8 the fp8 indexer keys (the same in both fp8
-// layouts) may select other positions than bf16 keys would, so there fp8_ds_mla is compared with
-// the plain fp8 cache, within 0.1% of the largest logit.
+// (first_k_dense_replace 2): MoE routing would turn a small difference into a jump. Along the bf16
+// cache's greedy path (prompt, then 12 generated tokens fed to both caches), at every step: logits
+// within 2% of the largest bf16 logit, not equal to them (the layout was used), and the same argmax
+// wherever the bf16 top-1 margin exceeds twice the difference. With index_topk 64 (>= every context
+// here) only the latent layout differs; with the tiny config's index_topk 8 the fp8 indexer keys
+// (the same in both fp8 layouts) may select other positions than bf16 keys would, so there
+// fp8_ds_mla is compared with the plain fp8 cache, within 0.1% of the largest logit.
 TEST(DeepseekV32Model, Fp8DsMlaLogitsFollowTheBf16Cache) {
   ThreadPool pool(2);
   const KernelOps& ops = kernel_ops(default_kernel_variant());

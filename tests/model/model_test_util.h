@@ -91,8 +91,7 @@ inline std::vector<int32_t> greedy(Model& model, const std::vector<int32_t>& pro
                                    const KernelOps& ops, int64_t chunk = 1 << 30,
                                    int64_t block_size = 16, DType kv = DType::kF32,
                                    bool fp8_ds_mla = false) {
-  ModelHarness h(model, 1, static_cast<int64_t>(prompt.size()) + n + 1, block_size, kv,
-                 fp8_ds_mla);
+  ModelHarness h(model, 1, static_cast<int64_t>(prompt.size()) + n + 1, block_size, kv, fp8_ds_mla);
   const int64_t V = model.config().vocab_size;
   std::vector<float> logits;
   for (size_t i = 0; i < prompt.size(); i += chunk) {
