@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "kernels/bandwidth.h"
 #include "kernels/op_profile.h"
+#include "kv/cache_config.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
 
@@ -30,7 +31,9 @@ void add_options(OptionSet& o) {
   o.add_string("load-format", "auto", "auto, safetensors, gguf or dummy");
   o.add_string("dtype", "auto", "weight dtype: auto, float32, bfloat16, float16");
   o.add_int("block-size", 16, "KV cache block size (tokens per block)");
-  o.add_string("kv-cache-dtype", "auto", "auto (model dtype), float32, bfloat16, float16, fp8");
+  o.add_string("kv-cache-dtype", "auto",
+               "auto (model dtype), float32, bfloat16, float16, fp8 (fp8_ds_mla for "
+               "DeepSeek-V3.2), fp8_ds_mla (MLA models)");
   o.add_string("hf-overrides", "", "JSON merged into config.json");
   o.add_int("threads", ThreadPool::hardware_threads(), "compute threads");
   o.add_string("kernels", "auto",
@@ -49,7 +52,7 @@ DType kv_dtype_for(const std::string& s, DType weights) {
     return (weights == DType::kF32 || weights == DType::kF16 || weights == DType::kBF16)
                ? weights
                : DType::kBF16;
-  if (s == "fp8" || s == "fp8_e4m3") return DType::kF8E4M3;
+  if (s == "fp8" || s == "fp8_e4m3" || s == "fp8_ds_mla") return DType::kF8E4M3;
   if (parse_dtype(s, &d)) return d;
   return DType::kBF16;
 }
@@ -100,9 +103,20 @@ int run(const Args& args) {
   const int64_t block = args.get_int("block-size");
   const int64_t blocks_per_seq = (max_len + block - 1) / block;
   DType kv_dtype = kv_dtype_for(args.get("kv-cache-dtype"), model.weight_dtype());
-  auto storage = KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block,
-                                      ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim},
-                                     backend.allocator());
+  // fp8_ds_mla by name, or fp8 for DeepSeek-V3.2 (as the engine decides, kv/cache_config.h).
+  kv::CacheConfig cache;
+  cache.kv_fp8_ds_mla = args.get("kv-cache-dtype") == "fp8_ds_mla";
+  auto ds = kv::use_fp8_ds_mla(cache, kv_dtype, ks.latent_dim > 0, ks.aux_dim > 0,
+                               model.config().architecture);
+  if (!ds.ok()) {
+    std::fprintf(stderr, "strata bench latency: %s\n", ds.status().message().c_str());
+    return 2;
+  }
+  const bool ds_mla = *ds;
+  auto storage =
+      KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block, ks.num_kv_heads,
+                           ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(ds_mla)},
+                          backend.allocator());
   if (!storage.ok()) {
     std::fprintf(stderr, "strata bench latency: %s\n", storage.status().message().c_str());
     return 1;
@@ -111,7 +125,7 @@ int run(const Args& args) {
   for (int64_t l = 0; l < ks.num_layers; ++l)
     layers.push_back({kv_dtype, block, ks.num_kv_heads, ks.head_dim, storage->k(l), storage->v(l),
                       1.0f, 1.0f, storage->k_scales(l), storage->v_scales(l), storage->aux(l),
-                      ks.aux_dim, storage->aux_scales(l)});
+                      ks.aux_dim, storage->aux_scales(l), ks.ds_mla_latent(ds_mla)});
   std::vector<int32_t> tables(batch * blocks_per_seq);
   for (int64_t i = 0; i < batch * blocks_per_seq; ++i) tables[i] = static_cast<int32_t>(i + 1);
 
@@ -217,7 +231,8 @@ int run(const Args& args) {
   std::printf("weight bytes per decode step: %s\n",
               format_bytes(model.weight_bytes_per_token()).c_str());
   std::printf("KV bytes per token: %lld (%s)\n",
-              static_cast<long long>(ks.bytes_per_token(kv_dtype)), dtype_name(kv_dtype));
+              static_cast<long long>(ks.bytes_per_token(kv_dtype, ds_mla)),
+              ds_mla ? "fp8_ds_mla" : dtype_name(kv_dtype));
   std::printf("measured read bandwidth: %.2f GB/s (best of %d passes between the iterations)\n",
               bw / 1e9, meter.passes());
   if (batch == 1) {

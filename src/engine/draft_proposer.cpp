@@ -49,12 +49,13 @@ int64_t DraftProposer::workspace_bytes() const {
 }
 
 Status DraftProposer::allocate_kv(int64_t num_blocks, int64_t block_size, DType kv_dtype,
-                                  Backend& backend) {
+                                  Backend& backend, bool fp8_ds_mla) {
   const KvSpec ks = model_->kv_spec();
   STRATA_ASSIGN_OR_RETURN(
-      storage_, KvStorage::allocate({ks.num_layers, num_blocks, block_size, ks.num_kv_heads,
-                                     ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim},
-                                    backend.allocator()));
+      storage_,
+      KvStorage::allocate({ks.num_layers, num_blocks, block_size, ks.num_kv_heads, ks.head_dim,
+                           kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(fp8_ds_mla)},
+                          backend.allocator()));
   runner_ = std::make_unique<ModelRunner>(*model_, storage_, backend.ops());
   return ok_status();
 }

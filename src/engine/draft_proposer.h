@@ -48,13 +48,16 @@ class DraftProposer {
 
   Model& model() { return *model_; }
   // KV bytes per token of the draft at the target's KV dtype (the draft's KV uses it too).
-  int64_t kv_bytes_per_token(DType kv_dtype) const {
-    return model_->kv_spec().bytes_per_token(kv_dtype);
+  // fp8_ds_mla: the target's cache takes that layout; so does this model's when it is MLA.
+  int64_t kv_bytes_per_token(DType kv_dtype, bool fp8_ds_mla = false) const {
+    const KvSpec ks = model_->kv_spec();
+    return ks.bytes_per_token(kv_dtype, fp8_ds_mla && ks.latent_dim > 0);
   }
   // Activations and draft logits, for the memory plan.
   int64_t workspace_bytes() const;
   // Allocates the draft's KV storage: the target pool's block count and size.
-  Status allocate_kv(int64_t num_blocks, int64_t block_size, DType kv_dtype, Backend& backend);
+  Status allocate_kv(int64_t num_blocks, int64_t block_size, DType kv_dtype, Backend& backend,
+                     bool fp8_ds_mla = false);
 
   // Fills the draft places of `plan` into `*filled` (a copy of `plan`). `histories[i]` is the
   // known tokens of plan.scheduled[i]'s request (prompt, then its outputs), at least up to the

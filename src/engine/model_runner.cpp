@@ -12,7 +12,7 @@ ModelRunner::ModelRunner(Model& model, KvStorage& storage, const KernelOps& ops)
   for (int64_t l = 0; l < s.num_layers; ++l)
     layers_.push_back({s.dtype, s.block_size, s.num_kv_heads, s.head_dim, storage.k(l),
                        storage.v(l), 1.0f, 1.0f, storage.k_scales(l), storage.v_scales(l),
-                       storage.aux(l), s.aux_dim, storage.aux_scales(l)});
+                       storage.aux(l), s.aux_dim, storage.aux_scales(l), s.ds_mla_latent});
 }
 
 std::span<const kv::BlockId> ModelRunner::block_table(const std::string& request_id) const {

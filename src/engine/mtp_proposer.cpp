@@ -46,17 +46,17 @@ int64_t MtpProposer::workspace_bytes() const {
 }
 
 Status MtpProposer::allocate_kv(int64_t num_blocks, int64_t block_size, DType kv_dtype,
-                                Backend& backend) {
+                                Backend& backend, bool fp8_ds_mla) {
   block_size_ = block_size;
   first_scratch_ = num_blocks;
   // Every proposing entry may need blocks for k - 1 positions past its table.
   num_scratch_ = k_ > 1 ? limits_.max_logit_rows * ((k_ - 2) / block_size + 2) : 0;
   const KvSpec ks = model_->kv_spec();
-  STRATA_ASSIGN_OR_RETURN(storage_,
-                          KvStorage::allocate({ks.num_layers, num_blocks + num_scratch_, block_size,
-                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v,
-                                               ks.aux_dim},
-                                              backend.allocator()));
+  STRATA_ASSIGN_OR_RETURN(
+      storage_, KvStorage::allocate(
+                    {ks.num_layers, num_blocks + num_scratch_, block_size, ks.num_kv_heads,
+                     ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(fp8_ds_mla)},
+                    backend.allocator()));
   runner_ = std::make_unique<ModelRunner>(*model_, storage_, backend.ops());
   return ok_status();
 }

@@ -41,13 +41,16 @@ class MtpProposer {
   static int64_t buffer_bytes(const WorkspaceLimits& limits, const ModelConfig& layer);
 
   Model& model() { return *model_; }
-  int64_t kv_bytes_per_token(DType kv_dtype) const {
-    return model_->kv_spec().bytes_per_token(kv_dtype);
+  // fp8_ds_mla: the target's cache takes that layout; so does this model's when it is MLA.
+  int64_t kv_bytes_per_token(DType kv_dtype, bool fp8_ds_mla = false) const {
+    const KvSpec ks = model_->kv_spec();
+    return ks.bytes_per_token(kv_dtype, fp8_ds_mla && ks.latent_dim > 0);
   }
   // Activations, logits and hidden-state buffers, for the memory plan.
   int64_t workspace_bytes() const;
   // Allocates the layer's KV storage: the target pool's blocks, and scratch blocks after them.
-  Status allocate_kv(int64_t num_blocks, int64_t block_size, DType kv_dtype, Backend& backend);
+  Status allocate_kv(int64_t num_blocks, int64_t block_size, DType kv_dtype, Backend& backend,
+                     bool fp8_ds_mla = false);
 
   // Per plan entry: how many of the step's positions, from its first, hold tokens that stand
   // (0: leave the request out), and whether to propose drafts after them.

@@ -45,6 +45,7 @@ std::string kv_fingerprint(const EngineConfig& c, const std::string& format, con
   f.add("quantization", c.model.quantization);
   f.add("weight_dtype", dtype_name(model.weight_dtype()));
   f.add("kv_dtype", dtype_name(spec.dtype));
+  if (spec.ds_mla_latent > 0) f.add("fp8_ds_mla", spec.ds_mla_latent);
   f.add("layers", spec.num_layers);
   f.add("kv_heads", spec.num_kv_heads);
   f.add("head_dim", spec.head_dim);
@@ -123,12 +124,17 @@ Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& c, int t
   mi.gpu_memory_utilization = c.cache.gpu_memory_utilization;
   mi.weight_bytes = e.target.weights.total();
   mi.workspace_bytes = ws + logits;
-  mi.kv_bytes_per_token = e.target.kv_spec.bytes_per_token(e.kv_dtype);
+  const KvSpec& tks = e.target.kv_spec;
+  STRATA_ASSIGN_OR_RETURN(
+      e.kv_fp8_ds_mla, kv::use_fp8_ds_mla(c.cache, e.kv_dtype, tks.latent_dim > 0, tks.aux_dim > 0,
+                                          mc.architecture));
+  mi.kv_bytes_per_token = tks.bytes_per_token(e.kv_dtype, e.kv_fp8_ds_mla);
   if (draft) {
     e.draft_weight_bytes = drafter.weights.total();
     e.draft_workspace_bytes = ws - e.target.workspace_bytes;
     mi.weight_bytes += e.draft_weight_bytes;
-    mi.draft_kv_bytes_per_token = drafter.kv_spec.bytes_per_token(e.kv_dtype);
+    mi.draft_kv_bytes_per_token = drafter.kv_spec.bytes_per_token(
+        e.kv_dtype, e.kv_fp8_ds_mla && drafter.kv_spec.latent_dim > 0);
     mi.kv_bytes_per_token += mi.draft_kv_bytes_per_token;
   }
   mi.block_size = c.cache.block_size;
@@ -209,6 +215,10 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   const KvSpec ks = model.kv_spec();
   const DType kv_dtype = c.cache.kv_cache_dtype.value_or(default_kv_dtype(model.weight_dtype()));
   w->info_.kv_dtype = kv_dtype;
+  STRATA_ASSIGN_OR_RETURN(const bool ds_mla,
+                          kv::use_fp8_ds_mla(c.cache, kv_dtype, ks.latent_dim > 0, ks.aux_dim > 0,
+                                             model.config().architecture));
+  w->info_.kv_fp8_ds_mla = ds_mla;
   const int64_t V = model.config().vocab_size;
   const int64_t max_logit_rows = c.model.limits.max_logit_rows;
   MemoryPlanInputs mi;
@@ -216,16 +226,16 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   mi.gpu_memory_utilization = c.cache.gpu_memory_utilization;
   mi.weight_bytes = model.weight_bytes_total();
   mi.workspace_bytes = model.workspace_bytes() + logits_workspace_bytes(V, max_logit_rows);
-  mi.kv_bytes_per_token = ks.bytes_per_token(kv_dtype);
+  mi.kv_bytes_per_token = ks.bytes_per_token(kv_dtype, ds_mla);
   if (w->draft_ != nullptr) {  // its weights, activations and KV (the same blocks as the target)
     mi.weight_bytes += w->draft_->model().weight_bytes_total();
     mi.workspace_bytes += w->draft_->workspace_bytes();
-    mi.draft_kv_bytes_per_token = w->draft_->kv_bytes_per_token(kv_dtype);
+    mi.draft_kv_bytes_per_token = w->draft_->kv_bytes_per_token(kv_dtype, ds_mla);
   }
   if (w->mtp_ != nullptr) {  // the MTP layer's weights, activations and KV
     mi.weight_bytes += w->mtp_->model().weight_bytes_total();
     mi.workspace_bytes += w->mtp_->workspace_bytes();
-    mi.draft_kv_bytes_per_token = w->mtp_->kv_bytes_per_token(kv_dtype);
+    mi.draft_kv_bytes_per_token = w->mtp_->kv_bytes_per_token(kv_dtype, ds_mla);
   }
   mi.kv_bytes_per_token += mi.draft_kv_bytes_per_token;
   mi.block_size = c.cache.block_size;
@@ -249,18 +259,25 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
                    << format_bytes(plan.weight_bytes) << ", activation workspace "
                    << format_bytes(plan.workspace_bytes) << " (max_num_batched_tokens "
                    << sc.max_num_batched_tokens << "), KV cache " << format_bytes(plan.kv_bytes)
-                   << " (" << dtype_name(kv_dtype) << ")";
-  STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
-                   << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
-                   << " x " << ks.head_dim << " values"
-                   << (ks.aux_dim > 0 ? " + an indexer key of " + std::to_string(ks.aux_dim) +
-                                            " values"
-                                      : std::string())
-                   << ", " << dtype_name(kv_dtype)
-                   << (w->draft_ != nullptr || w->mtp_ != nullptr
-                           ? "; the draft's " + std::to_string(plan.draft_kv_bytes_per_token)
-                           : std::string())
-                   << ")";
+                   << " (" << (ds_mla ? "fp8_ds_mla" : dtype_name(kv_dtype)) << ")";
+  STRATA_LOG(INFO)
+      << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers << " layers x "
+      << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads << " x " << ks.head_dim
+      << " values"
+      << (ks.aux_dim > 0 ? " + an indexer key of " + std::to_string(ks.aux_dim) + " values"
+                         : std::string())
+      << ", " << dtype_name(kv_dtype)
+      << (ds_mla
+              ? "; fp8_ds_mla: " + std::to_string(ds_mla_row_bytes(ks.head_dim, ks.latent_dim)) +
+                    " bytes latent" +
+                    (ks.aux_dim > 0 ? " + " + std::to_string(ks.aux_dim + 4) + " bytes indexer key"
+                                    : std::string()) +
+                    " per layer"
+              : std::string())
+      << (w->draft_ != nullptr || w->mtp_ != nullptr
+              ? "; the draft's " + std::to_string(plan.draft_kv_bytes_per_token)
+              : std::string())
+      << ")";
 
   if (c.commit_kv_cache) {
     // The weights are loaded: what is free now is what the KV cache and the workspace can have.
@@ -276,17 +293,17 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
           std::to_string(c.cache.gpu_memory_utilization) + "), or free memory");
   }
   const double t0 = now_seconds();
-  STRATA_ASSIGN_OR_RETURN(w->storage_,
-                          KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size,
-                                               ks.num_kv_heads, ks.head_dim, kv_dtype, ks.has_v,
-                                               ks.aux_dim},
-                                              backend.allocator()));
+  STRATA_ASSIGN_OR_RETURN(
+      w->storage_,
+      KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size, ks.num_kv_heads,
+                           ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(ds_mla)},
+                          backend.allocator()));
   if (w->draft_ != nullptr)
     STRATA_RETURN_IF_ERROR(
-        w->draft_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend));
+        w->draft_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend, ds_mla));
   if (w->mtp_ != nullptr)
     STRATA_RETURN_IF_ERROR(
-        w->mtp_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend));
+        w->mtp_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend, ds_mla));
   if (c.commit_kv_cache)
     STRATA_LOG(INFO) << "KV cache committed: "
                      << format_bytes(static_cast<double>(w->storage_.bytes())) << " of RAM in "

@@ -36,6 +36,7 @@ struct EngineMemoryEstimate {
   ModelMemoryEstimate target;
   int64_t draft_weight_bytes = 0, draft_workspace_bytes = 0;
   DType kv_dtype = DType::kBF16;
+  bool kv_fp8_ds_mla = false;  // the target's KV cache in the fp8_ds_mla layout (core/fp8_ds_mla.h)
   MemoryPlanInputs inputs;
 };
 Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& config, int threads);
@@ -51,6 +52,7 @@ struct WorkerInfo {
   std::string backend;  // "cpu:avx2"
   int threads = 0;
   DType kv_dtype = DType::kBF16;
+  bool kv_fp8_ds_mla = false;
 };
 
 class Worker {

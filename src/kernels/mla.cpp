@@ -8,21 +8,71 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp8_ds_mla.h"
 #include "kernels/kernel_impl.h"
 #include "kernels/mla_impl.h"
 
 namespace strata {
+
+void ds_mla_quantize_row(const float* row, int64_t row_dim, int64_t latent, std::byte* dst) {
+  float tmp[kDsMlaGroup];
+  std::byte* scales = dst + latent;
+  for (int64_t g = 0; g < ds_mla_scale_count(latent); ++g) {
+    const int64_t e0 = g * kDsMlaGroup, n = std::min(kDsMlaGroup, latent - e0);
+    float amax = 0;
+    for (int64_t e = 0; e < n; ++e) amax = std::max(amax, std::fabs(row[e0 + e]));
+    const float scale = amax > 0 ? amax / kFp8E4M3Max : 1.0f;
+    for (int64_t e = 0; e < n; ++e) tmp[e] = row[e0 + e] / scale;
+    quantize_row(DType::kF8E4M3, tmp, dst + e0, n);
+    std::memcpy(scales + g * 4, &scale, 4);
+  }
+  quantize_row(DType::kBF16, row + latent, scales + 4 * ds_mla_scale_count(latent),
+               row_dim - latent);
+}
+
+void ds_mla_dequantize_row(const std::byte* src, int64_t row_dim, int64_t latent, float scale,
+                           float* out) {
+  const std::byte* scales = src + latent;
+  dequantize_row(DType::kF8E4M3, src, out, latent);
+  for (int64_t g = 0; g < ds_mla_scale_count(latent); ++g) {
+    float gs;
+    std::memcpy(&gs, scales + g * 4, 4);
+    const float f = gs * scale;
+    const int64_t e0 = g * kDsMlaGroup, e1 = std::min(latent, e0 + kDsMlaGroup);
+    for (int64_t e = e0; e < e1; ++e) out[e] *= f;
+  }
+  dequantize_row(DType::kBF16, scales + 4 * ds_mla_scale_count(latent), out + latent,
+                 row_dim - latent);
+  if (scale != 1.0f)
+    for (int64_t e = latent; e < row_dim; ++e) out[e] *= scale;
+}
+
+void read_mla_row(const PagedKvLayer& kv, int64_t slot, float* out) {
+  if (kv.ds_mla_latent > 0)
+    ds_mla_dequantize_row(kv.k + slot * ds_mla_row_bytes(kv.head_dim, kv.ds_mla_latent),
+                          kv.head_dim, kv.ds_mla_latent, kv.k_scale, out);
+  else
+    kernels::read_kv_row(kv, kv.k, slot, 0, kv.k_scale, out);
+}
 
 void mla_kv_write(const float* latent, int64_t ld_latent, const float* k_pe, int64_t ld_pe,
                   int64_t m, int64_t kv_lora_rank, const int64_t* slots, const PagedKvLayer& kv) {
   const int64_t D = kv.head_dim;
   STRATA_CHECK(kv.num_kv_heads == 1 && D > kv_lora_rank && D <= 2048)
       << "MLA cache rows of " << D << " values for a latent of " << kv_lora_rank;
+  STRATA_CHECK(kv.ds_mla_latent == 0 || (kv.ds_mla_latent == kv_lora_rank && kv.k_scale == 1.0f))
+      << "an fp8_ds_mla cache quantises " << kv.ds_mla_latent << " latent values with no extra "
+      << "scale; the model writes " << kv_lora_rank;
   float row[2048];
   for (int64_t i = 0; i < m; ++i) {
     if (slots[i] < 0) continue;  // padding token: not cached
     std::memcpy(row, latent + i * ld_latent, kv_lora_rank * sizeof(float));
     std::memcpy(row + kv_lora_rank, k_pe + i * ld_pe, (D - kv_lora_rank) * sizeof(float));
+    if (kv.ds_mla_latent > 0) {
+      ds_mla_quantize_row(row, D, kv_lora_rank,
+                          kv.k + slots[i] * ds_mla_row_bytes(D, kv_lora_rank));
+      continue;
+    }
     if (kv.dtype == DType::kF8E4M3) {
       // As for every fp8 cache row: value = e4m3 * row_scale * k_scale, row_scale = amax / 448.
       float amax = 0;
@@ -70,7 +120,7 @@ void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t r
   float* acc = scores + kMlaHeadBlock * (ctx + 8);  // [nb][r]
   float* row = acc + kMlaHeadBlock * r;             // [D]
   for (int64_t j = 0; j < ctx; ++j) {
-    read_kv_row(kv, kv.k, mla_slot(a, s, j), 0, kv.k_scale, row);
+    read_mla_row(kv, mla_slot(a, s, j), row);
     for (int h = 0; h < nb; ++h) {
       const float* q = a.q + (t - row_begin) * a.ldq + (h0 + h) * D;
       float d = 0;
@@ -92,7 +142,7 @@ void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t r
     std::fill(acc + h * r, acc + (h + 1) * r, 0.0f);
   }
   for (int64_t j = 0; j < ctx; ++j) {
-    read_kv_row(kv, kv.k, mla_slot(a, s, j), 0, kv.k_scale, row);
+    read_mla_row(kv, mla_slot(a, s, j), row);
     for (int h = 0; h < nb; ++h) {
       const float p = scores[h * (ctx + 8) + j];
       float* ac = acc + h * r;
@@ -210,7 +260,7 @@ void mla_sparse_attention(const AttentionArgs& a, int64_t r, const int32_t* sele
       float* acc = scores + hb * (topk + 8);   // [nb][r]
       float* row = acc + hb * r;               // [D]
       for (int64_t k = 0; k < n; ++k) {
-        kernels::read_kv_row(kv, kv.k, kernels::mla_slot(a, s, sel[k]), 0, kv.k_scale, row);
+        read_mla_row(kv, kernels::mla_slot(a, s, sel[k]), row);
         for (int h = 0; h < nb; ++h) {
           const float* q = a.q + i * a.ldq + (h0 + h) * D;
           float d = 0;
@@ -232,7 +282,7 @@ void mla_sparse_attention(const AttentionArgs& a, int64_t r, const int32_t* sele
         std::fill(acc + h * r, acc + (h + 1) * r, 0.0f);
       }
       for (int64_t k = 0; k < n; ++k) {
-        kernels::read_kv_row(kv, kv.k, kernels::mla_slot(a, s, sel[k]), 0, kv.k_scale, row);
+        read_mla_row(kv, kernels::mla_slot(a, s, sel[k]), row);
         for (int h = 0; h < nb; ++h) {
           const float p = scores[h * (topk + 8) + k];
           float* ac = acc + h * r;

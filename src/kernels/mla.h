@@ -23,10 +23,28 @@ namespace strata {
 
 // Stores [latent | k_pe] rows at their slots (slot -1: not cached), quantising to the cache dtype
 // (fp8: e4m3 of value / (row scale * kv.k_scale), the row scale amax / 448 kept in
-// kv.k_row_scale, as for every fp8 cache row). latent: [m, kv_lora_rank] (row stride ld_latent); k_pe:
-// [m, kv.head_dim - kv_lora_rank].
+// kv.k_row_scale, as for every fp8 cache row; the fp8_ds_mla layout, kv.ds_mla_latent ==
+// kv_lora_rank: ds_mla_quantize_row() of each row, kv.k_scale must be 1). latent: [m, kv_lora_rank]
+// (row stride ld_latent); k_pe: [m, kv.head_dim - kv_lora_rank].
 void mla_kv_write(const float* latent, int64_t ld_latent, const float* k_pe, int64_t ld_pe,
                   int64_t m, int64_t kv_lora_rank, const int64_t* slots, const PagedKvLayer& kv);
+
+// One fp8_ds_mla row (core/fp8_ds_mla.h): ds_mla_quantize_row() packs row[row_dim], its first
+// `latent` values in e4m3 with one f32 scale per 128 (amax / 448, 1 for an all-zero group), the
+// rest in bf16, into ds_mla_row_bytes(row_dim, latent) bytes at dst; ds_mla_dequantize_row()
+// unpacks such a row to f32, each value times `scale` (e4m3 * (group scale * scale), bf16 *
+// scale). The *_reference versions are written for clarity, one value at a time with the
+// reference conversions (core/dtype.h); the two must agree bit for bit.
+void ds_mla_quantize_row(const float* row, int64_t row_dim, int64_t latent, std::byte* dst);
+void ds_mla_dequantize_row(const std::byte* src, int64_t row_dim, int64_t latent, float scale,
+                           float* out);
+void ds_mla_quantize_row_reference(const float* row, int64_t row_dim, int64_t latent,
+                                   std::byte* dst);
+void ds_mla_dequantize_row_reference(const std::byte* src, int64_t row_dim, int64_t latent,
+                                     float scale, float* out);
+// Row `slot` of an MLA latent cache layer as f32 times kv.k_scale, whatever its layout (plain
+// rows of kv.dtype, or fp8_ds_mla): what every MLA attention variant reads.
+void read_mla_row(const PagedKvLayer& kv, int64_t slot, float* out);
 
 // Absorbed-form attention. args.q: [num_tokens, num_heads * kv.head_dim], per head
 // [q_lat (kv_lora_rank) | q_pe (rope_dim)]; args.out: [num_tokens, num_heads * kv_lora_rank],

@@ -23,6 +23,10 @@ using avx2::softmax_numerators;
 // Row `slot` of the latent cache as f32 (times the cache scale): in place for an f32 cache with
 // scale 1, else converted into tmp.
 const float* row_f32(const PagedKvLayer& kv, int64_t slot, float* tmp) {
+  if (kv.ds_mla_latent > 0) {
+    read_mla_row(kv, slot, tmp);
+    return tmp;
+  }
   const std::byte* p = kv.k + kv.offset(slot, 0);
   const int64_t D = kv.head_dim;
   const float scale = kv.k_scale;

@@ -40,6 +40,10 @@ struct PagedKvLayer {
   std::byte* aux = nullptr;
   int64_t aux_dim = 0;
   float* aux_row_scale = nullptr;
+  // > 0: k holds fp8_ds_mla rows (core/fp8_ds_mla.h; MLA, one head, dtype F8E4M3): row `slot`
+  // is the ds_mla_row_bytes(head_dim, ds_mla_latent) bytes at k + slot * those bytes, and
+  // k_row_scale is unused. Only the MLA kernels (kernels/mla.h) read and write such a layer.
+  int64_t ds_mla_latent = 0;
 
   // The aux rows as a one-head cache layer of head_dim aux_dim (k = aux), for the row
   // read/write helpers.

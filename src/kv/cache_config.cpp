@@ -53,11 +53,21 @@ Result<std::optional<DType>> parse_kv_cache_dtype(const std::string& text) {
   }
   return invalid_argument(
       "--kv-cache-dtype '" + text +
-      "' is not supported; use auto, fp8 (e4m3 with a scale), f32, f16 or bf16");
+      "' is not supported; use auto, fp8 (e4m3 with a scale), fp8_ds_mla (DeepSeek MLA), f32, "
+      "f16 or bf16");
 }
 
 std::string kv_cache_dtype_name(const std::optional<DType>& dtype) {
   return dtype ? dtype_name(*dtype) : "auto";
+}
+
+Result<bool> use_fp8_ds_mla(const CacheConfig& cache, DType kv_dtype, bool is_mla, bool has_indexer,
+                            const std::string& architecture) {
+  if (cache.kv_fp8_ds_mla && !is_mla)
+    return invalid_argument("--kv-cache-dtype fp8_ds_mla is DeepSeek's MLA cache layout; " +
+                            architecture +
+                            " has no MLA latent cache: use --kv-cache-dtype fp8 (or auto)");
+  return cache.kv_fp8_ds_mla || (kv_dtype == DType::kF8E4M3 && is_mla && has_indexer);
 }
 
 void add_cache_options(OptionSet& options) {
@@ -69,8 +79,9 @@ void add_cache_options(OptionSet& options) {
   options.add({.name = "kv-cache-dtype",
                .kind = OptionKind::kString,
                .default_value = "auto",
-               .help = "KV-cache element type: auto (the model dtype), fp8 (e4m3 with a scale), "
-                       "f32, f16 or bf16",
+               .help = "KV-cache element type: auto (the model dtype), fp8 (e4m3 with a scale; "
+                       "for DeepSeek-V3.2 fp8_ds_mla), fp8_ds_mla (DeepSeek MLA: fp8 latent with "
+                       "a scale per 128 values, bf16 rotary key), f32, f16 or bf16",
                .group = kGroup,
                .metavar = "DTYPE"});
   options.add_float("gpu-memory-utilization", 0.9,
@@ -140,7 +151,12 @@ Result<CacheConfig> cache_config_from_args(const Args& args) {
   CacheConfig c;
   c.block_size = args.get_int("block-size");
   c.enable_prefix_caching = args.get_bool("enable-prefix-caching");
-  STRATA_ASSIGN_OR_RETURN(c.kv_cache_dtype, parse_kv_cache_dtype(args.get("kv-cache-dtype")));
+  if (to_lower(std::string(trim(args.get("kv-cache-dtype")))) == "fp8_ds_mla") {
+    c.kv_cache_dtype = DType::kF8E4M3;
+    c.kv_fp8_ds_mla = true;
+  } else {
+    STRATA_ASSIGN_OR_RETURN(c.kv_cache_dtype, parse_kv_cache_dtype(args.get("kv-cache-dtype")));
+  }
   c.gpu_memory_utilization = args.get_float("gpu-memory-utilization");
   if (std::string mem = args.get("kv-cache-memory"); !mem.empty()) {
     STRATA_ASSIGN_OR_RETURN(c.kv_cache_memory_bytes, parse_byte_size(mem, "--kv-cache-memory"));

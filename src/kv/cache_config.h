@@ -19,6 +19,9 @@ struct CacheConfig {
   // KV element type; nullopt = "auto" (the model's activation dtype). Supported: f32, f16, bf16,
   // fp8 (e4m3 with a scale).
   std::optional<DType> kv_cache_dtype;
+  // --kv-cache-dtype fp8_ds_mla: kv_cache_dtype fp8 in vLLM's packed MLA layout
+  // (core/fp8_ds_mla.h). fp8 means the same for DeepSeek-V3.2 (use_fp8_ds_mla()).
+  bool kv_fp8_ds_mla = false;
   // Fraction of the memory budget (on CPU: physical RAM) for weights + activations + KV.
   double gpu_memory_utilization = 0.9;
   // Explicit KV size in bytes; when set (> 0) it overrides gpu_memory_utilization for KV.
@@ -38,6 +41,12 @@ struct CacheConfig {
 Result<std::optional<DType>> parse_kv_cache_dtype(const std::string& text);
 // "auto" or the dtype's name.
 std::string kv_cache_dtype_name(const std::optional<DType>& dtype);
+
+// Whether the KV cache of a model takes the fp8_ds_mla layout, given the cache dtype in effect:
+// when asked for (an invalid-argument status naming the flag unless the model is MLA, is_mla), or
+// when the dtype is fp8 and the model is DeepSeek-V3.2 (has_indexer; vLLM's alias).
+Result<bool> use_fp8_ds_mla(const CacheConfig& cache, DType kv_dtype, bool is_mla, bool has_indexer,
+                            const std::string& architecture);
 
 // Declares the cache options (group "KV cache").
 void add_cache_options(OptionSet& options);

@@ -13,13 +13,17 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec, DeviceAllocator
     return invalid_argument(std::string("KV cache dtype ") + dtype_name(spec.dtype) +
                             " is not supported (f32, f16, bf16, fp8)");
   if (spec.num_layers <= 0 || spec.num_blocks <= 0 || spec.block_size <= 0 ||
-      spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.aux_dim < 0)
+      spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.aux_dim < 0 || spec.ds_mla_latent < 0)
     return invalid_argument("KV cache spec has a non-positive size");
+  if (spec.ds_mla_latent > 0 && (spec.dtype != DType::kF8E4M3 || spec.has_v ||
+                                 spec.num_kv_heads != 1 || spec.ds_mla_latent >= spec.head_dim))
+    return invalid_argument(
+        "the fp8_ds_mla KV layout needs an fp8 MLA cache (one latent row per token, no V, the "
+        "latent shorter than the row)");
   KvStorage s;
   s.spec_ = spec;
   s.layer_bytes_ = spec.num_blocks * spec.block_bytes_per_layer();
-  s.values_bytes_ = spec.num_blocks * spec.num_kv_heads * spec.block_size * spec.head_dim *
-                    dtype_block_bytes(spec.dtype);
+  s.values_bytes_ = spec.num_blocks * spec.num_kv_heads * spec.block_size * spec.row_value_bytes();
   s.aux_values_bytes_ =
       spec.num_blocks * spec.block_size * spec.aux_dim * dtype_block_bytes(spec.dtype);
   STRATA_ASSIGN_OR_RETURN(
@@ -36,7 +40,7 @@ void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t la
                           Fn&& fn) {
   STRATA_CHECK(block >= 0 && block < spec.num_blocks) << "KV block " << block << " out of range";
   const int64_t rows = spec.num_kv_heads * spec.block_size;  // rows of one block
-  const int64_t row_bytes = spec.head_dim * dtype_block_bytes(spec.dtype);
+  const int64_t row_bytes = spec.row_value_bytes();
   const int64_t parts = spec.has_v ? 2 : 1;
   for (int64_t l = 0; l < spec.num_layers; ++l) {
     std::byte* layer = base + l * layer_bytes;
@@ -46,13 +50,12 @@ void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t la
         spec.block_size * spec.aux_dim * dtype_block_bytes(spec.dtype);
     if (spec.aux_dim > 0)
       fn(layer + parts * values_bytes + block * aux_block_bytes, aux_block_bytes);
-    if (spec.has_row_scales()) {
-      std::byte* scales = layer + parts * values_bytes + aux_values_bytes;
-      const int64_t scale_bytes = spec.num_blocks * rows * 4;  // of K (then V)
+    std::byte* scales = layer + parts * values_bytes + aux_values_bytes;
+    const int64_t scale_bytes = spec.has_row_scales() ? spec.num_blocks * rows * 4 : 0;  // of K
+    if (spec.has_row_scales())
       for (int64_t p = 0; p < parts; ++p) fn(scales + p * scale_bytes + block * rows * 4, rows * 4);
-      if (spec.aux_dim > 0)
-        fn(scales + parts * scale_bytes + block * spec.block_size * 4, spec.block_size * 4);
-    }
+    if (spec.has_aux_scales())
+      fn(scales + parts * scale_bytes + block * spec.block_size * 4, spec.block_size * 4);
   }
 }
 

@@ -1,6 +1,9 @@
 // The KV cache tensors: per layer, K and V as [num_blocks][num_kv_heads][block_size][head_dim]
 // in the cache dtype (K only when the spec has no V, as for MLA's latent cache), and when aux_dim
-// > 0 one aux row per token, [num_blocks][block_size][aux_dim] (DeepSeek-V3.2's indexer keys). The only file of
+// > 0 one aux row per token, [num_blocks][block_size][aux_dim] (DeepSeek-V3.2's indexer keys).
+// Layout variant fp8_ds_mla (ds_mla_latent > 0, MLA only): K is one packed row per token,
+// [num_blocks][block_size][ds_mla_row_bytes(head_dim, ds_mla_latent)] (core/fp8_ds_mla.h: fp8
+// latent, its per-128 scales, bf16 rotary key), with no separate K row scales. The only file of
 // kv/ that holds tensor data; the bookkeeping (which block belongs to whom) never touches it.
 #pragma once
 
@@ -10,6 +13,7 @@
 
 #include "core/device_memory.h"
 #include "core/dtype.h"
+#include "core/fp8_ds_mla.h"
 #include "core/status.h"
 
 namespace strata {
@@ -23,14 +27,26 @@ struct KvStorageSpec {
   DType dtype = DType::kF32;  // F32, F16, BF16 or F8E4M3
   bool has_v = true;          // false: K entries only (MLA)
   int64_t aux_dim = 0;        // values of the aux row per token (KvSpec::aux_dim); 0: none
+  // > 0: the fp8_ds_mla layout with this many quantised latent values per K row (dtype F8E4M3,
+  // one K head, no V); 0: plain rows of `dtype`.
+  int64_t ds_mla_latent = 0;
 
-  // fp8 caches keep one f32 scale per cached row (token x head, or aux row) next to the values.
-  bool has_row_scales() const { return dtype == DType::kF8E4M3; }
+  // fp8 caches keep one f32 scale per cached K/V row (token x head) next to the values, except in
+  // the fp8_ds_mla layout (its scales are inside the row); the aux rows of an fp8 cache always
+  // have one.
+  bool has_row_scales() const { return dtype == DType::kF8E4M3 && ds_mla_latent == 0; }
+  bool has_aux_scales() const { return dtype == DType::kF8E4M3 && aux_dim > 0; }
+  // Bytes of one K (or V) row's values, without a separate row scale.
+  int64_t row_value_bytes() const {
+    return ds_mla_latent > 0 ? ds_mla_row_bytes(head_dim, ds_mla_latent)
+                             : head_dim * dtype_block_bytes(dtype);
+  }
   int64_t block_bytes_per_layer() const {  // K + V + aux of one block in one layer (+ row scales)
-    const int64_t scale = has_row_scales() ? 4 : 0;
     return (has_v ? 2 : 1) * num_kv_heads * block_size *
-               (head_dim * dtype_block_bytes(dtype) + scale) +
-           (aux_dim > 0 ? block_size * (aux_dim * dtype_block_bytes(dtype) + scale) : 0);
+               (row_value_bytes() + (has_row_scales() ? 4 : 0)) +
+           (aux_dim > 0
+                ? block_size * (aux_dim * dtype_block_bytes(dtype) + (has_aux_scales() ? 4 : 0))
+                : 0);
   }
   int64_t total_bytes() const { return num_layers * num_blocks * block_bytes_per_layer(); }
 };
@@ -42,7 +58,8 @@ class KvStorage {
   static Result<KvStorage> allocate(const KvStorageSpec& spec,
                                     DeviceAllocator& allocator = host_allocator());
   const KvStorageSpec& spec() const { return spec_; }
-  // Per layer: K values, V values, aux values, then (fp8 only) K, V and aux row scales.
+  // Per layer: K values, V values, aux values, then (fp8 only) K, V (not with fp8_ds_mla) and aux
+  // row scales.
   std::byte* k(int64_t layer) { return memory_.data() + layer * layer_bytes_; }
   // nullptr when the spec has no V.
   std::byte* v(int64_t layer) { return spec_.has_v ? k(layer) + values_bytes_ : nullptr; }
@@ -65,17 +82,19 @@ class KvStorage {
     return spec_.aux_dim > 0 ? k(layer) + (spec_.has_v ? 2 : 1) * values_bytes_ : nullptr;
   }
   float* aux_scales(int64_t layer) {
-    if (!spec_.has_row_scales() || spec_.aux_dim == 0) return nullptr;
+    if (!spec_.has_aux_scales()) return nullptr;
     const int64_t k_rows = spec_.num_blocks * spec_.num_kv_heads * spec_.block_size;
-    return k_scales(layer) + (spec_.has_v ? 2 : 1) * k_rows;
+    return reinterpret_cast<float*>(k(layer) + (spec_.has_v ? 2 : 1) * values_bytes_ +
+                                    aux_values_bytes_) +
+           (spec_.has_row_scales() ? (spec_.has_v ? 2 : 1) * k_rows : 0);
   }
   int64_t bytes() const { return spec_.total_bytes(); }
 
   // One block's KV over every layer, packed (per layer: K values, V values, aux values, then the
-  // fp8 row scales of K, V and aux): what the KV tiers move. copy_block_out() fills `dst` with
-  // block_bytes() bytes; copy_block_in() writes them back into the block. The caller makes sure
-  // no step computes on the block meanwhile; different blocks may be copied from other threads
-  // while a step runs.
+  // fp8 row scales of K, V and aux; fp8_ds_mla rows whole): what the KV tiers move.
+  // copy_block_out() fills `dst` with block_bytes() bytes; copy_block_in() writes them back into
+  // the block. The caller makes sure no step computes on the block meanwhile; different blocks may
+  // be copied from other threads while a step runs.
   int64_t block_bytes() const { return spec_.num_layers * spec_.block_bytes_per_layer(); }
   void copy_block_out(int64_t block, std::byte* dst) const;
   void copy_block_in(int64_t block, const std::byte* src);

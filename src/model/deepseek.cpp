@@ -10,8 +10,12 @@ namespace {
 // model's kv_spec() and its memory estimate).
 // DeepSeek-V3.2 adds the indexer key of index_head_dim values per token and layer (the aux row).
 KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla) {
-  return {c.num_hidden_layers, 1, mla.cache_row(), /*has_v=*/false,
-          /*aux_dim=*/mla.has_indexer() ? mla.index_dim : 0};
+  return {c.num_hidden_layers,
+          1,
+          mla.cache_row(),
+          /*has_v=*/false,
+          /*aux_dim=*/mla.has_indexer() ? mla.index_dim : 0,
+          /*latent_dim=*/mla.kv_lora_rank};
 }
 
 constexpr DecoderNames kNames{{"model.embed_tokens.weight", ""},
@@ -97,6 +101,10 @@ class DeepseekModel : public DecoderModel {
       if (mla_.has_indexer() && (l.aux == nullptr || l.aux_dim != mla_.index_dim))
         return invalid_argument("forward: the KV cache has no DeepSeek-V3.2 indexer keys of " +
                                 std::to_string(mla_.index_dim) + " values per token");
+      if (l.ds_mla_latent != 0 && l.ds_mla_latent != mla_.kv_lora_rank)
+        return invalid_argument("forward: the fp8_ds_mla KV cache quantises " +
+                                std::to_string(l.ds_mla_latent) + " latent values, not " +
+                                std::to_string(mla_.kv_lora_rank));
     }
     return ok_status();
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/device_memory.h"
+#include "core/fp8_ds_mla.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
@@ -31,14 +32,21 @@ struct KvSpec {
   // Per token and layer, one more row of aux_dim values beside K (and V), in the cache dtype
   // with its own row scale when fp8: DeepSeek-V3.2's lightning-indexer key. 0: none.
   int64_t aux_dim = 0;
+  // MLA models: the latent values at the start of each K row (kv_lora_rank), the part the
+  // fp8_ds_mla layout quantises in groups of 128 (core/fp8_ds_mla.h); 0 for other models.
+  int64_t latent_dim = 0;
   // Bytes per token for all layers (K, V and the aux row) at `dtype`, with the f32 row scale of
-  // each fp8 row (as KvStorageSpec allocates them).
-  int64_t bytes_per_token(DType dtype) const {
+  // each fp8 row (as KvStorageSpec allocates them); fp8_ds_mla (dtype fp8, MLA only): each K row
+  // packed as core/fp8_ds_mla.h says (656 bytes for V3.2), the aux row fp8 with its scale.
+  int64_t bytes_per_token(DType dtype, bool fp8_ds_mla = false) const {
     const int64_t scale = dtype == DType::kF8E4M3 ? 4 : 0;
-    return num_layers * ((has_v ? 2 : 1) * num_kv_heads *
-                             (head_dim * dtype_block_bytes(dtype) + scale) +
+    const int64_t k_row = fp8_ds_mla ? ds_mla_row_bytes(head_dim, latent_dim)
+                                     : head_dim * dtype_block_bytes(dtype) + scale;
+    return num_layers * ((has_v ? 2 : 1) * num_kv_heads * k_row +
                          (aux_dim > 0 ? aux_dim * dtype_block_bytes(dtype) + scale : 0));
   }
+  // The KvStorageSpec fields of the fp8_ds_mla layout: ds_mla_latent (0 when not fp8_ds_mla).
+  int64_t ds_mla_latent(bool fp8_ds_mla) const { return fp8_ds_mla ? latent_dim : 0; }
 };
 
 // How tensor parallelism would split a linear layer's [rows, cols] weight over ranks (vLLM's

@@ -94,10 +94,11 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
   // MLA latent row on every rank; the stage's layers.
   m.kv_spec = est.target.kv_spec;
   m.kv_dtype = est.kv_dtype;
+  m.kv_fp8_ds_mla = est.kv_fp8_ds_mla;
   KvSpec device = m.kv_spec;
   device.num_layers = stage_layers;
   if (device.has_v) device.num_kv_heads = std::max<int64_t>(1, ceil_div(device.num_kv_heads, p.tp));
-  m.kv_bytes_per_token = device.bytes_per_token(m.kv_dtype) +
+  m.kv_bytes_per_token = device.bytes_per_token(m.kv_dtype, m.kv_fp8_ds_mla) +
                          est.inputs.draft_kv_bytes_per_token;  // a draft's KV is not split
 
   engine::MemoryPlanInputs in = est.inputs;
@@ -161,10 +162,16 @@ std::string format_memory_report(const Deployment& d, const DeviceMemory& m) {
   }
   o << "  KV per token: " << m.kv_bytes_per_token << " bytes (" << dtype_name(m.kv_dtype) << ", "
     << (m.kv_spec.has_v ? "K and V" : "MLA latent row")
-    << (m.kv_spec.aux_dim > 0
-            ? " + indexer key of " + std::to_string(m.kv_spec.aux_dim) + " values"
-            : std::string())
-    << ")\n";
+    << (m.kv_spec.aux_dim > 0 ? " + indexer key of " + std::to_string(m.kv_spec.aux_dim) + " values"
+                              : std::string());
+  if (m.kv_fp8_ds_mla)
+    o << "; fp8_ds_mla: " << ds_mla_row_bytes(m.kv_spec.head_dim, m.kv_spec.latent_dim)
+      << " bytes latent"
+      << (m.kv_spec.aux_dim > 0
+              ? " + " + std::to_string(m.kv_spec.aux_dim + 4) + " bytes indexer key"
+              : std::string())
+      << " per layer";
+  o << ")\n";
   if (!m.plan.ok()) {
     o << "Refused, as the engine would: " << m.plan.status().message() << "\n";
     return o.str();

@@ -36,6 +36,7 @@ struct DeviceMemory {
   int64_t communication_bytes = 0;   // TP all-reduce, PP send and EP all-to-all buffers
   KvSpec kv_spec;                    // the whole model's
   DType kv_dtype = DType::kBF16;
+  bool kv_fp8_ds_mla = false;      // the fp8_ds_mla layout (core/fp8_ds_mla.h)
   int64_t kv_bytes_per_token = 0;  // on one device
   // The engine's plan, or its refusal.
   Result<engine::MemoryPlan> plan = engine::MemoryPlan();

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/fp8_ds_mla.h"
 #include "kernel_test_util.h"
 #include "kernels/mla.h"
 
@@ -21,6 +22,7 @@ struct MlaCase {
   int num_heads = 5;
   int64_t rank = 32, rope = 8, block_size = 4;
   DType dtype = DType::kF32;
+  bool ds_mla = false;                    // the fp8_ds_mla layout (dtype is then fp8)
   std::vector<int32_t> ctx = {9, 1, 17};  // tokens already cached before this step
   std::vector<int32_t> new_tokens = {3, 1, 6};
 
@@ -39,12 +41,16 @@ struct MlaCase {
     for (int s = 0; s < S; ++s) max_len = std::max<int64_t>(max_len, ctx[s] + new_tokens[s]);
     blocks_per_seq = (max_len + block_size - 1) / block_size;
     const int64_t num_blocks = S * blocks_per_seq + 1;
-    cache.assign(num_blocks * block_size * row() * dtype_block_bytes(dtype), std::byte{0});
+    if (ds_mla) dtype = DType::kF8E4M3;
+    const int64_t row_bytes =
+        ds_mla ? ds_mla_row_bytes(row(), rank) : row() * dtype_block_bytes(dtype);
+    cache.assign(num_blocks * block_size * row_bytes, std::byte{0});
     row_scales.assign(num_blocks * block_size, 0.0f);
     kv = {dtype,  block_size,   1,
           row(),  cache.data(), nullptr,
-          1.0f,   1.0f,         dtype == DType::kF8E4M3 ? row_scales.data() : nullptr,
+          1.0f,   1.0f,         dtype == DType::kF8E4M3 && !ds_mla ? row_scales.data() : nullptr,
           nullptr};
+    if (ds_mla) kv.ds_mla_latent = rank;
     tables.resize(S * blocks_per_seq);
     for (int s = 0; s < S; ++s)
       for (int64_t b = 0; b < blocks_per_seq; ++b)
@@ -225,6 +231,167 @@ TEST(MlaKvWrite, StoresLatentThenRotaryKeyInTheCacheDtype) {
     dequantize_row(dtype, cache.data() + kv.offset(1, 0), row.data(), D);
     for (float x : row) ASSERT_EQ(x, 0.0f);
   }
+}
+
+// ---- fp8_ds_mla rows (core/fp8_ds_mla.h) ----
+
+// A row whose groups differ in magnitude (one all zero) so each group's scale matters.
+std::vector<float> ds_row(int64_t latent, int64_t rope, uint64_t seed) {
+  auto v = random_vector(latent + rope, seed, 1.0f);
+  for (int64_t e = 0; e < latent; ++e) {
+    const int64_t g = e / kDsMlaGroup;
+    v[e] *= g == 1 ? 0.0f : std::ldexp(1.0f, static_cast<int>(3 * g) - 4);
+  }
+  for (int64_t e = latent; e < latent + rope; ++e) v[e] *= 30.0f;
+  return v;
+}
+
+TEST(DsMlaRow, PublishedV32RowIs656Bytes) {
+  EXPECT_EQ(ds_mla_scale_count(512), 4);
+  EXPECT_EQ(ds_mla_row_bytes(512 + 64, 512), 512 + 16 + 128);
+  EXPECT_EQ(ds_mla_row_bytes(512 + 64, 512), 656);
+}
+
+TEST(DsMlaRow, FastEqualsReferenceBitForBit) {
+  for (auto [latent, rope] : {std::pair<int64_t, int64_t>{512, 64}, {130, 6}, {32, 8}}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      const auto row = ds_row(latent, rope, seed);
+      const int64_t n = ds_mla_row_bytes(latent + rope, latent);
+      std::vector<std::byte> fast(n, std::byte{0x5a}), ref(n, std::byte{0xa5});
+      ds_mla_quantize_row(row.data(), latent + rope, latent, fast.data());
+      ds_mla_quantize_row_reference(row.data(), latent + rope, latent, ref.data());
+      ASSERT_EQ(std::memcmp(fast.data(), ref.data(), n), 0) << latent << " seed " << seed;
+      for (float scale : {1.0f, 0.5f}) {
+        std::vector<float> a(latent + rope, -1), b(latent + rope, -2);
+        ds_mla_dequantize_row(fast.data(), latent + rope, latent, scale, a.data());
+        ds_mla_dequantize_row_reference(fast.data(), latent + rope, latent, scale, b.data());
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+            << latent << " scale " << scale;
+      }
+    }
+  }
+}
+
+TEST(DsMlaRow, RoundTripWithinFp8PrecisionPerGroup) {
+  const int64_t latent = 512, rope = 64, D = latent + rope;
+  const auto row = ds_row(latent, rope, 9);
+  std::vector<std::byte> packed(ds_mla_row_bytes(D, latent));
+  ds_mla_quantize_row(row.data(), D, latent, packed.data());
+  std::vector<float> back(D);
+  ds_mla_dequantize_row(packed.data(), D, latent, 1.0f, back.data());
+  for (int64_t g = 0; g < 4; ++g) {
+    float amax = 0;
+    for (int64_t e = g * 128; e < (g + 1) * 128; ++e) amax = std::max(amax, std::fabs(row[e]));
+    float stored;
+    std::memcpy(&stored, packed.data() + latent + 4 * g, 4);
+    EXPECT_EQ(stored, amax > 0 ? amax / kFp8E4M3Max : 1.0f) << "group " << g;
+    for (int64_t e = g * 128; e < (g + 1) * 128; ++e) {
+      // e4m3: 3 mantissa bits (half a step: 2^-4 relative), subnormal steps of 2^-9 x scale.
+      ASSERT_LE(std::fabs(back[e] - row[e]), std::fabs(row[e]) * 0x1p-4f + stored * 0x1p-10f + 0.0f)
+          << "group " << g << " value " << e;
+    }
+    if (amax == 0)
+      for (int64_t e = g * 128; e < (g + 1) * 128; ++e) ASSERT_EQ(back[e], 0.0f);
+  }
+  for (int64_t e = latent; e < D; ++e)  // the rotary key: bf16, 8 significant bits
+    ASSERT_LE(std::fabs(back[e] - row[e]), std::fabs(row[e]) * 0x1p-8f) << e;
+}
+
+TEST(DsMlaRow, MlaKvWriteQuantisesAndReadMlaRowDequantises) {
+  const int64_t r = 130, rope = 6, D = r + rope, bs = 4;
+  const int64_t rb = ds_mla_row_bytes(D, r);
+  std::vector<std::byte> cache(3 * bs * rb, std::byte{0});
+  PagedKvLayer kv{DType::kF8E4M3, bs, 1, D, cache.data(), nullptr, 1.0f, 1.0f};
+  kv.ds_mla_latent = r;
+  std::vector<float> lat(3 * r), pe(3 * rope);
+  for (int i = 0; i < 3; ++i) {
+    const auto row = ds_row(r, rope, 20 + i);
+    std::copy(row.begin(), row.begin() + r, lat.begin() + i * r);
+    std::copy(row.begin() + r, row.end(), pe.begin() + i * rope);
+  }
+  const int64_t slots[] = {9, -1, 4};
+  mla_kv_write(lat.data(), r, pe.data(), rope, 3, r, slots, kv);
+  for (int i : {0, 2}) {
+    std::vector<float> row(lat.begin() + i * r, lat.begin() + (i + 1) * r);
+    row.insert(row.end(), pe.begin() + i * rope, pe.begin() + (i + 1) * rope);
+    std::vector<std::byte> want(rb);
+    ds_mla_quantize_row_reference(row.data(), D, r, want.data());
+    ASSERT_EQ(std::memcmp(cache.data() + slots[i] * rb, want.data(), rb), 0) << i;
+    std::vector<float> got(D), ref(D);
+    read_mla_row(kv, slots[i], got.data());
+    ds_mla_dequantize_row_reference(want.data(), D, r, 1.0f, ref.data());
+    ASSERT_EQ(std::memcmp(got.data(), ref.data(), D * sizeof(float)), 0) << i;
+  }
+  for (int64_t b = 1 * rb; b < 2 * rb; ++b) ASSERT_EQ(cache[b], std::byte{0});  // slot 1 unwritten
+}
+
+// The attention read path over an fp8_ds_mla cache computes exactly what it computes over an f32
+// cache holding the dequantised rows (dense and sparse, every variant).
+TEST(DsMlaCache, AttentionReadsTheDequantisedRows) {
+  ThreadPool pool(3);
+  MlaCase c;
+  c.ds_mla = true;
+  c.rank = 160;  // one whole group of 128 and a partial one
+  c.rope = 16;
+  c.build();
+  MlaCase f = c;  // same tables and slots; an f32 cache of the dequantised rows
+  f.ds_mla = false;
+  f.dtype = DType::kF32;
+  f.cache.assign(c.cache.size() / ds_mla_row_bytes(c.row(), c.rank) * c.row() * 4, std::byte{0});
+  f.kv = c.kv;
+  f.kv.dtype = DType::kF32;
+  f.kv.ds_mla_latent = 0;
+  f.kv.k = f.cache.data();
+  const int64_t slots = static_cast<int64_t>(f.cache.size()) / (c.row() * 4);
+  for (int64_t sl = 0; sl < slots; ++sl)
+    read_mla_row(c.kv, sl, reinterpret_cast<float*>(f.cache.data()) + sl * c.row());
+  const int64_t T = c.num_queries(), ldq = c.num_heads * c.row(), ldo = c.num_heads * c.rank;
+  auto q = random_vector(T * ldq, 17, 0.5f);
+  const int64_t per = mla_attention_scratch_floats(c.num_heads, c.row(), c.rank, 64);
+  std::vector<float> scratch(per * pool.size());
+  std::vector<std::string> variants = {"reference"};
+  for (const std::string& v : fast_variants()) variants.push_back(v);
+  for (const std::string& v : variants) {
+    std::vector<float> a(T * ldo, -1), b(T * ldo, -2);
+    AttentionArgs x = c.args(q.data(), ldq, a.data(), ldo),
+                  y = f.args(q.data(), ldq, b.data(), ldo);
+    x.scratch = y.scratch = scratch.data();
+    x.scratch_floats_per_thread = y.scratch_floats_per_thread = per;
+    mla_attention(kernel_ops(v), x, c.rank, pool);
+    mla_attention(kernel_ops(v), y, c.rank, pool);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << v;
+  }
+  // Sparse: up to 4 spread positions of each row's context.
+  const int64_t topk = 4;
+  std::vector<int32_t> sel(T * topk), counts(T);
+  for (int s = 0, t = 0; s < static_cast<int>(c.ctx.size()); ++s)
+    for (int32_t i = c.query_start[s]; i < c.query_start[s + 1]; ++i, ++t) {
+      const int64_t ctx = c.seq_lens[s] - (c.query_start[s + 1] - i) + 1;
+      counts[t] = static_cast<int32_t>(std::min(ctx, topk));
+      for (int k = 0; k < counts[t]; ++k)
+        sel[t * topk + k] = static_cast<int32_t>(k * ctx / counts[t]);
+    }
+  std::vector<float> a(T * ldo, -1), b(T * ldo, -2);
+  AttentionArgs x = c.args(q.data(), ldq, a.data(), ldo), y = f.args(q.data(), ldq, b.data(), ldo);
+  x.scratch = y.scratch = scratch.data();
+  x.scratch_floats_per_thread = y.scratch_floats_per_thread = per;
+  mla_sparse_attention(x, c.rank, sel.data(), topk, counts.data(), pool, 0, T);
+  mla_sparse_attention(y, c.rank, sel.data(), topk, counts.data(), pool, 0, T);
+  ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  // And the quantisation is real: the rows differ from the written floats, within fp8 precision.
+  double max_diff = 0;
+  const auto lat0 = random_vector(c.seq_lens[0] * c.rank, 100, 1.0f);  // as build() wrote seq 0
+  for (int64_t j = 0; j < c.seq_lens[0]; ++j) {
+    std::vector<float> got(c.row());
+    read_mla_row(c.kv, int64_t{c.tables[j / c.block_size]} * c.block_size + j % c.block_size,
+                 got.data());
+    for (int64_t e = 0; e < c.rank; ++e) {
+      const float want = lat0[j * c.rank + e];
+      max_diff = std::max(max_diff, double{std::fabs(got[e] - want)});
+      ASSERT_LE(std::fabs(got[e] - want), std::fabs(want) * 0x1p-4f + 1e-3f) << j << " " << e;
+    }
+  }
+  EXPECT_GT(max_diff, 0.0);
 }
 
 }  // namespace

@@ -38,6 +38,31 @@ TEST(CacheConfigTest, ParsesEveryOption) {
   }
 }
 
+// fp8_ds_mla: fp8 in DeepSeek's MLA layout; plain fp8 means it too for V3.2 (an MLA model with the
+// lightning indexer), as in vLLM, and stays plain for other models; asked of a model without an
+// MLA cache, it is refused naming the flag.
+TEST(CacheConfigTest, Fp8DsMla) {
+  auto c = parse({"--kv-cache-dtype", "fp8_ds_mla"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->kv_cache_dtype, std::optional<DType>(DType::kF8E4M3));
+  EXPECT_TRUE(c->kv_fp8_ds_mla);
+  auto f = parse({"--kv-cache-dtype", "fp8"});
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->kv_fp8_ds_mla);
+  const std::string v32 = "DeepseekV32ForCausalLM", v3 = "DeepseekV3ForCausalLM";
+  EXPECT_TRUE(*use_fp8_ds_mla(*c, DType::kF8E4M3, true, true, v32));
+  EXPECT_TRUE(*use_fp8_ds_mla(*c, DType::kF8E4M3, true, false, v3));
+  EXPECT_TRUE(*use_fp8_ds_mla(*f, DType::kF8E4M3, true, true, v32));   // the alias
+  EXPECT_FALSE(*use_fp8_ds_mla(*f, DType::kF8E4M3, true, false, v3));  // V3: plain fp8
+  EXPECT_FALSE(*use_fp8_ds_mla(*f, DType::kF8E4M3, false, false, "LlamaForCausalLM"));
+  EXPECT_FALSE(*use_fp8_ds_mla(CacheConfig{}, DType::kBF16, true, true, v32));
+  auto no = use_fp8_ds_mla(*c, DType::kF8E4M3, false, false, "LlamaForCausalLM");
+  ASSERT_FALSE(no.ok());
+  EXPECT_EQ(no.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no.status().message().find("--kv-cache-dtype fp8_ds_mla"), std::string::npos);
+  EXPECT_NE(no.status().message().find("LlamaForCausalLM"), std::string::npos);
+}
+
 TEST(CacheConfigTest, ErrorsNameTheOption) {
   auto expect_error = [](std::vector<std::string> argv, const std::string& what) {
     auto c = parse(argv);

@@ -16,18 +16,22 @@ namespace strata::testing {
 
 class ModelHarness {
  public:
-  ModelHarness(Model& model, int num_seqs, int64_t max_len, int64_t block_size, DType kv_dtype)
+  // fp8_ds_mla: the MLA cache in that layout (kv_dtype fp8).
+  ModelHarness(Model& model, int num_seqs, int64_t max_len, int64_t block_size, DType kv_dtype,
+               bool fp8_ds_mla = false)
       : model_(model), block_size_(block_size), lens_(num_seqs, 0) {
     KvSpec s = model.kv_spec();
     blocks_per_seq_ = (max_len + block_size - 1) / block_size;
     auto st = KvStorage::allocate({s.num_layers, num_seqs * blocks_per_seq_ + 1, block_size,
-                                   s.num_kv_heads, s.head_dim, kv_dtype, s.has_v, s.aux_dim});
+                                   s.num_kv_heads, s.head_dim, kv_dtype, s.has_v, s.aux_dim,
+                                   s.ds_mla_latent(fp8_ds_mla)});
     EXPECT_TRUE(st.ok()) << st.status().to_string();
     storage_ = std::move(st).value();
     for (int64_t l = 0; l < s.num_layers; ++l)
       layers_.push_back({kv_dtype, block_size, s.num_kv_heads, s.head_dim, storage_.k(l),
                          storage_.v(l), 1.0f, 1.0f, storage_.k_scales(l), storage_.v_scales(l),
-                         storage_.aux(l), s.aux_dim, storage_.aux_scales(l)});
+                         storage_.aux(l), s.aux_dim, storage_.aux_scales(l),
+                         s.ds_mla_latent(fp8_ds_mla)});
     // Sequence i owns blocks in a scrambled order (block 0 is never used).
     tables_.resize(num_seqs * blocks_per_seq_);
     for (int i = 0; i < num_seqs; ++i)
@@ -85,8 +89,9 @@ inline int32_t argmax(const float* v, int64_t n) {
 // Greedy continuation of `prompt` for n tokens, prefilling in chunks of `chunk`.
 inline std::vector<int32_t> greedy(Model& model, const std::vector<int32_t>& prompt, int n,
                                    const KernelOps& ops, int64_t chunk = 1 << 30,
-                                   int64_t block_size = 16, DType kv = DType::kF32) {
-  ModelHarness h(model, 1, static_cast<int64_t>(prompt.size()) + n + 1, block_size, kv);
+                                   int64_t block_size = 16, DType kv = DType::kF32,
+                                   bool fp8_ds_mla = false) {
+  ModelHarness h(model, 1, static_cast<int64_t>(prompt.size()) + n + 1, block_size, kv, fp8_ds_mla);
   const int64_t V = model.config().vocab_size;
   std::vector<float> logits;
   for (size_t i = 0; i < prompt.size(); i += chunk) {

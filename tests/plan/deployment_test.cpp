@@ -98,7 +98,75 @@ TEST(PlanMemory, OneLocalDeviceIsTheEnginesOwnPlan) {
       d.scheduler.max_model_len = 256;
       d.scheduler.speculative = {.method = "deepseek_mtp", .num_speculative_tokens = 2};
       expect_engine_figures(d, "DeepSeek-V3 (scaled) with its MTP layer");
+      d.cache.kv_cache_dtype = DType::kF8E4M3;
+      d.cache.kv_fp8_ds_mla = true;
+      expect_engine_figures(d, "DeepSeek-V3 (scaled) with its MTP layer, fp8_ds_mla");
     }
+}
+
+// --kv-cache-dtype fp8_ds_mla (and fp8, its alias for DeepSeek-V3.2): the engine, its worker and
+// `strata plan` all count vLLM's published layout, 656 bytes of latent row (fp8 latent, 4 f32
+// scales, bf16 rotary key) + 132 bytes of indexer key (fp8 and its scale) per token and layer.
+TEST(PlanMemory, Fp8DsMlaCountsThePublishedLayout) {
+  for (const auto& a : testing::tiny_archs()) {
+    if (std::string(a.name) != "deepseek_v32") continue;
+    for (bool named : {true, false}) {
+      auto c = testing::engine_config(testing::write_tiny_config(a.config_json), "dummy", 4 << 20);
+      c.scheduler.max_model_len = 256;
+      c.commit_kv_cache = false;
+      c.cache.kv_cache_dtype = DType::kF8E4M3;
+      c.cache.kv_fp8_ds_mla = named;
+      expect_engine_figures(c, named ? "tiny V3.2 fp8_ds_mla" : "tiny V3.2 fp8");
+      auto e = engine::Engine::create(c);
+      ASSERT_TRUE(e.ok()) << e.status().to_string();
+      auto* uniproc = dynamic_cast<engine::UniprocExecutor*>(&(*e)->executor());
+      ASSERT_NE(uniproc, nullptr);
+      EXPECT_TRUE(uniproc->worker().info().kv_fp8_ds_mla);
+      const KvSpec ks = uniproc->worker().model().kv_spec();
+      // Tiny: a 32-value latent (one partial group of 128) + 8 rotary values; a 16-value key.
+      EXPECT_EQ((*e)->memory_plan().kv_bytes_per_token,
+                ks.num_layers * ((32 + 4 + 2 * 8) + (16 + 4)));
+    }
+  }
+  STRATA_REQUIRE_SHARED("configs/deepseek-v3.2/config.json");
+  auto c = testing::engine_config(testing::shared_data_path("configs/deepseek-v3.2"), "dummy", 0);
+  for (const char* dtype : {"fp8_ds_mla", "fp8", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    c.cache.kv_fp8_ds_mla = std::string(dtype) == "fp8_ds_mla";
+    c.cache.kv_cache_dtype = std::string(dtype) == "bf16" ? DType::kBF16 : DType::kF8E4M3;
+    auto m = plan::plan_device_memory(local(c));
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    if (std::string(dtype) == "bf16") {
+      EXPECT_EQ(m->kv_bytes_per_token, 61 * (576 + 128) * 2);
+      continue;
+    }
+    EXPECT_EQ(m->kv_bytes_per_token, 61 * (656 + 132));
+    const std::string report = plan::format_memory_report(local(c), *m);
+    EXPECT_NE(report.find("fp8_ds_mla: 656 bytes latent + 132 bytes indexer key per layer"),
+              std::string::npos)
+        << report;
+  }
+}
+
+// fp8_ds_mla is an MLA layout: asked of another model, the engine refuses, naming the flag.
+TEST(PlanMemory, Fp8DsMlaRefusedForNonMlaModels) {
+  auto c = testing::engine_config(testing::repo_path("models/llama-134m"), "dummy", 64 << 20);
+  c.scheduler.max_model_len = 512;
+  c.commit_kv_cache = false;
+  c.cache.kv_cache_dtype = DType::kF8E4M3;
+  c.cache.kv_fp8_ds_mla = true;
+  auto e = engine::Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("--kv-cache-dtype fp8_ds_mla"), std::string::npos)
+      << e.status().message();
+  auto m = plan::plan_device_memory(local(c));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("--kv-cache-dtype fp8_ds_mla"), std::string::npos);
+  // Plain fp8 stays plain for it (one f32 scale per row).
+  c.cache.kv_fp8_ds_mla = false;
+  auto ok = engine::Engine::create(c);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
 }
 
 // `strata plan` of an AWQ / GPTQ config alone (the folder holds only config.json: dummy weights)
