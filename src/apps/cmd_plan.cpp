@@ -240,6 +240,7 @@ int run(const Args& args) {
       prec.weight_dtype = t;
     }
   prec.kv_dtype = mem->kv_dtype;
+  prec.kv_fp8_ds_mla = mem->kv_fp8_ds_mla;
   // The CPU engine keeps activations in f32 and computes in f32 (weights widened in the kernels).
   if (d.hardware.kind == plan::DeviceKind::kCpu) prec.activation_dtype = DType::kF32;
   if (calibrate) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/fp8_ds_mla.h"
 #include "model/deepseek_mla.h"
 #include "model/moe.h"
 
@@ -186,10 +187,16 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
   // on every rank.
   double kv_share = 1;
   if (!m.mla) kv_share = m.num_kv_heads >= par_.tp ? 1.0 / tp : 1.0 / m.num_kv_heads;
-  const double kv_bytes_token_layer = static_cast<double>(m.kv_elems_per_token()) * kv_b * kv_share;
+  double kv_bytes_token_layer = static_cast<double>(m.kv_elems_per_token()) * kv_b * kv_share;
   // With the indexer, the latent rows (read for the selected positions) and the keys (all read).
-  const double key_bytes = static_cast<double>(m.index_dim) * kv_b;
-  const double latent_bytes = kv_bytes_token_layer - key_bytes;
+  double key_bytes = static_cast<double>(m.index_dim) * kv_b;
+  double latent_bytes = kv_bytes_token_layer - key_bytes;
+  if (m.mla && prec_.kv_fp8_ds_mla) {
+    latent_bytes =
+        static_cast<double>(ds_mla_row_bytes(m.kv_lora_rank + m.qk_rope_dim, m.kv_lora_rank));
+    key_bytes = m.has_indexer() ? static_cast<double>(m.index_dim) + 4 : 0;
+    kv_bytes_token_layer = latent_bytes + key_bytes;
+  }
   const double distinct_on_rank = expected_distinct_experts(m.num_experts, m.top_k, T) / ep;
 
   const Efficiency& eff = hw_.efficiency;

@@ -100,6 +100,9 @@ struct PrecisionConfig {
   int64_t weight_group_size = 128;  // kW4G / kW8G: one f16 scale and zero per group
   DType lm_head_dtype = DType::kBF16;
   DType kv_dtype = DType::kBF16;
+  // --kv-cache-dtype fp8_ds_mla (core/fp8_ds_mla.h): MLA rows of fp8 latent values with an f32
+  // scale per 128 and bf16 rotary values, the indexer key fp8 with one f32 scale.
+  bool kv_fp8_ds_mla = false;
   DType activation_dtype = DType::kBF16;  // hidden states in memory and on the links
 };
 

@@ -138,6 +138,12 @@ TEST(CostModelTest, DeepSeekV32ReadsItsTopKRowsAndScoresEveryKey) {
   EXPECT_DOUBLE_EQ(
       make(m).step_cost(short_ctx).attention_flops,
       make(v3).step_cost(short_ctx).attention_flops + L * (16 * 100 + 16 * 17 / 2) * index_pair);
+  // The fp8_ds_mla layout: 656-byte latent rows (fp8 latent, f32 scale per 128, bf16 rope) and
+  // 132-byte keys (fp8 and an f32 scale).
+  PrecisionConfig ds{.kv_dtype = DType::kF8E4M3, .kv_fp8_ds_mla = true};
+  const StepCost packed = make(m, {}, ds).step_cost(decode);
+  EXPECT_DOUBLE_EQ(packed.kv_read_bytes, L * (2048 * 656.0 + 10001 * 132.0));
+  EXPECT_DOUBLE_EQ(packed.kv_write_bytes, L * (656.0 + 132.0));
   // The indexer's projections: wq_b from the q latent, wk and weights_proj from the hidden state.
   EXPECT_EQ(m.attention_sharded_params() - v3.attention_sharded_params(),
             1536 * 64 * 128 + 7168 * (128 + 64));
