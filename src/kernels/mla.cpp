@@ -109,51 +109,61 @@ void mla_attention(const KernelOps& ops, const AttentionArgs& a, int64_t kv_lora
 namespace kernels {
 namespace {
 
-// Heads [h0, h0 + nb) of query row t (sequence s).
-void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t row_begin, int h0,
-                  int nb, float* scratch) {
+// Heads [h0, h0 + nb) of one query row of sequence s (its query at `q`, its output at `out`)
+// over n cached positions: positions[k], or k when positions is null.
+void attend_positions(const AttentionArgs& a, int64_t r, int s, const float* q, float* out,
+                      const int32_t* positions, int64_t n, int h0, int nb, float* scratch) {
   const PagedKvLayer& kv = *a.kv;
   const int64_t D = kv.head_dim;
-  const int64_t q1 = a.query_start[s + 1];
-  const int64_t ctx = a.seq_lens[s] - (q1 - t) + 1;
-  float* scores = scratch;                          // [nb][ctx + 8]
-  float* acc = scores + kMlaHeadBlock * (ctx + 8);  // [nb][r]
-  float* row = acc + kMlaHeadBlock * r;             // [D]
-  for (int64_t j = 0; j < ctx; ++j) {
-    read_mla_row(kv, mla_slot(a, s, j), row);
+  const int64_t stride = n + 8;
+  float* scores = scratch;                       // [nb][n + 8]
+  float* acc = scores + kMlaHeadBlock * stride;  // [nb][r]
+  float* row = acc + kMlaHeadBlock * r;          // [D]
+  auto position = [&](int64_t k) { return positions != nullptr ? positions[k] : k; };
+  for (int64_t k = 0; k < n; ++k) {
+    read_mla_row(kv, mla_slot(a, s, position(k)), row);
     for (int h = 0; h < nb; ++h) {
-      const float* q = a.q + (t - row_begin) * a.ldq + (h0 + h) * D;
+      const float* qh = q + (h0 + h) * D;
       float d = 0;
-      for (int64_t e = 0; e < D; ++e) d += q[e] * row[e];
-      scores[h * (ctx + 8) + j] = d * a.scale;
+      for (int64_t e = 0; e < D; ++e) d += qh[e] * row[e];
+      scores[h * stride + k] = d * a.scale;
     }
   }
   float sums[kMlaHeadBlock];
   for (int h = 0; h < nb; ++h) {
-    float* sc = scores + h * (ctx + 8);
+    float* sc = scores + h * stride;
     float mx = -INFINITY;
-    for (int64_t j = 0; j < ctx; ++j) mx = std::max(mx, sc[j]);
+    for (int64_t k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
     float sum = 0;
-    for (int64_t j = 0; j < ctx; ++j) {
-      sc[j] = std::exp(sc[j] - mx);
-      sum += sc[j];
+    for (int64_t k = 0; k < n; ++k) {
+      sc[k] = std::exp(sc[k] - mx);
+      sum += sc[k];
     }
     sums[h] = sum;
     std::fill(acc + h * r, acc + (h + 1) * r, 0.0f);
   }
-  for (int64_t j = 0; j < ctx; ++j) {
-    read_mla_row(kv, mla_slot(a, s, j), row);
+  for (int64_t k = 0; k < n; ++k) {
+    read_mla_row(kv, mla_slot(a, s, position(k)), row);
     for (int h = 0; h < nb; ++h) {
-      const float p = scores[h * (ctx + 8) + j];
+      const float p = scores[h * stride + k];
       float* ac = acc + h * r;
       for (int64_t e = 0; e < r; ++e) ac[e] += p * row[e];
     }
   }
   for (int h = 0; h < nb; ++h) {
-    float* o = a.out + (t - row_begin) * a.ldo + (h0 + h) * r;
+    float* o = out + (h0 + h) * r;
     const float inv = 1.0f / sums[h];
     for (int64_t e = 0; e < r; ++e) o[e] = acc[h * r + e] * inv;
   }
+}
+
+// Heads [h0, h0 + nb) of query row t (sequence s): its whole causal context.
+void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t row_begin, int h0,
+                  int nb, float* scratch) {
+  const int64_t q1 = a.query_start[s + 1];
+  const int64_t ctx = a.seq_lens[s] - (q1 - t) + 1;
+  attend_positions(a, r, s, a.q + (t - row_begin) * a.ldq, a.out + (t - row_begin) * a.ldo, nullptr,
+                   ctx, h0, nb, scratch);
 }
 
 }  // namespace
@@ -244,8 +254,6 @@ void mla_sparse_attention(const AttentionArgs& a, int64_t r, const int32_t* sele
   STRATA_CHECK(a.kv != nullptr && a.kv->num_kv_heads == 1 && a.kv->head_dim > r)
       << "mla_sparse_attention needs a latent cache with one row of latent + rotary key per token";
   constexpr int hb = kernels::kMlaHeadBlock;
-  const PagedKvLayer& kv = *a.kv;
-  const int64_t D = kv.head_dim;
   const int blocks = (a.num_heads + hb - 1) / hb;
   pool.parallel_for((row_end - row_begin) * blocks, 1, [&](int64_t i0, int64_t i1) {
     float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
@@ -254,46 +262,8 @@ void mla_sparse_attention(const AttentionArgs& a, int64_t r, const int32_t* sele
       const int h0 = static_cast<int>(item % blocks) * hb;
       const int nb = std::min(hb, a.num_heads - h0);
       const int s = kernels::mla_sequence_of_row(a, t);
-      const int32_t* sel = selected + i * topk;
-      const int64_t n = counts[i];
-      float* scores = scratch;                 // [nb][n + 8]
-      float* acc = scores + hb * (topk + 8);   // [nb][r]
-      float* row = acc + hb * r;               // [D]
-      for (int64_t k = 0; k < n; ++k) {
-        read_mla_row(kv, kernels::mla_slot(a, s, sel[k]), row);
-        for (int h = 0; h < nb; ++h) {
-          const float* q = a.q + i * a.ldq + (h0 + h) * D;
-          float d = 0;
-          for (int64_t e = 0; e < D; ++e) d += q[e] * row[e];
-          scores[h * (topk + 8) + k] = d * a.scale;
-        }
-      }
-      float sums[hb];
-      for (int h = 0; h < nb; ++h) {
-        float* sc = scores + h * (topk + 8);
-        float mx = -INFINITY;
-        for (int64_t k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
-        float sum = 0;
-        for (int64_t k = 0; k < n; ++k) {
-          sc[k] = std::exp(sc[k] - mx);
-          sum += sc[k];
-        }
-        sums[h] = sum;
-        std::fill(acc + h * r, acc + (h + 1) * r, 0.0f);
-      }
-      for (int64_t k = 0; k < n; ++k) {
-        read_mla_row(kv, kernels::mla_slot(a, s, sel[k]), row);
-        for (int h = 0; h < nb; ++h) {
-          const float p = scores[h * (topk + 8) + k];
-          float* ac = acc + h * r;
-          for (int64_t e = 0; e < r; ++e) ac[e] += p * row[e];
-        }
-      }
-      for (int h = 0; h < nb; ++h) {
-        float* o = a.out + i * a.ldo + (h0 + h) * r;
-        const float inv = 1.0f / sums[h];
-        for (int64_t e = 0; e < r; ++e) o[e] = acc[h * r + e] * inv;
-      }
+      kernels::attend_positions(a, r, s, a.q + i * a.ldq, a.out + i * a.ldo, selected + i * topk,
+                                counts[i], h0, nb, scratch);
     }
   });
 }
