@@ -220,11 +220,12 @@ int run(const Args& args) {
   const double steps_per_s = decode_steps / best_decode;
   const double decode_tps = batch * steps_per_s;
   const double util = model.weight_bytes_per_token() * steps_per_s / bw;
-  std::printf("kernels: %s (%s; CPU: %s), threads: %d, batch size: %lld, input len: %lld, "
-              "output len: %lld\n",
-              backend.variant().name.c_str(), backend.name().c_str(),
-              cpu_features_string().c_str(), pool.size(), static_cast<long long>(batch),
-              static_cast<long long>(in_len), static_cast<long long>(out_len));
+  std::printf(
+      "kernels: %s (%s; CPU: %s), threads: %d, batch size: %lld, input len: %lld, "
+      "output len: %lld\n",
+      backend.variant().name.c_str(), backend.name().c_str(), cpu_features_string().c_str(),
+      pool.size(), static_cast<long long>(batch), static_cast<long long>(in_len),
+      static_cast<long long>(out_len));
   std::printf("prefill: %.1f tokens/s (%.1f ms for %lld tokens)\n", prefill_tps, best_prefill * 1e3,
               static_cast<long long>(batch * in_len));
   std::printf("decode: %.1f tokens/s (%.2f ms per step)\n", decode_tps, 1e3 / steps_per_s);

@@ -36,8 +36,7 @@ namespace {
 // Calls fn(pool address, length) for each contiguous piece of `block`, in the packed order.
 template <typename Fn>
 void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t layer_bytes,
-                          int64_t values_bytes, int64_t aux_values_bytes, int64_t block,
-                          Fn&& fn) {
+                          int64_t values_bytes, int64_t aux_values_bytes, int64_t block, Fn&& fn) {
   STRATA_CHECK(block >= 0 && block < spec.num_blocks) << "KV block " << block << " out of range";
   const int64_t rows = spec.num_kv_heads * spec.block_size;  // rows of one block
   const int64_t row_bytes = spec.row_value_bytes();
@@ -46,8 +45,7 @@ void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t la
     std::byte* layer = base + l * layer_bytes;
     for (int64_t p = 0; p < parts; ++p)
       fn(layer + p * values_bytes + block * rows * row_bytes, rows * row_bytes);
-    const int64_t aux_block_bytes =
-        spec.block_size * spec.aux_dim * dtype_block_bytes(spec.dtype);
+    const int64_t aux_block_bytes = spec.block_size * spec.aux_dim * dtype_block_bytes(spec.dtype);
     if (spec.aux_dim > 0)
       fn(layer + parts * values_bytes + block * aux_block_bytes, aux_block_bytes);
     std::byte* scales = layer + parts * values_bytes + aux_values_bytes;
@@ -62,8 +60,7 @@ void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t la
 }  // namespace
 
 void KvStorage::copy_block_out(int64_t block, std::byte* dst) const {
-  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, aux_values_bytes_,
-                       block,
+  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, aux_values_bytes_, block,
                        [&](std::byte* p, int64_t n) {
                          std::memcpy(dst, p, static_cast<size_t>(n));
                          dst += n;
@@ -71,8 +68,7 @@ void KvStorage::copy_block_out(int64_t block, std::byte* dst) const {
 }
 
 void KvStorage::copy_block_in(int64_t block, const std::byte* src) {
-  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, aux_values_bytes_,
-                       block,
+  for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, aux_values_bytes_, block,
                        [&](std::byte* p, int64_t n) {
                          std::memcpy(p, src, static_cast<size_t>(n));
                          src += n;

@@ -66,10 +66,10 @@ class KvStorage {
   // [num_blocks][num_kv_heads][block_size] f32 scales of fp8 rows; nullptr for other dtypes (and
   // v_scales without V).
   float* k_scales(int64_t layer) {
-    return spec_.has_row_scales() ? reinterpret_cast<float*>(k(layer) +
-                                                             (spec_.has_v ? 2 : 1) * values_bytes_ +
-                                                             aux_values_bytes_)
-                                  : nullptr;
+    return spec_.has_row_scales()
+               ? reinterpret_cast<float*>(k(layer) + (spec_.has_v ? 2 : 1) * values_bytes_ +
+                                          aux_values_bytes_)
+               : nullptr;
   }
   float* v_scales(int64_t layer) {
     return spec_.has_row_scales() && spec_.has_v
@@ -104,9 +104,9 @@ class KvStorage {
  private:
   KvStorageSpec spec_;
   int64_t layer_bytes_ = 0;
-  int64_t values_bytes_ = 0;  // K (or V) values of one layer
+  int64_t values_bytes_ = 0;      // K (or V) values of one layer
   int64_t aux_values_bytes_ = 0;  // aux values of one layer
-  DeviceBuffer memory_;       // every layer, one allocation
+  DeviceBuffer memory_;           // every layer, one allocation
 };
 
 }  // namespace strata

@@ -46,9 +46,9 @@ class DeepseekModel : public DecoderModel {
         2.0 * mla_.num_heads * (mla_.qk_dim() + mla_.v_dim) * static_cast<double>(sum_context);
     // V3.2's indexer: per head and key, q.k over index_head_dim (the attention itself is
     // counted dense: an upper bound past index_topk tokens of context).
-    const double indexer =
-        mla_.has_indexer() ? 2.0 * mla_.index_heads * mla_.index_dim * static_cast<double>(sum_context)
-                           : 0.0;
+    const double indexer = mla_.has_indexer() ? 2.0 * mla_.index_heads * mla_.index_dim *
+                                                    static_cast<double>(sum_context)
+                                              : 0.0;
     return 2.0 * static_cast<double>(active_params_) * num_tokens +
            config_.num_hidden_layers * (attention + indexer) +
            2.0 * num_logit_rows * config_.vocab_size * config_.hidden_size;

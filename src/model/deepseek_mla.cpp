@@ -287,8 +287,8 @@ void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
 }
 
 int64_t MlaAttention::bytes() const {
-  int64_t n = qkv_a_.bytes() + q_b_.bytes() + o_.bytes() + idx_q_.bytes() + idx_k_.bytes() +
-              idx_w_.bytes();
+  int64_t n =
+      qkv_a_.bytes() + q_b_.bytes() + o_.bytes() + idx_q_.bytes() + idx_k_.bytes() + idx_w_.bytes();
   for (size_t h = 0; h < uk_t_.size(); ++h) n += uk_t_[h].bytes() + uv_[h].bytes();
   return n;
 }
@@ -370,8 +370,8 @@ void MlaAttention::attend_absorbed(const AttentionArgs& base, int64_t T, const f
       ia.ldq = s.index_heads * s.index_dim;
       ia.num_heads = static_cast<int>(s.index_heads);
       ia.kv = &keys;
-      dsa_select(ia, ws.iw + t0 * s.index_heads, s.index_heads, ws.topk_cap, ws.selected,
-                 ws.counts, pool, t0, t0 + n);
+      dsa_select(ia, ws.iw + t0 * s.index_heads, s.index_heads, ws.topk_cap, ws.selected, ws.counts,
+                 pool, t0, t0 + n);
       mla_sparse_attention(args, r, ws.selected, ws.topk_cap, ws.counts, pool, t0, t0 + n);
     } else {
       mla_attention(ops, args, r, pool, t0, t0 + n);
@@ -383,9 +383,9 @@ void MlaAttention::attend_absorbed(const AttentionArgs& base, int64_t T, const f
   }
 }
 
-void MlaAttention::index(const float* x, int64_t ldx, const ForwardBatch& b,
-                         const PagedKvLayer& kv, const float* cos, const float* sin,
-                         const KernelOps& ops, ThreadPool& pool, MlaWorkspace& ws) const {
+void MlaAttention::index(const float* x, int64_t ldx, const ForwardBatch& b, const PagedKvLayer& kv,
+                         const float* cos, const float* sin, const KernelOps& ops, ThreadPool& pool,
+                         MlaWorkspace& ws) const {
   const MlaSpec& s = spec_;
   const int64_t T = b.num_tokens(), nh = s.index_heads, d = s.index_dim;
   STRATA_CHECK(kv.aux != nullptr && kv.aux_dim == d)

@@ -75,7 +75,7 @@ class MlaWorkspace {
   // The float slots allocate() lays out (a ... scratch) and their total bytes: bytes() after
   // allocate() with the same arguments.
   static std::array<int64_t, 12> slot_sizes(const MlaSpec& s, int64_t max_tokens,
-                                           int64_t max_seq_len, int threads);
+                                            int64_t max_seq_len, int threads);
   static int64_t bytes_for(const MlaSpec& s, int64_t max_tokens, int64_t max_seq_len, int threads);
 
   static constexpr int64_t kChunk = 128;  // tokens per absorbed-attention chunk
@@ -128,8 +128,8 @@ class MlaAttention {
         sizeof(float));
   }
   int64_t parameters() const;
-  // The fused q_a|kv_a projection replicated, the indexer's projections replicated, q_b and the per-head W_UK/W_UV column-parallel
-  // (heads split over ranks), o row-parallel.
+  // The fused q_a|kv_a projection replicated, the indexer's projections replicated, q_b and the
+  // per-head W_UK/W_UV column-parallel (heads split over ranks), o row-parallel.
   void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
   // Appends the matmul weights in the order forward() reads them, for
   // PackedWeight::place_in_order().

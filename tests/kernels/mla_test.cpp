@@ -100,8 +100,7 @@ TEST(MlaAttention, FastVariantsMatchTheReference) {
       const int64_t T = c.num_queries(), ldq = heads * c.row() + 3, ldo = heads * c.rank + 1;
       auto q = random_vector(T * ldq, 7, 0.5f);
       std::vector<float> want(T * ldo, -1.0f), got(T * ldo, -1.0f);
-      mla_attention(reference_kernel_ops(), c.args(q.data(), ldq, want.data(), ldo),
-                    c.rank, pool);
+      mla_attention(reference_kernel_ops(), c.args(q.data(), ldq, want.data(), ldo), c.rank, pool);
       const int64_t per = mla_attention_scratch_floats(heads, c.row(), c.rank, 64);
       std::vector<float> scratch(per * pool.size());
       for (const std::string& v : fast_variants()) {
@@ -113,8 +112,8 @@ TEST(MlaAttention, FastVariantsMatchTheReference) {
         for (int64_t t = 0; t < T; ++t) {
           for (int64_t e = 0; e < heads * c.rank; ++e)
             ASSERT_NEAR(got[t * ldo + e], want[t * ldo + e], 2e-5)
-                << v << " " << dtype_name(dtype) << " heads " << heads
-                << " token " << t << " value " << e;
+                << v << " " << dtype_name(dtype) << " heads " << heads << " token " << t
+                << " value " << e;
           ASSERT_EQ(got[t * ldo + heads * c.rank], -1.0f) << "wrote past the heads";
         }
       }
@@ -143,8 +142,7 @@ TEST(MlaAttention, TokenChunksGiveTheSameRows) {
       b.out = parts.data() + t0 * ldo;
       mla_attention(kernel_ops(v), b, c.rank, pool, t0, t1);
     }
-    ASSERT_EQ(std::memcmp(all.data(), parts.data(), all.size() * sizeof(float)), 0)
-        << v;
+    ASSERT_EQ(std::memcmp(all.data(), parts.data(), all.size() * sizeof(float)), 0) << v;
   }
 }
 

@@ -14,9 +14,9 @@
 #include "kernels/backend.h"
 #include "kv/kv_storage.h"
 #include "model/deepseek_mla.h"
+#include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "model/memory_estimate.h"
 #include "model_test_util.h"
 #include "tiny_models.h"
 
@@ -87,7 +87,8 @@ TEST(DeepseekV32Config, IndexerKeysParsedAndOverridable) {
   EXPECT_EQ(s->index_heads, 2);
 
   // V3 has no indexer even with the keys present.
-  o.model = testing::write_tiny_config(config_with(R"({"architectures":["DeepseekV3ForCausalLM"]})"));
+  o.model =
+      testing::write_tiny_config(config_with(R"({"architectures":["DeepseekV3ForCausalLM"]})"));
   o.hf_overrides = "";
   c = load_model_config(o);
   ASSERT_TRUE(c.ok());
@@ -356,17 +357,19 @@ struct RefOut {
 // The layer for one sequence of T tokens at positions 0..T-1, written from the description.
 RefOut reference_layer(WeightSource& src, const ModelConfig& c, const MlaSpec& s,
                        const RopeTable& rope, const std::vector<float>& x, int64_t T) {
-  const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, nope = s.nope,
-                pe = s.rope, vd = s.v_dim, qk = s.qk_dim(), ql = s.q_lora_rank,
-                ni = s.index_heads, d = s.index_dim;
+  const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, nope = s.nope, pe = s.rope,
+                vd = s.v_dim, qk = s.qk_dim(), ql = s.q_lora_rank, ni = s.index_heads,
+                d = s.index_dim;
   const double eps = c.rms_norm_eps;
   const char* L = "model.layers.0.";
   auto name = [&](const char* n) { return std::string(L) + n; };
   const Mat q_a = mat(src, name("self_attn.q_a_proj.weight").c_str(), ql, H);
-  const Mat q_a_norm = vec(src, name("self_attn.q_a_layernorm.weight").c_str(), ql, DummyInit::kOnes);
+  const Mat q_a_norm =
+      vec(src, name("self_attn.q_a_layernorm.weight").c_str(), ql, DummyInit::kOnes);
   const Mat q_b = mat(src, name("self_attn.q_b_proj.weight").c_str(), nh * qk, ql);
   const Mat kv_a = mat(src, name("self_attn.kv_a_proj_with_mqa.weight").c_str(), r + pe, H);
-  const Mat kv_a_norm = vec(src, name("self_attn.kv_a_layernorm.weight").c_str(), r, DummyInit::kOnes);
+  const Mat kv_a_norm =
+      vec(src, name("self_attn.kv_a_layernorm.weight").c_str(), r, DummyInit::kOnes);
   const Mat kv_b = mat(src, name("self_attn.kv_b_proj.weight").c_str(), nh * (nope + vd), r);
   const Mat o_w = mat(src, name("self_attn.o_proj.weight").c_str(), H, nh * vd);
   const Mat wq_b = mat(src, name("self_attn.indexer.wq_b.weight").c_str(), ni * d, ql);
@@ -402,7 +405,8 @@ RefOut reference_layer(WeightSource& src, const ModelConfig& c, const MlaSpec& s
       ik[t][e] = (ik[t][e] - mean) / std::sqrt(var + 1e-6) * kn_w[e] + kn_b[e];
     rotate(ik[t].data(), pe, p, rope, true);
     iw[t] = matvec(wp, ni, H, xt.data());
-    for (double& w : iw[t]) w *= 1 / std::sqrt(static_cast<double>(ni)) / std::sqrt(static_cast<double>(d));
+    for (double& w : iw[t])
+      w *= 1 / std::sqrt(static_cast<double>(ni)) / std::sqrt(static_cast<double>(d));
   }
   RefOut ref;
   ref.out.assign(T * H, 0.0);
@@ -483,11 +487,12 @@ TEST(DeepseekV32Layer, MatchesFloat64ReferenceWithSelection) {
   for (const KernelVariantInfo* v : supported_kernel_variants(/*with_reference=*/true)) {
     MlaWorkspace ws;
     ws.allocate(*spec, T, 32, pool.size());
-    auto st = KvStorage::allocate({1, 8, bs, 1, spec->cache_row(), DType::kF32, false,
-                                   spec->index_dim});
+    auto st =
+        KvStorage::allocate({1, 8, bs, 1, spec->cache_row(), DType::kF32, false, spec->index_dim});
     ASSERT_TRUE(st.ok());
-    PagedKvLayer kv{DType::kF32, bs,      1,       spec->cache_row(), st->k(0), nullptr, 1.0f, 1.0f,
-                    nullptr,     nullptr, st->aux(0), spec->index_dim, nullptr};
+    PagedKvLayer kv{DType::kF32, bs,   1,       spec->cache_row(), st->k(0),   nullptr,
+                    1.0f,        1.0f, nullptr, nullptr,           st->aux(0), spec->index_dim,
+                    nullptr};
     const std::vector<int32_t> table = {3, 1, 6, 2, 7, 5, 4, 0};  // scrambled blocks
     std::vector<float> out(T * H);
     // Two steps: 11 tokens, then 8 more over the cached ones.

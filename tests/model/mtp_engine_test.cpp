@@ -174,9 +174,8 @@ std::vector<int32_t> reference_first_drafts(const std::string& dir, const engine
   const int64_t n = static_cast<int64_t>(seq.size()), bs = 8, blocks = n / bs + 2;
   auto storage_for = [&](Model& m) {
     const KvSpec ks = m.kv_spec();
-    return KvStorage::allocate(
-        {ks.num_layers, blocks + 1, bs, ks.num_kv_heads, ks.head_dim, DType::kBF16, ks.has_v,
-         ks.aux_dim});
+    return KvStorage::allocate({ks.num_layers, blocks + 1, bs, ks.num_kv_heads, ks.head_dim,
+                                DType::kBF16, ks.has_v, ks.aux_dim});
   };
   auto ts = storage_for(*target->model);
   auto ms = storage_for(*mtp->model);
