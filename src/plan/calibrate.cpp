@@ -92,6 +92,17 @@ Features features(const StepCost& c) {
           c.bytes()};
 }
 
+std::array<double, kTerms> coefficients(const CalibrationFit& f) {
+  return {f.step_overhead_s, f.per_sequence_s, f.per_matmul_flop_s, f.per_attention_flop_s,
+          f.per_byte_s};
+}
+
+double predict_features(const std::array<double, kTerms>& coef, const Features& f) {
+  double t = 0;
+  for (size_t j = 0; j < kTerms; ++j) t += coef[j] * f[j];
+  return t;
+}
+
 // Non-negative least squares of sum_i (f_i . x / t_i - 1)^2 over the rows, by trying every set of
 // free terms (2^5 - 1 of them) and keeping the best solution with no negative term.
 std::array<double, kTerms> nnls_relative(const std::vector<Features>& f,
@@ -123,9 +134,8 @@ std::array<double, kTerms> nnls_relative(const std::vector<Features>& f,
     for (size_t p = 0; p < k; ++p) coef[cols[p]] = x[p] / scale[cols[p]];
     double err = 0;
     for (size_t i = 0; i < f.size(); ++i) {
-      double pred = 0;
-      for (size_t j = 0; j < kTerms; ++j) pred += coef[j] * f[i][j];
-      err += (pred / t[i] - 1) * (pred / t[i] - 1);
+      const double rel = predict_features(coef, f[i]) / t[i] - 1;
+      err += rel * rel;
     }
     if (err < best_err) {
       best_err = err;
@@ -223,9 +233,7 @@ Result<std::vector<CalibrationPoint>> measure_steps(
 }
 
 double CalibrationFit::predict(const StepCost& c) const {
-  const Features f = features(c);
-  return step_overhead_s * f[0] + per_sequence_s * f[1] + per_matmul_flop_s * f[2] +
-         per_attention_flop_s * f[3] + per_byte_s * f[4];
+  return predict_features(coefficients(*this), features(c));
 }
 
 Result<CalibrationFit> fit_step_times(const CostModel& model,
@@ -253,12 +261,8 @@ Result<CalibrationFit> fit_step_times(const CostModel& model,
   auto errors = [&](const CalibrationFit& fit, const std::vector<Features>& ff,
                     const std::vector<double>& tt) {
     std::vector<double> e;
-    for (size_t i = 0; i < ff.size(); ++i) {
-      const double pred = fit.step_overhead_s * ff[i][0] + fit.per_sequence_s * ff[i][1] +
-                          fit.per_matmul_flop_s * ff[i][2] + fit.per_attention_flop_s * ff[i][3] +
-                          fit.per_byte_s * ff[i][4];
-      e.push_back(std::fabs(pred / tt[i] - 1));
-    }
+    for (size_t i = 0; i < ff.size(); ++i)
+      e.push_back(std::fabs(predict_features(coefficients(fit), ff[i]) / tt[i] - 1));
     return e;
   };
   CalibrationFit first = to_fit(nnls_relative(f, t));

@@ -122,6 +122,12 @@ TEST(StepTraceTest, OneValidLinePerStepWithPhasesCountsAndEvents) {
       const std::string id = e.at("id").get<std::string>();
       ASSERT_TRUE(run.prompt_len.count(id)) << id;
       const int64_t tokens = e.at("tokens").get<int64_t>();
+      if (tokens > 0) {
+        // Its context is what earlier steps computed; it samples once its prompt is done.
+        EXPECT_EQ(e.at("context").get<int64_t>(), scheduled_tokens[id]) << id;
+        EXPECT_EQ(e.value("sample", false), scheduled_tokens[id] + tokens >= run.prompt_len.at(id))
+            << id;
+      }
       sum_tokens += tokens;
       scheduled_tokens[id] += tokens;
       if (e.value("prefill", false)) {
