@@ -40,6 +40,7 @@ struct ModelBuildOptions {
   WorkspaceLimits limits;
   ThreadPool* pool = nullptr;            // compute threads (required)
   DeviceAllocator* allocator = nullptr;  // weight memory; null: host memory
+  ModelParallel parallel;                // this rank's shard and stage (model/parallel.h)
 };
 
 // Checkpoint names of the tensors every architecture has.

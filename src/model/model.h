@@ -18,6 +18,7 @@
 #include "kernels/ops.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
+#include "model/parallel.h"
 
 namespace strata {
 
@@ -152,6 +153,9 @@ struct LoadOptions {
   ThreadPool* pool = nullptr;  // compute threads (required)
   // Where the weights live (the backend's allocator); null: host memory.
   DeviceAllocator* allocator = nullptr;
+  // This rank's place in a tensor/pipeline parallel deployment (model/parallel.h): the model loads
+  // only its shard and runs only its stage's layers. Default: the whole model.
+  ModelParallel parallel;
 };
 
 struct LoadedModel {
