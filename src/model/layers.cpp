@@ -108,6 +108,36 @@ Result<std::vector<float>> load_fp8_scales(WeightSource& src, const std::string&
   return v;
 }
 
+// Whether every row slice among `parts` starts on a block of `block_n` rows and ends on one or at
+// its tensor's end: then its blocks are the whole tensor's.
+bool slices_on_blocks(const std::vector<RowPart>& parts, int64_t block_n) {
+  for (const RowPart& p : parts) {
+    const int64_t b = p.begin, e = p.begin + p.local_rows();
+    if (p.sliced() && (b % block_n != 0 || (e % block_n != 0 && e != p.rows))) return false;
+  }
+  return true;
+}
+
+bool slices_any(const std::vector<RowPart>& parts) {
+  for (const RowPart& p : parts)
+    if (p.sliced()) return true;
+  return false;
+}
+
+// The error for a row slice of a weight quantized into FP8 blocks at load whose blocks would not
+// be the whole tensor's (a tensor-parallel shard must fall on them to stay exact).
+Status fp8_slice_error(const WeightSource& src, const std::vector<RowPart>& parts, int64_t layer,
+                       int64_t block_n) {
+  std::string msg = "'";
+  msg += tensor_name(parts[0].name, src.naming(), layer);
+  msg += "' in ";
+  msg += src.describe();
+  msg += " is quantized into FP8 blocks of ";
+  msg += std::to_string(block_n);
+  msg += " rows, which this tensor-parallel shard does not start and end on";
+  return unimplemented(msg);
+}
+
 Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPart>& parts,
                                      const std::vector<io::TensorRef>& tensors, int64_t k,
                                      int64_t layer, std::optional<DType> storage,
@@ -115,15 +145,36 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   std::vector<std::vector<float>> scales(parts.size());
   std::vector<PackedWeight::Fp8Part> fp8_parts;
   bool all_fp8 = true;
+  for (const io::TensorRef& t : tensors) all_fp8 = all_fp8 && t.dtype == DType::kF8E4M3;
+  // Row slices (tensor parallelism) keep their tensor's blocks when they fall on them; else the
+  // FP8 parts' scales are expanded to one row per row (block_n 1), which holds the same values
+  // exactly. Float parts quantized here need whole blocks.
+  int64_t block_n = fp8.block_n;
+  if (slices_any(parts) && !slices_on_blocks(parts, fp8.block_n)) {
+    if (!all_fp8 && storage == DType::kF8E4M3)
+      return fp8_slice_error(src, parts, layer, fp8.block_n);
+    block_n = 1;
+  }
+  const int64_t sk = fp8_block_count(k, fp8.block_k);
   for (size_t i = 0; i < parts.size(); ++i) {
     const io::TensorRef& t = tensors[i];
+    const int64_t b = parts[i].begin, n = parts[i].local_rows();
     if (t.dtype == DType::kF8E4M3) {
-      STRATA_ASSIGN_OR_RETURN(scales[i], load_fp8_scales(src, t.name, parts[i].rows, k, fp8));
-    } else {
-      all_fp8 = false;
+      STRATA_ASSIGN_OR_RETURN(std::vector<float> full,
+                              load_fp8_scales(src, t.name, parts[i].rows, k, fp8));
+      if (block_n == fp8.block_n && b == 0) {
+        scales[i] = std::move(full);
+      } else if (block_n == fp8.block_n) {
+        const int64_t first = b / block_n;
+        scales[i].assign(full.begin() + first * sk,
+                         full.begin() + (first + fp8_block_count(n, block_n)) * sk);
+      } else {
+        scales[i].resize(n * sk);
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(full.begin() + ((b + r) / fp8.block_n) * sk, sk, scales[i].begin() + r * sk);
+      }
     }
-    fp8_parts.push_back(
-        {t.data, t.dtype, parts[i].rows, scales[i].empty() ? nullptr : scales[i].data()});
+    fp8_parts.push_back({t.data, t.dtype, n, scales[i].empty() ? nullptr : scales[i].data()});
   }
   std::string what = "'";
   what += tensor_name(parts[0].name, src.naming(), layer);
@@ -134,7 +185,7 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   const PackedStorage ps = packed_storage(dtypes, k, storage, fp8);
   if (ps.dtype == DType::kF8E4M3) {
     auto w = PackedWeight::pack_fp8_rows(fp8_parts.data(), static_cast<int>(fp8_parts.size()), k,
-                                         fp8.block_n, ps.fp8_block_k);
+                                         block_n, ps.fp8_block_k);
     if (!w.ok()) return w.status().with_context("packing " + what);
     return w;
   }
@@ -142,13 +193,14 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   std::vector<std::vector<float>> dense(parts.size());
   std::vector<PackedWeight::Part> float_parts;
   for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t n = parts[i].local_rows();
     if (tensors[i].dtype == DType::kF8E4M3) {
-      dense[i].resize(parts[i].rows * k);
-      dequantize_fp8_blocks(reinterpret_cast<const uint8_t*>(tensors[i].data), scales[i].data(),
-                            parts[i].rows, k, fp8.block_n, fp8.block_k, dense[i].data());
-      float_parts.push_back({dense[i].data(), DType::kF32, parts[i].rows});
+      dense[i].resize(n * k);
+      dequantize_fp8_blocks(reinterpret_cast<const uint8_t*>(tensors[i].data), scales[i].data(), n,
+                            k, block_n, fp8.block_k, dense[i].data());
+      float_parts.push_back({dense[i].data(), DType::kF32, n});
     } else {
-      float_parts.push_back({tensors[i].data, tensors[i].dtype, parts[i].rows});
+      float_parts.push_back({tensors[i].data, tensors[i].dtype, n});
     }
   }
   auto w = PackedWeight::pack_rows(float_parts.data(), static_cast<int>(float_parts.size()), k,
@@ -278,12 +330,8 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
     any_fp8 = any_fp8 || t.dtype == DType::kF8E4M3;
     tensors.push_back(std::move(t));
   }
-  if (any_fp8 || storage == DType::kF8E4M3) {
-    // FP8 blocks span rows (block_n): a slice would need its blocks' scales (and, quantized at
-    // load, blocks of its own), which is not done yet.
-    if (sliced) return unsupported_slice(src, parts, layer, "FP8");
+  if (any_fp8 || storage == DType::kF8E4M3)
     return load_fp8_packed(src, parts, tensors, k, layer, storage, fp8);
-  }
   std::vector<DType> dtypes;
   for (const io::TensorRef& t : tensors) dtypes.push_back(t.dtype);
   const DType st = packed_storage(dtypes, k, storage, fp8).dtype;
@@ -334,8 +382,9 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
     dtypes.push_back(t.dtype);
   }
   const PackedStorage ps = packed_storage(dtypes, k, storage, fp8);
-  if (ps.dtype == DType::kF8E4M3 && any_sliced(parts))
-    return unsupported_slice(src, parts, layer, "FP8");
+  if (storage == DType::kF8E4M3 && any_sliced(parts) && !slices_on_blocks(parts, fp8.block_n) &&
+      std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::kF8E4M3; }))
+    return fp8_slice_error(src, parts, layer, fp8.block_n);
   return WeightPlan{ps.dtype, n, k, PackedWeight::bytes_for(ps.dtype, n, k, ps.fp8_block_k)};
 }
 

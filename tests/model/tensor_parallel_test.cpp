@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "core/rng.h"
 #include "kernels/backend.h"
 #include "kernels/packed_weight.h"
+#include "model/layers.h"
 #include "model/memory_estimate.h"
 #include "model/weight_source.h"
 #include "model_test_util.h"
@@ -210,6 +212,102 @@ TEST(TensorParallel, DummyRowSlicesEqualTheWholeTensorsRows) {
         << dtype_name(d);
     EXPECT_FALSE(src->get_rows("w", {10, 64}, 8, 11).ok());
   }
+}
+
+// Tensors held in memory (FP8 checkpoint tensors with their block scales).
+class MemorySource : public WeightSource {
+ public:
+  struct Tensor {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<std::byte> bytes;
+  };
+  std::map<std::string, Tensor> tensors;
+  TensorNaming naming() const override { return TensorNaming::kHuggingFace; }
+  std::string describe() const override { return "memory"; }
+  bool has(const std::string& name) const override { return tensors.count(name) > 0; }
+  Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
+                            DummyInit) override {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) return not_found("no tensor " + name);
+    io::TensorRef t;
+    t.name = name;
+    t.dtype = it->second.dtype;
+    t.shape = it->second.shape;
+    t.data = it->second.bytes.data();
+    t.nbytes = it->second.bytes.size();
+    t.file = "memory";
+    STRATA_RETURN_IF_ERROR(check_shape(t, shape, "memory"));
+    return t;
+  }
+};
+
+TEST(TensorParallel, Fp8CheckpointRowSlicesHoldTheWholeTensorsValues) {
+  // A block-scaled FP8 tensor [256, 160] (blocks of 128 x 128): any row slice, on its blocks or
+  // not, computes exactly the whole weight's rows; fused with a second FP8 part too.
+  const int64_t N = 256, K = 160;
+  MemorySource src;
+  Rng rng(11);
+  for (const char* name : {"a.weight", "b.weight"}) {
+    MemorySource::Tensor t{DType::kF8E4M3, {N, K}, std::vector<std::byte>(N * K)};
+    for (auto& byte : t.bytes) {
+      uint8_t v = static_cast<uint8_t>(rng.next_u64());
+      if ((v & 0x7f) == 0x7f) v = 0x10;  // not NaN
+      byte = static_cast<std::byte>(v);
+    }
+    src.tensors[name] = std::move(t);
+    MemorySource::Tensor s{DType::kF32, {2, 2}, std::vector<std::byte>(4 * sizeof(float))};
+    const float scales[4] = {0.01f, 0.02f, 0.03f, 0.005f};
+    std::memcpy(s.bytes.data(), scales, sizeof(scales));
+    src.tensors[std::string(name) + "_scale_inv"] = std::move(s);
+  }
+  const Fp8Quantization fp8;
+  const TensorName a{"a.weight", ""}, b{"b.weight", ""};
+  auto full = load_packed(src, {{a, N}, {b, N}}, K, -1, std::nullopt, fp8);
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  const int64_t M = 3;
+  std::vector<float> x(M * K);
+  for (float& v : x) v = rng.uniform(-1, 1);
+  ThreadPool pool(1);
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  std::vector<float> y(M * 2 * N);
+  ops.matmul(x.data(), M, K, *full, y.data(), 2 * N, pool);
+  for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, 100}, {100, 256}, {128, 256}, {0, 128},
+                        {37, 38}}) {
+    auto part = load_packed(src, {{a, N, lo, hi}, {b, N, lo, hi}}, K, -1, std::nullopt, fp8);
+    ASSERT_TRUE(part.ok()) << part.status().to_string();
+    const int64_t n = hi - lo;
+    std::vector<float> yp(M * 2 * n);
+    ops.matmul(x.data(), M, K, *part, yp.data(), 2 * n, pool);
+    for (int64_t m = 0; m < M; ++m)
+      for (int half = 0; half < 2; ++half)
+        EXPECT_EQ(std::memcmp(yp.data() + m * 2 * n + half * n,
+                              y.data() + m * 2 * N + half * N + lo, n * sizeof(float)),
+                  0)
+            << "rows [" << lo << ", " << hi << ") part " << half << " token " << m;
+  }
+}
+
+TEST(TensorParallel, OnlineFp8QuantizationUnderTp2WhenShardsFallOnItsBlocks) {
+  // --quantization fp8 quantizes the layers into 128-row blocks at load: shards of 128 rows keep
+  // the whole model's blocks (exact); shards that cut a block are refused with a clear error.
+  LoadOptions o = small_llama("bfloat16");
+  o.quantization = "fp8";
+  o.hf_overrides =
+      R"({"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"num_key_value_heads":4,"vocab_size":1000})";
+  check_parallel_equals_single(o, 2, 1, "llama fp8");
+  o.hf_overrides =
+      R"({"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"num_key_value_heads":2,"vocab_size":1000})";
+  Deployment d = make_deployment(2, 1, 2);
+  ThreadPool pool(1);
+  o.pool = &pool;
+  o.parallel = d.places[0];
+  auto m = load_model(o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().to_string().find("FP8 blocks of 128 rows"), std::string::npos)
+      << m.status().to_string();
 }
 
 TEST(TensorParallel, Stories260KLogitsAreBitIdenticalUnderTpPpAndBoth) {
