@@ -213,9 +213,26 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
 // ("" for a float part). All parts integer with contiguous groups that the panel layout can hold
 // and f16-exact scales: W4G/W8G with the checkpoint's exact values. Otherwise every part is
 // dequantized exactly into F32 storage.
+// Keeps rows [b, e) of an unpacked integer layer (a tensor-parallel shard: rows are independent,
+// their groups run along the columns).
+void keep_int_rows(UnpackedIntWeight* u, int64_t b, int64_t e) {
+  auto keep = [&](auto& v, int64_t per_row) {
+    if (v.empty()) return;
+    v.erase(v.begin() + e * per_row, v.end());
+    v.erase(v.begin(), v.begin() + b * per_row);
+  };
+  keep(u->q, u->k);
+  keep(u->zeros, u->ngroups);
+  keep(u->scales, u->ngroups);
+  keep(u->scales_f32, u->ngroups);
+  u->n = e - b;
+}
+
 Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPart>& parts,
                                      const std::vector<std::string>& bases, int64_t k,
                                      int64_t layer, const IntQuantization& quant) {
+  // A shard unpacks the whole layer and keeps its rows (the packed formats interleave output
+  // columns in their words; the unpacked copy is dropped once packed).
   const std::string first = tensor_name(parts[0].name, src.naming(), layer);
   const int64_t group = quant.group_size < 0 ? k : quant.group_size;
   std::vector<UnpackedIntWeight> ints(parts.size());
@@ -228,6 +245,8 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
     auto u = read_int_weight(src, bases[i], parts[i].rows, k, quant);
     if (!u.ok()) return u.status().with_context("loading " + quant.method + " layer");
     ints[i] = std::move(u).value();
+    if (parts[i].sliced())
+      keep_int_rows(&ints[i], parts[i].begin, parts[i].begin + parts[i].local_rows());
     f16_scales = f16_scales && ints[i].scales_f32.empty();
     packable = packable && ints[i].g_idx.empty() && ints[i].scales_f32.empty();
   }
@@ -253,11 +272,13 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
   std::vector<std::vector<float>> dense(parts.size());
   std::vector<PackedWeight::Part> fp;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const int64_t n = parts[i].rows;
+    const int64_t n = parts[i].local_rows();
     dense[i].resize(n * k);
     if (bases[i].empty()) {
-      STRATA_ASSIGN_OR_RETURN(io::TensorRef t,
-                              src.get(tensor_name(parts[i].name, src.naming(), layer), {n, k}));
+      STRATA_ASSIGN_OR_RETURN(
+          io::TensorRef t,
+          src.get_rows(tensor_name(parts[i].name, src.naming(), layer), {parts[i].rows, k},
+                       parts[i].begin, parts[i].begin + n));
       if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 || t.dtype == DType::kF8E4M3)
         return unimplemented("tensor '" + t.name + "' has dtype " + dtype_name(t.dtype));
       for (int64_t r = 0; r < n; ++r)
@@ -287,33 +308,13 @@ bool int_quantized_bases(WeightSource& src, const std::vector<RowPart>& parts, i
 
 }  // namespace
 
-namespace {
-
-bool any_sliced(const std::vector<RowPart>& parts) {
-  for (const RowPart& p : parts)
-    if (p.sliced()) return true;
-  return false;
-}
-
-Status unsupported_slice(const WeightSource& src, const std::vector<RowPart>& parts, int64_t layer,
-                         const std::string& what) {
-  return unimplemented("tensor parallelism over " + what + " layers is not supported yet ('" +
-                       tensor_name(parts[0].name, src.naming(), layer) + "' in " + src.describe() +
-                       "): run it with --tensor-parallel-size 1");
-}
-
-}  // namespace
-
 Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
                                  int64_t layer, std::optional<DType> storage,
                                  const Fp8Quantization& fp8) {
-  const bool sliced = any_sliced(parts);
   if (const IntQuantization* iq = src.int_quant()) {
     std::vector<std::string> bases;
-    if (int_quantized_bases(src, parts, layer, &bases)) {
-      if (sliced) return unsupported_slice(src, parts, layer, iq->method);
+    if (int_quantized_bases(src, parts, layer, &bases))
       return load_int_packed(src, parts, bases, k, layer, *iq);
-    }
   }
   std::vector<PackedWeight::Part> packed_parts;
   std::vector<io::TensorRef> tensors;
@@ -354,7 +355,6 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
     // groups the panel layout holds, else the exact F32 fallback.
     std::vector<std::string> bases;
     if (int_quantized_bases(src, parts, layer, &bases)) {
-      if (any_sliced(parts)) return unsupported_slice(src, parts, layer, iq->method);
       const int64_t group = iq->group_size < 0 ? k : iq->group_size;
       QuantLayout layout;
       bool packable = grouped_int_layout(iq->bits, group, k, &layout);
@@ -382,7 +382,7 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
     dtypes.push_back(t.dtype);
   }
   const PackedStorage ps = packed_storage(dtypes, k, storage, fp8);
-  if (storage == DType::kF8E4M3 && any_sliced(parts) && !slices_on_blocks(parts, fp8.block_n) &&
+  if (storage == DType::kF8E4M3 && slices_any(parts) && !slices_on_blocks(parts, fp8.block_n) &&
       std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::kF8E4M3; }))
     return fp8_slice_error(src, parts, layer, fp8.block_n);
   return WeightPlan{ps.dtype, n, k, PackedWeight::bytes_for(ps.dtype, n, k, ps.fp8_block_k)};

@@ -143,6 +143,23 @@ void check_parallel_equals_single(const LoadOptions& base, int tp, int pp,
   }
 }
 
+// Each rank's memory estimate (memory_estimate.h) equals what its model holds.
+void expect_estimates_match(const LoadOptions& o, Ranks& r) {
+  for (size_t i = 0; i < r.models.size(); ++i) {
+    const Model& m = *r.models[i].model;
+    LoadOptions e = o;
+    e.pool = r.pools[i].get();
+    e.parallel = r.d.places[i];
+    auto est = estimate_model_memory(e, 1);
+    ASSERT_TRUE(est.ok()) << est.status().to_string();
+    EXPECT_EQ(est->weights.total(), m.weight_bytes_total()) << "rank " << i;
+    EXPECT_EQ(est->workspace_bytes, m.workspace_bytes()) << "rank " << i;
+    EXPECT_EQ(est->kv_spec.num_layers, m.kv_spec().num_layers) << "rank " << i;
+    EXPECT_EQ(est->kv_spec.num_kv_heads, m.kv_spec().num_kv_heads) << "rank " << i;
+    EXPECT_EQ(est->kv_spec.head_dim, m.kv_spec().head_dim) << "rank " << i;
+  }
+}
+
 LoadOptions stories_hf() {
   LoadOptions o;
   o.model = testing::shared_data_path("models/stories260K-hf");
@@ -310,6 +327,27 @@ TEST(TensorParallel, OnlineFp8QuantizationUnderTp2WhenShardsFallOnItsBlocks) {
       << m.status().to_string();
 }
 
+TEST(TensorParallel, AwqAndGptqLayersUnderTp2) {
+  // Dummy AWQ / GPTQ checkpoints of the config: the integer layers (and GPTQ's act-order F32
+  // fallback, and a quantized output head) sharded by rows.
+  for (const char* q :
+       {R"({"quant_method":"awq","bits":4,"group_size":32,"zero_point":true,"version":"gemm"})",
+        R"({"quant_method":"gptq","bits":4,"group_size":32,"desc_act":true,"sym":true})",
+        R"({"quant_method":"gptq","bits":8,"group_size":32,"desc_act":false,"sym":true,)"
+        R"("lm_head":true})"}) {
+    LoadOptions o = small_llama("float16");
+    o.hf_overrides = std::string(R"({"hidden_size":128,"intermediate_size":256,)") +
+                     R"("num_hidden_layers":3,"num_attention_heads":8,"num_key_value_heads":4,)" +
+                     R"("vocab_size":1000,"torch_dtype":"float16","quantization_config":)" + q +
+                     "}";
+    o.dtype = "auto";
+    check_parallel_equals_single(o, 2, 1, q);
+    check_parallel_equals_single(o, 2, 2, q);
+    Ranks r = load_ranks(o, 2, 2);
+    expect_estimates_match(o, r);
+  }
+}
+
 TEST(TensorParallel, Stories260KLogitsAreBitIdenticalUnderTpPpAndBoth) {
   STRATA_REQUIRE_SHARED("models/stories260K-hf");
   for (auto [tp, pp] : {std::pair{2, 1}, {1, 2}, {2, 2}, {4, 1}})
@@ -437,19 +475,7 @@ TEST(TensorParallel, EstimatesEqualWhatEveryRankHolds) {
     const int tp = config->num_attention_heads % 2 == 0 ? 2 : 1;
     Ranks r = load_ranks(o, tp, 2);
     ASSERT_EQ(r.models.size(), static_cast<size_t>(2 * tp));
-    for (size_t i = 0; i < r.models.size(); ++i) {
-      const Model& m = *r.models[i].model;
-      LoadOptions e = o;
-      e.pool = r.pools[i].get();
-      e.parallel = r.d.places[i];
-      auto est = estimate_model_memory(e, 1);
-      ASSERT_TRUE(est.ok()) << est.status().to_string();
-      EXPECT_EQ(est->weights.total(), m.weight_bytes_total()) << "rank " << i;
-      EXPECT_EQ(est->workspace_bytes, m.workspace_bytes()) << "rank " << i;
-      EXPECT_EQ(est->kv_spec.num_layers, m.kv_spec().num_layers) << "rank " << i;
-      EXPECT_EQ(est->kv_spec.num_kv_heads, m.kv_spec().num_kv_heads) << "rank " << i;
-      EXPECT_EQ(est->kv_spec.head_dim, m.kv_spec().head_dim) << "rank " << i;
-    }
+    expect_estimates_match(o, r);
   }
 }
 
