@@ -15,6 +15,7 @@
 #include "kernels/backend.h"
 #include "kernels/packed_weight.h"
 #include "model/layers.h"
+#include "model/llama.h"
 #include "model/memory_estimate.h"
 #include "model/weight_source.h"
 #include "model_test_util.h"
@@ -476,6 +477,61 @@ TEST(TensorParallel, EstimatesEqualWhatEveryRankHolds) {
     Ranks r = load_ranks(o, tp, 2);
     ASSERT_EQ(r.models.size(), static_cast<size_t>(2 * tp));
     expect_estimates_match(o, r);
+  }
+}
+
+// Records which tensors a model asks for whole and which by row ranges.
+class ShardRecorder : public WeightSource {
+ public:
+  explicit ShardRecorder(std::unique_ptr<WeightSource> inner) : inner_(std::move(inner)) {}
+  TensorNaming naming() const override { return inner_->naming(); }
+  std::string describe() const override { return "recorder"; }
+  bool has(const std::string& name) const override { return inner_->has(name); }
+  Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
+                            DummyInit init) override {
+    whole[name] = shape;
+    return inner_->get(name, shape, init);
+  }
+  Result<io::TensorRef> get_rows(const std::string& name, const std::vector<int64_t>& shape,
+                                 int64_t begin, int64_t end, DummyInit init) override {
+    rows[name] = {shape[0], end - begin};
+    return inner_->get_rows(name, shape, begin, end, init);
+  }
+  void release_generated() override { inner_->release_generated(); }
+  std::map<std::string, std::vector<int64_t>> whole;           // name -> shape
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;     // name -> (rows, rows read)
+
+ private:
+  std::unique_ptr<WeightSource> inner_;
+};
+
+TEST(TensorParallel, EachRankReadsOnlyItsShard) {
+  LoadOptions o = small_llama("float32");
+  auto config = load_model_config(o);
+  ASSERT_TRUE(config.ok());
+  Deployment d = make_deployment(2, 2, config->num_hidden_layers);
+  ThreadPool pool(1);
+  for (const ModelParallel& place : d.places) {
+    SCOPED_TRACE("rank " + std::to_string(place.world_rank()));
+    auto recorder = std::make_unique<ShardRecorder>(make_dummy_source(7, DType::kF32, 0.02));
+    ShardRecorder& rec = *recorder;
+    ModelBuildOptions b;
+    b.pool = &pool;
+    b.limits = o.limits;
+    b.keep_in_place = false;
+    b.parallel = place;
+    auto m = create_llama_model(*config, std::move(recorder), b);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    // Only vectors (norms) whole; every matrix a half of its rows (5 layers: 3 + 2 per stage).
+    for (const auto& [name, shape] : rec.whole) EXPECT_EQ(shape.size(), 1u) << name;
+    int64_t matrices = 0;
+    for (const auto& [name, r] : rec.rows) {
+      EXPECT_EQ(r.second, r.first / 2) << name;
+      ++matrices;
+    }
+    const int64_t layers = place.pp_rank == 0 ? 3 : 2;
+    // q, k, v, o, gate, up, down per layer; the embedding (first stage) or the head (last).
+    EXPECT_EQ(matrices, 7 * layers + 1);
   }
 }
 
