@@ -89,10 +89,11 @@ Ranks load_ranks(LoadOptions o, int tp, int pp, const std::string& partition = "
 
 // A fixed scenario's logits: two sequences with their own paged blocks, the first prefilled in
 // chunks, then both in one batch (a chunk and a whole prompt), then greedy decode steps of both.
-std::vector<std::vector<float>> scenario(Model& m, const KernelOps& ops, int decode_steps = 6) {
+std::vector<std::vector<float>> scenario(Model& m, const KernelOps& ops,
+                                         DType kv_dtype = DType::kF32, int decode_steps = 6) {
   const int64_t V = m.config().vocab_size;
   auto tok = [V](int64_t t) { return static_cast<int32_t>(t % V); };
-  testing::ModelHarness h(m, 2, 64, 4, DType::kF32);
+  testing::ModelHarness h(m, 2, 64, 4, kv_dtype);
   std::vector<std::vector<float>> out;
   out.push_back(h.step1(0, {tok(1), tok(403), tok(407)}, ops));
   out.push_back(h.step({0, 1}, {{tok(261), tok(378)}, {tok(1), tok(300), tok(301), tok(302),
@@ -122,25 +123,31 @@ void expect_identical(const std::vector<std::vector<float>>& want,
   }
 }
 
-// Runs the scenario on one process and on a tp x pp deployment, with every kernel variant this
-// CPU supports; every rank's logits must equal the single process's.
+// Runs the scenario on one process (`threads` compute threads; each rank has 3 - threads) and on
+// a tp x pp deployment, with every kernel variant this CPU supports and a float and a bf16 KV
+// cache; every rank's logits must equal the single process's.
 void check_parallel_equals_single(const LoadOptions& base, int tp, int pp,
-                                  const std::string& what, const std::string& partition = "") {
+                                  const std::string& what, const std::string& partition = "",
+                                  int threads = 2) {
   SCOPED_TRACE(what + " TP " + std::to_string(tp) + " x PP " + std::to_string(pp));
-  ThreadPool pool(2);
+  ThreadPool pool(threads);
   LoadOptions o = base;
   o.pool = &pool;
   auto single = load_model(o);
   ASSERT_TRUE(single.ok()) << single.status().to_string();
-  Ranks r = load_ranks(base, tp, pp, partition);
+  Ranks r = load_ranks(base, tp, pp, partition, 3 - threads);
   ASSERT_EQ(r.models.size(), static_cast<size_t>(tp * pp));
   for (const KernelVariantInfo* info : supported_kernel_variants(/*with_reference=*/false)) {
-    const KernelOps& ops = kernel_ops(info->name);
-    const auto want = scenario(*single->model, ops);
-    std::vector<std::vector<std::vector<float>>> got(tp * pp);
-    run_ranks(tp * pp, [&](int i) { got[i] = scenario(*r.models[i].model, ops); });
-    for (int i = 0; i < tp * pp; ++i)
-      expect_identical(want, got[i], what + " " + info->name + " rank " + std::to_string(i));
+    for (DType kv : {DType::kF32, DType::kBF16}) {
+      const KernelOps& ops = kernel_ops(info->name);
+      const auto want = scenario(*single->model, ops, kv);
+      std::vector<std::vector<std::vector<float>>> got(tp * pp);
+      run_ranks(tp * pp, [&](int i) { got[i] = scenario(*r.models[i].model, ops, kv); });
+      for (int i = 0; i < tp * pp; ++i)
+        expect_identical(want, got[i],
+                         what + " " + info->name + " kv " + dtype_name(kv) + " rank " +
+                             std::to_string(i));
+    }
   }
 }
 
@@ -353,6 +360,8 @@ TEST(TensorParallel, Stories260KLogitsAreBitIdenticalUnderTpPpAndBoth) {
   STRATA_REQUIRE_SHARED("models/stories260K-hf");
   for (auto [tp, pp] : {std::pair{2, 1}, {1, 2}, {2, 2}, {4, 1}})
     check_parallel_equals_single(stories_hf(), tp, pp, "stories260K");
+  // Two threads per rank against one for the single process.
+  check_parallel_equals_single(stories_hf(), 2, 2, "stories260K", "", /*threads=*/1);
 }
 
 TEST(TensorParallel, KvHeadsReplicatedWhenFewerThanRanks) {
