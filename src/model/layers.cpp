@@ -275,10 +275,9 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
     const int64_t n = parts[i].local_rows();
     dense[i].resize(n * k);
     if (bases[i].empty()) {
-      STRATA_ASSIGN_OR_RETURN(
-          io::TensorRef t,
-          src.get_rows(tensor_name(parts[i].name, src.naming(), layer), {parts[i].rows, k},
-                       parts[i].begin, parts[i].begin + n));
+      STRATA_ASSIGN_OR_RETURN(io::TensorRef t,
+                              src.get_rows(tensor_name(parts[i].name, src.naming(), layer),
+                                           {parts[i].rows, k}, parts[i].begin, parts[i].begin + n));
       if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 || t.dtype == DType::kF8E4M3)
         return unimplemented("tensor '" + t.name + "' has dtype " + dtype_name(t.dtype));
       for (int64_t r = 0; r < n; ++r)
@@ -323,7 +322,8 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
     std::string name = tensor_name(p.name, src.naming(), layer);
     io::TensorRef t;
     if (p.sliced()) {
-      STRATA_ASSIGN_OR_RETURN(t, src.get_rows(name, {p.rows, k}, p.begin, p.begin + p.local_rows()));
+      STRATA_ASSIGN_OR_RETURN(t,
+                              src.get_rows(name, {p.rows, k}, p.begin, p.begin + p.local_rows()));
     } else {
       STRATA_ASSIGN_OR_RETURN(t, src.get(name, {p.rows, k}));
     }

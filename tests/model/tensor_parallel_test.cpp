@@ -96,9 +96,10 @@ std::vector<std::vector<float>> scenario(Model& m, const KernelOps& ops,
   testing::ModelHarness h(m, 2, 64, 4, kv_dtype);
   std::vector<std::vector<float>> out;
   out.push_back(h.step1(0, {tok(1), tok(403), tok(407)}, ops));
-  out.push_back(h.step({0, 1}, {{tok(261), tok(378)}, {tok(1), tok(300), tok(301), tok(302),
-                                                       tok(303), tok(57), tok(99)}},
-                       ops));
+  out.push_back(h.step(
+      {0, 1},
+      {{tok(261), tok(378)}, {tok(1), tok(300), tok(301), tok(302), tok(303), tok(57), tok(99)}},
+      ops));
   for (int i = 0; i < decode_steps; ++i) {
     const std::vector<float>& last = out.back();
     const int32_t a = testing::argmax(last.data(), V), b = testing::argmax(last.data() + V, V);
@@ -126,9 +127,8 @@ void expect_identical(const std::vector<std::vector<float>>& want,
 // Runs the scenario on one process (`threads` compute threads; each rank has 3 - threads) and on
 // a tp x pp deployment, with every kernel variant this CPU supports and a float and a bf16 KV
 // cache; every rank's logits must equal the single process's.
-void check_parallel_equals_single(const LoadOptions& base, int tp, int pp,
-                                  const std::string& what, const std::string& partition = "",
-                                  int threads = 2) {
+void check_parallel_equals_single(const LoadOptions& base, int tp, int pp, const std::string& what,
+                                  const std::string& partition = "", int threads = 2) {
   SCOPED_TRACE(what + " TP " + std::to_string(tp) + " x PP " + std::to_string(pp));
   ThreadPool pool(threads);
   LoadOptions o = base;
@@ -144,9 +144,9 @@ void check_parallel_equals_single(const LoadOptions& base, int tp, int pp,
       std::vector<std::vector<std::vector<float>>> got(tp * pp);
       run_ranks(tp * pp, [&](int i) { got[i] = scenario(*r.models[i].model, ops, kv); });
       for (int i = 0; i < tp * pp; ++i)
-        expect_identical(want, got[i],
-                         what + " " + info->name + " kv " + dtype_name(kv) + " rank " +
-                             std::to_string(i));
+        expect_identical(
+            want, got[i],
+            what + " " + info->name + " kv " + dtype_name(kv) + " rank " + std::to_string(i));
     }
   }
 }
@@ -182,9 +182,8 @@ LoadOptions small_llama(const std::string& dtype) {
   o.load_format = "dummy";
   o.dtype = dtype;
   o.seed = 7;
-  o.hf_overrides =
-      R"({"hidden_size":96,"intermediate_size":200,"num_hidden_layers":5,)"
-      R"("num_attention_heads":12,"num_key_value_heads":6,"vocab_size":1000})";
+  o.hf_overrides = R"({"hidden_size":96,"intermediate_size":200,"num_hidden_layers":5,)"
+                   R"("num_attention_heads":12,"num_key_value_heads":6,"vocab_size":1000})";
   o.limits = {64, 128, 8};
   return o;
 }
@@ -202,8 +201,8 @@ TEST(TensorParallel, MatmulOutputsDoNotDependOnTheRowsPackedOrTheThreads) {
     const KernelOps& ops = kernel_ops(info->name);
     for (DType st : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
       SCOPED_TRACE(info->name + " " + dtype_name(st));
-      auto full = PackedWeight::pack(reinterpret_cast<const std::byte*>(w.data()), DType::kF32, N,
-                                     K, st);
+      auto full =
+          PackedWeight::pack(reinterpret_cast<const std::byte*>(w.data()), DType::kF32, N, K, st);
       ASSERT_TRUE(full.ok()) << full.status().to_string();
       std::vector<float> y(M * N);
       ops.matmul(x.data(), M, K, *full, y.data(), N, two);
@@ -214,9 +213,9 @@ TEST(TensorParallel, MatmulOutputsDoNotDependOnTheRowsPackedOrTheThreads) {
         std::vector<float> yp(M * (e - b));
         ops.matmul(x.data(), M, K, *part, yp.data(), e - b, one);
         for (int64_t m = 0; m < M; ++m)
-          EXPECT_EQ(std::memcmp(yp.data() + m * (e - b), y.data() + m * N + b,
-                                (e - b) * sizeof(float)),
-                    0)
+          EXPECT_EQ(
+              std::memcmp(yp.data() + m * (e - b), y.data() + m * N + b, (e - b) * sizeof(float)),
+              0)
               << "rows [" << b << ", " << e << ") token " << m;
       }
     }
@@ -297,8 +296,8 @@ TEST(TensorParallel, Fp8CheckpointRowSlicesHoldTheWholeTensorsValues) {
   const KernelOps& ops = kernel_ops(default_kernel_variant());
   std::vector<float> y(M * 2 * N);
   ops.matmul(x.data(), M, K, *full, y.data(), 2 * N, pool);
-  for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, 100}, {100, 256}, {128, 256}, {0, 128},
-                        {37, 38}}) {
+  for (auto [lo, hi] :
+       {std::pair<int64_t, int64_t>{0, 100}, {100, 256}, {128, 256}, {0, 128}, {37, 38}}) {
     auto part = load_packed(src, {{a, N, lo, hi}, {b, N, lo, hi}}, K, -1, std::nullopt, fp8);
     ASSERT_TRUE(part.ok()) << part.status().to_string();
     const int64_t n = hi - lo;
@@ -318,13 +317,11 @@ TEST(TensorParallel, OnlineFp8QuantizationUnderTp2WhenShardsFallOnItsBlocks) {
   // the whole model's blocks (exact); shards that cut a block are refused with a clear error.
   LoadOptions o = small_llama("bfloat16");
   o.quantization = "fp8";
-  o.hf_overrides =
-      R"({"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,)"
-      R"("num_attention_heads":4,"num_key_value_heads":4,"vocab_size":1000})";
+  o.hf_overrides = R"({"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,)"
+                   R"("num_attention_heads":4,"num_key_value_heads":4,"vocab_size":1000})";
   check_parallel_equals_single(o, 2, 1, "llama fp8");
-  o.hf_overrides =
-      R"({"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,)"
-      R"("num_attention_heads":4,"num_key_value_heads":2,"vocab_size":1000})";
+  o.hf_overrides = R"({"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,)"
+                   R"("num_attention_heads":4,"num_key_value_heads":2,"vocab_size":1000})";
   Deployment d = make_deployment(2, 1, 2);
   ThreadPool pool(1);
   o.pool = &pool;
@@ -507,8 +504,8 @@ class ShardRecorder : public WeightSource {
     return inner_->get_rows(name, shape, begin, end, init);
   }
   void release_generated() override { inner_->release_generated(); }
-  std::map<std::string, std::vector<int64_t>> whole;           // name -> shape
-  std::map<std::string, std::pair<int64_t, int64_t>> rows;     // name -> (rows, rows read)
+  std::map<std::string, std::vector<int64_t>> whole;        // name -> shape
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;  // name -> (rows, rows read)
 
  private:
   std::unique_ptr<WeightSource> inner_;
