@@ -27,6 +27,28 @@ void DecoderModel::declare(std::vector<LinearInfo> linears) {
   for (auto& l : linears) linears_.push_back(std::move(l));
 }
 
+namespace {
+
+Status mtp_pipeline_error() {
+  return unimplemented(
+      "a multi-token-prediction module is one layer: load it with --pipeline-parallel-size 1 "
+      "(its own place on the ranks that run it; hidden_states() gives every stage the target's "
+      "hidden states)");
+}
+
+}  // namespace
+
+ModelParallel DecoderModel::module_place(const ModelBuildOptions& opt) {
+  ModelParallel p = opt.parallel;
+  if (opt.mtp_module) {
+    // One layer: the whole module on each rank of its tensor-parallel group (a pipeline-parallel
+    // place is refused by stage_layers()).
+    p.first_layer = 0;
+    p.end_layer = -1;
+  }
+  return p;
+}
+
 Result<ShardRange> DecoderModel::stage_layers(const ModelConfig& c, const ModelParallel& p) {
   if (p.tp_size < 1 || p.pp_size < 1 || p.tp_rank < 0 || p.tp_rank >= p.tp_size || p.pp_rank < 0 ||
       p.pp_rank >= p.pp_size)
@@ -105,6 +127,11 @@ Result<DecoderModel::FeedForward> DecoderModel::load_dense_mlp(const TensorName&
     f.mlp = std::move(m);
     return f;
   }
+  // The gather buffers are sized for the config's intermediate size (tp_workspace_floats()).
+  if (ffn > c.intermediate_size)
+    return invalid_argument("a tensor-parallel dense MLP of " + std::to_string(ffn) +
+                            " is wider than the config's intermediate_size " +
+                            std::to_string(c.intermediate_size));
   const ShardRange fr = shard_range(ffn, opt.parallel.tp_size, opt.parallel.tp_rank);
   const ShardRange hr = shard_range(H, opt.parallel.tp_size, opt.parallel.tp_rank);
   DenseMlp m;
@@ -143,12 +170,9 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
   const ModelConfig& c = config_;
   WeightSource& w = *weights_;
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, stage_layers(c, opt.parallel));
-  if (opt.mtp_module && !opt.parallel.trivial())
-    return unimplemented(
-        "a multi-token-prediction module under tensor or pipeline parallelism is not supported "
-        "yet");
-  par_ = opt.parallel;
+  if (opt.mtp_module && opt.parallel.pp_size > 1) return mtp_pipeline_error();
+  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, stage_layers(c, module_place(opt)));
+  par_ = module_place(opt);
   first_layer_ = stage.begin;
   num_layers_ = stage.size();
   const bool first = par_.is_first_stage(), last = par_.is_last_stage();
@@ -268,8 +292,9 @@ Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names, co
   ModelMemoryEstimate out;
   WeightBytesByClass& b = out.weights;
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, stage_layers(c, opt.parallel));
-  const ModelParallel& par = opt.parallel;
+  if (opt.mtp_module && opt.parallel.pp_size > 1) return mtp_pipeline_error();
+  const ModelParallel par = module_place(opt);
+  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, stage_layers(c, par));
   const bool first = par.is_first_stage(), last = par.is_last_stage();
   const ShardRange vocab = shard_range(V, par.tp_size, par.tp_rank);
   STRATA_ASSIGN_OR_RETURN(std::optional<MoeSpec> moe, parse_moe_spec(c));

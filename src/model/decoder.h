@@ -117,6 +117,10 @@ class DecoderModel : public Model {
   // Checks `parallel` against the config (group sizes, the stage's layers) and returns this
   // stage's layers [first, end).
   static Result<ShardRange> stage_layers(const ModelConfig& config, const ModelParallel& parallel);
+  // The place a model of these options takes: `parallel`, whose layer range a
+  // multi-token-prediction module (one layer, pipeline size 1) ignores, so it may be given the
+  // target model's place.
+  static ModelParallel module_place(const ModelBuildOptions& options);
 
  protected:
   DecoderModel(ModelConfig config, std::unique_ptr<WeightSource> weights, ThreadPool& pool)

@@ -144,7 +144,8 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
       MlaWorkspace::bytes_for(mla, opt.limits.max_num_tokens, opt.limits.max_seq_len, threads);
   STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate out,
                           DecoderModel::estimate(kNames, c, w, opt, fp8, hooks));
-  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, DecoderModel::stage_layers(c, opt.parallel));
+  STRATA_ASSIGN_OR_RETURN(const ShardRange stage,
+                          DecoderModel::stage_layers(c, DecoderModel::module_place(opt)));
   out.kv_spec = mla_kv_spec(c, mla, stage.size());
   return out;
 }

@@ -541,6 +541,75 @@ TEST(TensorParallel, EachRankReadsOnlyItsShard) {
   }
 }
 
+// Two steps of a multi-token-prediction module (a 12-token prompt, then one token) with given
+// input hidden states: the logits of each step.
+std::vector<std::vector<float>> mtp_steps(Model& m, const KernelOps& ops) {
+  const KvSpec s = m.kv_spec();
+  const int64_t bs = 8, H = m.config().hidden_size, V = m.config().vocab_size;
+  auto storage = KvStorage::allocate(
+      {s.num_layers, 5, bs, s.num_kv_heads, s.head_dim, DType::kF32, s.has_v, s.aux_dim, 0});
+  EXPECT_TRUE(storage.ok());
+  std::vector<PagedKvLayer> layers;
+  for (int64_t l = 0; l < s.num_layers; ++l)
+    layers.push_back({DType::kF32, bs, s.num_kv_heads, s.head_dim, storage->k(l), storage->v(l),
+                      1.0f, 1.0f, storage->k_scales(l), storage->v_scales(l), storage->aux(l),
+                      s.aux_dim, storage->aux_scales(l), 0});
+  const std::vector<int32_t> table = {3, 1, 4, 2};
+  std::vector<std::vector<float>> out;
+  Rng rng(5);
+  for (auto [p0, n] : {std::pair<int32_t, int32_t>{0, 12}, {12, 1}}) {
+    std::vector<int32_t> ids, pos;
+    std::vector<int64_t> slots;
+    for (int32_t p = p0; p < p0 + n; ++p) {
+      ids.push_back((p * 37 + 5) % static_cast<int32_t>(V));
+      pos.push_back(p);
+      slots.push_back(int64_t{table[p / bs]} * bs + p % bs);
+    }
+    std::vector<float> hidden(n * H);
+    for (float& v : hidden) v = rng.uniform(-1, 1);
+    const std::vector<int32_t> qs = {0, n}, lens = {p0 + n}, rows = {n - 1, 0};
+    ForwardBatch b{ids, pos, slots, qs, lens, table, 4, rows, hidden};
+    out.emplace_back(rows.size() * V);
+    EXPECT_TRUE(m.forward(b, layers, ops, out.back().data()).ok());
+  }
+  return out;
+}
+
+TEST(TensorParallel, MtpModuleUnderTp2) {
+  // DeepSeek-V3's MTP layer (its own embedding and head, the eh_proj input stage) over 2 ranks.
+  std::string json;
+  for (const auto& a : testing::tiny_archs())
+    if (std::string(a.name) == "deepseek_v3_fp8") json = a.config_json;
+  ASSERT_FALSE(json.empty());
+  json.insert(json.find('{') + 1, R"("num_nextn_predict_layers":1,)");
+  LoadOptions o;
+  o.model = testing::write_tiny_config(json);
+  o.load_format = "dummy";
+  o.dtype = "float32";
+  o.seed = 3;
+  o.limits = {64, 128, 8};
+  o.mtp_module = true;
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  ThreadPool pool(2);
+  LoadOptions so = o;
+  so.pool = &pool;
+  auto single = load_model(so);
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  const auto want = mtp_steps(*single->model, ops);
+  Ranks r = load_ranks(o, 2, 1);
+  ASSERT_EQ(r.models.size(), 2u);
+  std::vector<std::vector<std::vector<float>>> got(2);
+  run_ranks(2, [&](int i) { got[i] = mtp_steps(*r.models[i].model, ops); });
+  for (int i = 0; i < 2; ++i) expect_identical(want, got[i], "mtp rank " + std::to_string(i));
+  // One layer: no pipeline stages.
+  Deployment d = make_deployment(1, 2, 3);
+  so.parallel = d.places[0];
+  auto staged = load_model(so);
+  ASSERT_FALSE(staged.ok());
+  EXPECT_NE(staged.status().to_string().find("--pipeline-parallel-size 1"), std::string::npos)
+      << staged.status().to_string();
+}
+
 TEST(TensorParallel, PerRankWeightBytesAreAboutHalfAtTp2AndEstimated) {
   for (const LoadOptions& base : {small_llama("bfloat16"), stories_hf()}) {
     if (base.load_format != "dummy" && !file_exists(base.model)) continue;
