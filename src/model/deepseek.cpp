@@ -1,5 +1,7 @@
 #include "model/deepseek.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "model/deepseek_mla.h"
 
@@ -34,8 +36,17 @@ class DeepseekModel : public DecoderModel {
   Status load(const ModelBuildOptions& opt) {
     STRATA_ASSIGN_OR_RETURN(mla_, parse_mla_spec(config_));
     attn_.resize(config_.num_hidden_layers);
-    return DecoderModel::load(kNames, opt, config_.fp8.value_or(Fp8Quantization{}));
+    STRATA_RETURN_IF_ERROR(
+        DecoderModel::load(kNames, opt, config_.fp8.value_or(Fp8Quantization{})));
+    // Tensor parallelism: the all-gathers' scratch, sized once for the largest step.
+    const int64_t T = opt.limits.max_num_tokens;
+    int64_t mla_floats = 0;
+    for (const auto& a : attn_)
+      if (a) mla_floats = std::max(mla_floats, a->parallel_scratch_floats(T));
+    if (mla_floats > 0) mla_ws_.allocate_parallel(mla_floats);
+    return ok_status();
   }
+
 
   // One row per token and layer: the latent and the rotated shared key; no V.
   KvSpec kv_spec() const override { return mla_kv_spec(config_, mla_); }
@@ -56,8 +67,8 @@ class DeepseekModel : public DecoderModel {
 
  protected:
   Status load_attention(int64_t l, const ModelBuildOptions& opt) override {
-    STRATA_ASSIGN_OR_RETURN(attn_[l],
-                            MlaAttention::load(weights(), config_, mla_, l, opt.layers()));
+    STRATA_ASSIGN_OR_RETURN(
+        attn_[l], MlaAttention::load(weights(), config_, mla_, l, opt.layers(), opt.parallel));
     const MlaAttention& a = *attn_[l];
     active_bytes_ += a.bytes();
     total_bytes_ += a.bytes() + a.vector_bytes();
@@ -72,8 +83,9 @@ class DeepseekModel : public DecoderModel {
     const ModelConfig& c = config_;
     FeedForward f;
     if (moe_spec() && moe_spec()->is_moe(l)) {
-      STRATA_ASSIGN_OR_RETURN(MoeBlock moe,
-                              MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers()));
+      STRATA_ASSIGN_OR_RETURN(
+          MoeBlock moe, MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers(), opt.parallel));
+      ffn_workspace().reserve_parallel(moe.parallel_scratch_floats(opt.limits.max_num_tokens));
       f.moe = std::move(moe);
     } else {
       STRATA_ASSIGN_OR_RETURN(
@@ -111,13 +123,17 @@ class DeepseekModel : public DecoderModel {
   void attention(int64_t l, const float* x, const ForwardBatch& b, const PagedKvLayer& kv,
                  const float* cos, const float* sin, float* out, const KernelOps& ops) override {
     const int64_t H = config_.hidden_size;
-    attn_[l]->forward(x, H, b, kv, cos, sin, out, H, ops, pool_, mla_ws_);
+    Status st = attn_[l]->forward(x, H, b, kv, cos, sin, out, H, ops, pool_, mla_ws_);
+    if (!st.ok() && parallel_error_.ok()) parallel_error_ = std::move(st);
   }
 
  private:
   MlaSpec mla_;
   std::vector<std::optional<MlaAttention>> attn_;
   MlaWorkspace mla_ws_;
+  // The first error of the tensor-parallel group inside an attention layer (a rank gone or
+  // silent): the skeleton's attention hook returns nothing yet, so it is kept here until it does.
+  Status parallel_error_;
 };
 
 }  // namespace

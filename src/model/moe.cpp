@@ -110,6 +110,12 @@ Status parse_qwen_moe(const Json& j, const ModelConfig& c, MoeSpec* s, bool qwen
   return ok_status();
 }
 
+// y[0, n) += w * e[0, n): the combine of one expert's output into a token's row. One function for
+// one process and for the ranks of a tensor-parallel group, so both round alike.
+[[gnu::noinline]] void add_weighted_row(float* y, float w, const float* e, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += w * e[j];
+}
+
 Result<PackedWeight> load_one(WeightSource& src, const std::string& name, int64_t rows, int64_t k,
                               int64_t layer, std::optional<DType> storage,
                               const Fp8Quantization& fp8) {
@@ -191,6 +197,12 @@ void MoeWorkspace::allocate(const std::optional<MoeSpec>& spec, int64_t hidden, 
   }
 }
 
+float* MoeWorkspace::reserve_parallel(int64_t floats) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 0)) * sizeof(float);
+  if (tp_buf_.size() < bytes) tp_buf_.resize(bytes);
+  return tp_buf_.as<float>();
+}
+
 Result<DenseMlp> DenseMlp::load(WeightSource& src, const std::string& prefix, int64_t hidden,
                                 int64_t ffn, int64_t layer, std::optional<DType> storage,
                                 const Fp8Quantization& fp8, bool mixtral) {
@@ -257,12 +269,15 @@ void MoeBlock::describe(const std::string& prefix, std::vector<LinearInfo>* out)
   out->push_back({prefix + "router", gate_.n(), gate_.k(), gate_.dtype(), Sharding::kReplicated,
                   gate_.bytes()});
   for (size_t e = 0; e < experts_.size(); ++e)
-    experts_[e].describe(prefix + "experts." + std::to_string(e) + ".", Sharding::kExpert,
-                         Sharding::kExpert, out);
+    experts_[e].describe(prefix + "experts." + std::to_string(expert_begin_ + e) + ".",
+                         Sharding::kExpert, Sharding::kExpert, out);
   if (!shared_gate_.empty())
     out->push_back({prefix + "shared_gate", shared_gate_.n(), shared_gate_.k(),
                     shared_gate_.dtype(), Sharding::kReplicated, shared_gate_.bytes()});
-  if (shared_) shared_->describe(prefix + "shared.", Sharding::kColumn, Sharding::kRow, out);
+  // Replicated on every rank of a tensor-parallel group (see moe.h).
+  if (shared_)
+    shared_->describe(prefix + "shared.", comm_ ? Sharding::kReplicated : Sharding::kColumn,
+                      comm_ ? Sharding::kReplicated : Sharding::kRow, out);
 }
 
 void DenseMlp::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
@@ -273,7 +288,11 @@ void DenseMlp::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t
 }
 
 Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const ModelConfig& c,
-                                int64_t layer, std::optional<DType> storage) {
+                                int64_t layer, std::optional<DType> storage,
+                                const ModelParallel& par) {
+  if (par.tp_size > 1 && par.tp == nullptr)
+    return invalid_argument("MoE: tensor parallel size " + std::to_string(par.tp_size) +
+                            " without its group of ranks");
   MoeBlock b;
   b.routing_ = spec.routing;
   b.hidden_ = c.hidden_size;
@@ -289,8 +308,13 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
     STRATA_ASSIGN_OR_RETURN(
         b.bias_, load_vector(src, TensorName{name.c_str(), ""}, E, layer, DummyInit::kNormal));
   }
-  b.experts_.reserve(E);
-  for (int64_t e = 0; e < E; ++e) {
+  // This rank's experts only (all of them for one process).
+  const ShardRange mine =
+      par.tp_size > 1 ? shard_range(E, par.tp_size, par.tp_rank) : ShardRange{0, E};
+  b.comm_ = par.tp_size > 1 ? par.tp : nullptr;
+  b.expert_begin_ = mine.begin;
+  b.experts_.reserve(mine.size());
+  for (int64_t e = mine.begin; e < mine.end; ++e) {
     const std::string prefix = base + "experts." + std::to_string(e) + ".";
     STRATA_ASSIGN_OR_RETURN(
         DenseMlp m, DenseMlp::load(src, prefix, H, spec.expert_ffn, layer, lin, fp8, mixtral));
@@ -362,8 +386,10 @@ int64_t MoeBlock::bytes_total() const {
 
 int64_t MoeBlock::bytes_active() const {
   const int64_t expert = experts_.empty() ? 0 : experts_[0].bytes();
+  // Of a token's top_k experts, this rank holds local / num_experts on average (all for one
+  // process).
   return gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0) +
-         routing_.top_k * expert;
+         routing_.top_k * expert * local_experts() / routing_.num_experts;
 }
 
 int64_t MoeBlock::parameters() const {
@@ -404,10 +430,11 @@ void MoeBlock::append_weights_in_order(std::vector<PackedWeight*>* out) {
   }
 }
 
-void MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
-                       const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+Status MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                         const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
   STRATA_CHECK(T <= ws.max_tokens())
       << "MoE block of " << T << " tokens, workspace for " << ws.max_tokens();
+  if (comm_ != nullptr) return forward_parallel(x, ldx, T, y, ldy, ops, pool, ws);
   const int E = routing_.num_experts, K = routing_.top_k;
   const int64_t H = hidden_;
   ops.matmul(x, T, ldx, gate_, ws.logits, E, pool);
@@ -426,19 +453,88 @@ void MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t
     run_expert(experts_[e], ws.xe, H, n, ws.eo, H, ops, pool, ws);
     // Each token appears once per expert: rows are independent.
     pool.parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float w = ws.weights[entries[i]];
-        float* yr = y + (entries[i] / K) * ldy;
-        const float* er = ws.eo + i * H;
-        for (int64_t j = 0; j < H; ++j) yr[j] += w * er[j];
-      }
+      for (int64_t i = i0; i < i1; ++i)
+        add_weighted_row(y + (entries[i] / K) * ldy, ws.weights[entries[i]], ws.eo + i * H, H);
     });
   }
   add_shared(x, ldx, T, y, ldy, ops, pool, ws);
+  return ok_status();
+}
+
+int64_t MoeBlock::parallel_scratch_floats(int64_t max_tokens) const {
+  if (comm_ == nullptr) return 0;
+  // Every (token, slot) of a chunk may go to one rank: send [C * K, H], receive size() of those.
+  const int64_t entries = std::min(max_tokens, kParallelChunk) * routing_.top_k;
+  return (comm_->size() + 1) * entries * hidden_;
+}
+
+Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                                  const KernelOps& ops, ThreadPool& pool,
+                                  MoeWorkspace& ws) const {
+  const int E = routing_.num_experts, K = routing_.top_k, size = comm_->size();
+  const int64_t H = hidden_;
+  // Every rank routes every token alike (the router and its inputs are replicated).
+  ops.matmul(x, T, ldx, gate_, ws.logits, E, pool);
+  route_tokens(routing_, ws.logits, E, T, bias_.empty() ? nullptr : bias_.data(), ws.ids,
+               ws.weights, pool);
+  std::vector<int> owner(E);
+  std::vector<int64_t> first_expert(size + 1);
+  for (int r = 0; r < size; ++r) {
+    const ShardRange er = shard_range(E, size, r);
+    first_expert[r] = er.begin;
+    first_expert[r + 1] = er.end;
+    for (int64_t e = er.begin; e < er.end; ++e) owner[e] = r;
+  }
+  const int me = comm_->rank();
+  float* scratch = ws.reserve_parallel(parallel_scratch_floats(ws.max_tokens()));
+  // Token chunks bound the scratch; a token's result does not depend on its chunk.
+  for (int64_t c0 = 0; c0 < T; c0 += kParallelChunk) {
+    const int64_t n_tok = std::min(kParallelChunk, T - c0);
+    const int32_t* ids = ws.ids + c0 * K;
+    const float* weights = ws.weights + c0 * K;
+    group_by_expert(ids, n_tok, K, E, ws.offsets, ws.entries);
+    // Rank r's outputs are the grouped entries of its experts, in order: rows
+    // [offsets[first_expert[r]], offsets[first_expert[r + 1]]).
+    int64_t rows = 0;
+    for (int r = 0; r < size; ++r)
+      rows = std::max<int64_t>(
+          rows, ws.offsets[first_expert[r + 1]] - ws.offsets[first_expert[r]]);
+    float* send = scratch;
+    float* recv = scratch + rows * H;
+    const int32_t base = ws.offsets[first_expert[me]];
+    for (int64_t i = 0; i < local_experts(); ++i) {
+      const int64_t e = expert_begin_ + i;
+      const int32_t begin = ws.offsets[e], n = ws.offsets[e + 1] - begin;
+      if (n == 0) continue;
+      const int32_t* entries = ws.entries + begin;
+      pool.parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+        for (int64_t j = i0; j < i1; ++j)
+          std::memcpy(ws.xe + j * H, x + (c0 + entries[j] / K) * ldx, H * sizeof(float));
+      });
+      run_expert(experts_[i], ws.xe, H, n, send + (begin - base) * H, H, ops, pool, ws);
+    }
+    if (rows > 0) STRATA_RETURN_IF_ERROR(all_gather_floats(*comm_, send, rows * H, recv));
+    // The combine of forward(): per token, its experts in increasing id, the same arithmetic.
+    for (int64_t t = c0; t < c0 + n_tok; ++t) std::memset(y + t * ldy, 0, H * sizeof(float));
+    for (int e = 0; e < E; ++e) {
+      const int32_t begin = ws.offsets[e], n = ws.offsets[e + 1] - begin;
+      if (n == 0) continue;
+      const int r = owner[e];
+      const float* out = recv + (r * rows + begin - ws.offsets[first_expert[r]]) * H;
+      const int32_t* entries = ws.entries + begin;
+      pool.parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          add_weighted_row(y + (c0 + entries[i] / K) * ldy, weights[entries[i]], out + i * H, H);
+      });
+    }
+  }
+  add_shared(x, ldx, T, y, ldy, ops, pool, ws);
+  return ok_status();
 }
 
 void MoeBlock::forward_reference(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
                                  const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  STRATA_CHECK(comm_ == nullptr) << "forward_reference runs on one process";
   const int K = routing_.top_k;
   ops.matmul(x, T, ldx, gate_, ws.logits, routing_.num_experts, pool);
   route_tokens(routing_, ws.logits, routing_.num_experts, T, bias_.empty() ? nullptr : bias_.data(),

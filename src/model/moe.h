@@ -7,6 +7,15 @@
 // its experts' outputs in increasing expert id, then the shared expert, so it never depends on
 // which other tokens share the step. forward_reference() computes the same block token by token,
 // expert by expert in routing order with double sums, written for clarity (tests compare the two).
+//
+// Tensor and expert parallelism (model/parallel.h, exact: no float sum crosses ranks): whole
+// routed experts are split over the ranks of the tensor-parallel group (rank r holds experts
+// shard_range(num_experts, size, r)), with or without --enable-expert-parallel; splitting each
+// expert's rows instead would give the same values at the cost of an all-gather per expert. The
+// router is replicated, so every rank routes every token alike. Each rank runs its experts over
+// the tokens routed to them, the ranks all-gather those outputs, and every rank adds them to each
+// token in increasing expert id with the same arithmetic as one process (bit-identical). The
+// shared expert(s) are replicated (small next to the routed ones).
 #pragma once
 
 #include <array>
@@ -23,6 +32,7 @@
 #include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/model_config.h"
+#include "model/parallel.h"
 #include "model/weight_source.h"
 
 namespace strata {
@@ -84,9 +94,13 @@ class MoeWorkspace {
   float* eo = nullptr;         // [T, H] one expert's outputs
   float* shared = nullptr;     // [T, H]
   float* gate1 = nullptr;      // [T] Qwen2-MoE shared gate
+  // Tensor/expert parallelism: scratch for the all-gather of the experts' outputs (grown to the
+  // largest request; MoeBlock::parallel_scratch_floats()).
+  float* reserve_parallel(int64_t floats);
+  int64_t parallel_bytes() const { return static_cast<int64_t>(tp_buf_.size()); }
 
  private:
-  AlignedBuffer buf_;
+  AlignedBuffer buf_, tp_buf_;
   int64_t max_tokens_ = 0;
 };
 
@@ -132,16 +146,19 @@ struct DenseMlp {
 
 class MoeBlock {
  public:
+  // With a tensor-parallel group (parallel.tp_size > 1) only this rank's routed experts are read.
   static Result<MoeBlock> load(WeightSource& src, const MoeSpec& spec, const ModelConfig& config,
-                               int64_t layer, std::optional<DType> storage);
+                               int64_t layer, std::optional<DType> storage,
+                               const ModelParallel& parallel = {});
 
   // Adds what load() would build to `out` (router, routed experts, shared expert(s) and gate,
   // the selection bias), from the tensors' metadata (memory_estimate.h).
   static Status plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& config,
                      int64_t layer, std::optional<DType> storage, WeightBytesByClass* out);
 
-  // y[T, H] = MoE(x[T, H]) for the normalised hidden states x. T <= ws.max_tokens().
-  void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
+  // y[T, H] = MoE(x[T, H]) for the normalised hidden states x. T <= ws.max_tokens(). Errors only
+  // from the tensor-parallel group (a rank gone or silent).
+  Status forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
                ThreadPool& pool, MoeWorkspace& ws) const;
 
   // The same, token by token and expert by expert in routing order, summed in double: the plain
@@ -157,9 +174,18 @@ class MoeBlock {
   // expert-parallel.
   void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
 
-  // Bytes of every weight held (matmuls and the selection bias).
+  // Tokens per all-gather of the experts' outputs under tensor parallelism, and the scratch
+  // floats forward() then needs (MoeWorkspace::reserve_parallel; 0 for one process).
+  static constexpr int64_t kParallelChunk = 64;
+  int64_t parallel_scratch_floats(int64_t max_tokens) const;
+  // This rank's routed experts [expert_begin(), expert_begin() + local_experts()).
+  int64_t expert_begin() const { return expert_begin_; }
+  int64_t local_experts() const { return static_cast<int64_t>(experts_.size()); }
+
+  // Bytes of every weight held (matmuls and the selection bias; this rank's experts).
   int64_t bytes_total() const;
-  // Bytes one token reads: the gate, top_k experts and the shared expert.
+  // Bytes one token reads: the gate, top_k experts and the shared expert (under expert
+  // parallelism, this rank's expected share of the top_k experts).
   int64_t bytes_active() const;
   int64_t parameters() const;
 
@@ -168,12 +194,16 @@ class MoeBlock {
                   int64_t ldy, const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
   void add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
                   const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
+  Status forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                          const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
 
   MoeRoutingConfig routing_;
+  Comm* comm_ = nullptr;  // the tensor-parallel group; null: one process
+  int64_t expert_begin_ = 0;
   int64_t hidden_ = 0;
   PackedWeight gate_;        // [E, H] router, f32
   std::vector<float> bias_;  // [E] selection-only correction bias, or empty
-  std::vector<DenseMlp> experts_;
+  std::vector<DenseMlp> experts_;  // this rank's: expert expert_begin_ + i
   std::optional<DenseMlp> shared_;
   PackedWeight shared_gate_;  // [1, H] f32 (Qwen2-MoE), or empty
 };

@@ -1,0 +1,322 @@
+// DeepSeek (MLA + DeepSeekMoE) under tensor and expert parallelism (model/parallel.h): N ranks run
+// as threads of this process (core/comm.h's local group), each with its own shard of the model,
+// KV cache and thread pool, and every rank's logits must be BIT-identical to one process's, over
+// a chunked prefill of two sequences in one batch and several batched decode steps on a paged
+// cache. Also: each rank holds only its share of the routed experts, and what cannot be split is
+// a clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "core/comm.h"
+#include "core/json.h"
+#include "model/deepseek.h"
+#include "model/deepseek_mla.h"
+#include "model/moe.h"
+#include "model_test_util.h"
+#include "test_util.h"
+#include "tiny_models.h"
+
+namespace strata {
+namespace {
+
+const testing::TinyArch& arch(const std::string& name) {
+  for (const auto& a : testing::tiny_archs())
+    if (a.name == name) return a;
+  ADD_FAILURE() << "no tiny arch " << name;
+  return testing::tiny_archs()[0];
+}
+
+std::string patched(const std::string& json, const std::string& patch_json) {
+  Json c = Json::parse(json);
+  const Json patch = Json::parse(patch_json);
+  for (auto& [k, v] : patch.items()) c[k] = v;
+  return c.dump();
+}
+
+Result<ModelConfig> tiny_config(const std::string& json) {
+  LoadOptions o;
+  o.model = testing::write_tiny_config(json);
+  o.load_format = "dummy";
+  return load_model_config(o);
+}
+
+// The scaled DeepSeek-V3 of the shared configs (FP8 blocks of 128, MLA of the real dims, 16
+// routed experts, noaux_tc routing); 4 heads.
+Result<ModelConfig> scaled_v3_config(int heads) {
+  LoadOptions o;
+  o.model = testing::shared_data_path("configs/deepseek-v3");
+  o.load_format = "dummy";
+  o.hf_overrides = R"({"num_hidden_layers": 3, "first_k_dense_replace": 1, "hidden_size": 256,
+      "intermediate_size": 384, "moe_intermediate_size": 64, "n_routed_experts": 16,
+      "num_experts_per_tok": 4, "n_group": 4, "topk_group": 2, "q_lora_rank": 256,
+      "kv_lora_rank": 128, "vocab_size": 512, "num_attention_heads": )" +
+                   std::to_string(heads) + "}";
+  return load_model_config(o);
+}
+
+Result<std::unique_ptr<Model>> build(const ModelConfig& c, ThreadPool& pool, ModelParallel par) {
+  ModelBuildOptions o;
+  o.storage = DType::kBF16;
+  o.keep_in_place = false;
+  o.limits = {160, 160, 8};
+  o.pool = &pool;
+  o.parallel = par;
+  return create_deepseek_model(c, make_dummy_source(42, DType::kBF16, c.initializer_range), o);
+}
+
+// Each step: per sequence its new tokens (empty: the sequence sits the step out).
+using Script = std::vector<std::vector<std::vector<int32_t>>>;
+
+std::vector<std::vector<float>> run_script(Model& m, const Script& script, const KernelOps& ops) {
+  testing::ModelHarness h(m, 2, 160, 8, DType::kBF16);
+  std::vector<std::vector<float>> out;
+  for (const auto& step : script) {
+    std::vector<int> seqs;
+    std::vector<std::vector<int32_t>> tokens;
+    for (int s = 0; s < static_cast<int>(step.size()); ++s)
+      if (!step[s].empty()) {
+        seqs.push_back(s);
+        tokens.push_back(step[s]);
+      }
+    out.push_back(h.step(seqs, tokens, ops));
+  }
+  return out;
+}
+
+std::vector<int32_t> tokens(int64_t vocab, int n, int seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(static_cast<int32_t>((i * 37 + seed * 11 + 5) % vocab));
+  return p;
+}
+
+// A chunked prefill of sequence 0 (the second chunk batched with sequence 1's whole prompt of
+// `long_prompt` tokens, over the MoE's all-gather chunk), then `decode` batched decode steps fed
+// with one process's greedy ids.
+Script make_script(Model& single, int long_prompt, int decode, const KernelOps& ops) {
+  const int64_t V = single.config().vocab_size;
+  const auto p0 = tokens(V, 23, 1), p1 = tokens(V, long_prompt, 2);
+  Script s = {{std::vector<int32_t>(p0.begin(), p0.begin() + 10), {}},
+              {std::vector<int32_t>(p0.begin() + 10, p0.end()), p1}};
+  testing::ModelHarness h(single, 2, 160, 8, DType::kBF16);
+  std::vector<float> logits = h.step({0}, {s[0][0]}, ops);
+  logits = h.step({0, 1}, {s[1][0], s[1][1]}, ops);
+  for (int i = 0; i < decode; ++i) {
+    const int32_t a = testing::argmax(logits.data(), V), b = testing::argmax(logits.data() + V, V);
+    s.push_back({{a}, {b}});
+    logits = h.step({0, 1}, {{a}, {b}}, ops);
+  }
+  return s;
+}
+
+bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct RankResult {
+  std::vector<std::vector<float>> logits;
+  std::vector<LinearInfo> linears;
+  int64_t weight_bytes = 0;
+  std::string error;
+};
+
+// Loads the model on `tp` ranks (threads of a local group) and runs the script on each.
+std::vector<RankResult> run_ranks(const ModelConfig& c, int tp, bool expert_parallel,
+                                  const Script& script, const KernelOps& ops) {
+  auto group = make_local_group(tp);
+  std::vector<RankResult> out(tp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r)
+    threads.emplace_back([&, r] {
+      ThreadPool pool(1);
+      ModelParallel par;
+      par.tp_size = tp;
+      par.tp_rank = r;
+      par.tp = group[r].get();
+      par.expert_parallel = expert_parallel;
+      auto m = build(c, pool, par);
+      if (!m.ok()) {
+        out[r].error = m.status().to_string();
+        return;
+      }
+      out[r].logits = run_script(**m, script, ops);
+      out[r].linears = (*m)->linear_layers();
+      out[r].weight_bytes = (*m)->weight_bytes_total();
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// One process and `tp` ranks, with and without expert parallelism: the same logits, bit for bit.
+void expect_identical(const ModelConfig& c, int tp, int long_prompt, int decode) {
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  ThreadPool pool(2);
+  auto single = build(c, pool, {});
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  const Script script = make_script(**single, long_prompt, decode, ops);
+  const auto want = run_script(**single, script, ops);
+  double scale = 0;
+  for (float v : want.back()) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  ASSERT_GT(scale, 1e-3) << "degenerate logits";
+  for (bool ep : {false, true}) {
+    const auto ranks = run_ranks(c, tp, ep, script, ops);
+    for (int r = 0; r < tp; ++r) {
+      ASSERT_EQ(ranks[r].error, "") << "rank " << r;
+      ASSERT_EQ(ranks[r].logits.size(), want.size());
+      for (size_t s = 0; s < want.size(); ++s)
+        EXPECT_TRUE(bit_equal(ranks[r].logits[s], want[s]))
+            << "tp " << tp << " ep " << ep << " rank " << r << " step " << s;
+    }
+  }
+}
+
+TEST(DeepseekParallel, ScaledV3Tp2LogitsAreBitIdentical) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v3/config.json");
+  auto c = scaled_v3_config(4);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_TRUE(c->fp8.has_value());  // the FP8 blocks are split in whole panels
+  expect_identical(*c, 2, 9, 4);
+}
+
+// 4 ranks of one head each: q_b's rows of a head (24) are not whole panels (16), the experts'
+// all-gather chunks (64 tokens) are crossed by a 100-token prompt.
+TEST(DeepseekParallel, TinyV3Tp4UnalignedHeadsAndLongPromptAreBitIdentical) {
+  auto c = tiny_config(patched(arch("deepseek_v3_fp8").config_json,
+                               R"({"num_attention_heads": 4, "num_key_value_heads": 4})"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  expect_identical(*c, 4, 100, 3);
+}
+
+// V2-Lite: one q_proj (replicated within the fused projection), softmax greedy routing, two shared
+// experts; 3 ranks over 8 experts (3, 3, 2).
+TEST(DeepseekParallel, V2LiteTp3UnevenExpertsAreBitIdentical) {
+  auto c = tiny_config(patched(arch("deepseek_v2_lite").config_json,
+                               R"({"num_attention_heads": 6, "vocab_size": 300})"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  expect_identical(*c, 3, 12, 3);
+}
+
+// DeepSeek-V3.2: the indexer replicated, the sparse attention over each rank's heads; contexts
+// past index_topk so the selection matters.
+TEST(DeepseekParallel, V32SparseAttentionTp2IsBitIdentical) {
+  auto c = tiny_config(patched(arch("deepseek_v32").config_json,
+                               R"({"num_attention_heads": 4, "num_key_value_heads": 4,
+                                   "index_topk": 6})"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  expect_identical(*c, 2, 15, 4);
+}
+
+TEST(DeepseekParallel, EachRankHoldsItsShareOfExpertsAndHeads) {
+  auto c = tiny_config(patched(arch("deepseek_v3_fp8").config_json,
+                               R"({"num_attention_heads": 4, "num_key_value_heads": 4})"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  ThreadPool pool(1);
+  auto single = build(*c, pool, {});
+  ASSERT_TRUE(single.ok());
+  const auto ranks = run_ranks(*c, 2, true, {}, ops);
+  auto expert_bytes = [](const std::vector<LinearInfo>& ls, std::set<std::string>* names) {
+    int64_t b = 0;
+    for (const auto& l : ls)
+      if (l.name.find(".experts.") != std::string::npos) {
+        b += l.bytes;
+        if (names) EXPECT_TRUE(names->insert(l.name).second) << "two ranks hold " << l.name;
+      }
+    return b;
+  };
+  const int64_t all = expert_bytes((*single)->linear_layers(), nullptr);
+  std::set<std::string> names;
+  int64_t sum = 0;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(ranks[r].error, "");
+    const int64_t mine = expert_bytes(ranks[r].linears, &names);
+    EXPECT_EQ(mine * 2, all) << "rank " << r << " holds half of the routed experts";
+    sum += mine;
+    EXPECT_LT(ranks[r].weight_bytes, (*single)->weight_bytes_total());
+    // Heads: 2 of 4 per rank, numbered globally; o_proj's rows halved.
+    std::map<std::string, LinearInfo> by_name;
+    for (const auto& l : ranks[r].linears) by_name[l.name] = l;
+    for (int h = 0; h < 4; ++h)
+      EXPECT_EQ(by_name.count("layers.0.attn.uk_t." + std::to_string(h)), h / 2 == r ? 1u : 0u)
+          << "rank " << r << " head " << h;
+    EXPECT_EQ(by_name["layers.0.attn.o"].rows, c->hidden_size / 2);
+    EXPECT_EQ(by_name["layers.0.attn.o"].cols, 4 * 16);
+  }
+  EXPECT_EQ(sum, all);
+  EXPECT_EQ(static_cast<int64_t>(names.size()),
+            2 * 16 * 2);  // 2 MoE layers x 16 experts x (gate_up, down), each on one rank
+}
+
+TEST(DeepseekParallel, HeadsThatDoNotDivideAreAClearError) {
+  auto c = tiny_config(arch("deepseek_v3_fp8").config_json);  // 5 heads
+  ASSERT_TRUE(c.ok());
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  const auto ranks = run_ranks(*c, 2, false, {}, ops);
+  for (const auto& r : ranks) {
+    EXPECT_NE(r.error.find("num_attention_heads (5)"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("tensor parallel size (2)"), std::string::npos) << r.error;
+  }
+}
+
+// The MoE block alone: 150 tokens (three all-gather chunks) on 2 and 3 ranks, against one
+// process's forward(), bit for bit.
+TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
+  auto c = tiny_config(arch("deepseek_v3_fp8").config_json);
+  ASSERT_TRUE(c.ok());
+  auto spec = parse_moe_spec(*c);
+  ASSERT_TRUE(spec.ok() && spec->has_value());
+  const int64_t T = 150, H = c->hidden_size, layer = 1;
+  std::vector<float> x(T * H);
+  for (int64_t i = 0; i < T * H; ++i) x[i] = static_cast<float>(std::sin(0.61 * i + 0.3));
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  ThreadPool pool(2);
+  auto src = make_dummy_source(9, DType::kF32, 0.1);
+  auto one = MoeBlock::load(*src, **spec, *c, layer, DType::kBF16);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  MoeWorkspace ws;
+  ws.allocate(*spec, H, c->intermediate_size, T);
+  std::vector<float> want(T * H);
+  ASSERT_TRUE(one->forward(x.data(), H, T, want.data(), H, ops, pool, ws).ok());
+  for (int tp : {2, 3}) {
+    auto group = make_local_group(tp);
+    std::vector<std::vector<float>> got(tp, std::vector<float>(T * H));
+    std::vector<std::string> errors(tp);
+    std::vector<int64_t> experts(tp);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < tp; ++r)
+      threads.emplace_back([&, r] {
+        ThreadPool p(1);
+        auto s = make_dummy_source(9, DType::kF32, 0.1);
+        ModelParallel par;
+        par.tp_size = tp;
+        par.tp_rank = r;
+        par.tp = group[r].get();
+        auto b = MoeBlock::load(*s, **spec, *c, layer, DType::kBF16, par);
+        if (!b.ok()) {
+          errors[r] = b.status().to_string();
+          return;
+        }
+        experts[r] = b->local_experts();
+        MoeWorkspace w;
+        w.allocate(*spec, H, c->intermediate_size, T);
+        Status st = b->forward(x.data(), H, T, got[r].data(), H, ops, p, w);
+        if (!st.ok()) errors[r] = st.to_string();
+      });
+    for (auto& t : threads) t.join();
+    int64_t total = 0;
+    for (int r = 0; r < tp; ++r) {
+      ASSERT_EQ(errors[r], "") << "rank " << r;
+      EXPECT_TRUE(bit_equal(got[r], want)) << "tp " << tp << " rank " << r;
+      EXPECT_EQ(experts[r], shard_range(16, tp, r).size());
+      total += experts[r];
+    }
+    EXPECT_EQ(total, 16);
+  }
+}
+
+}  // namespace
+}  // namespace strata
