@@ -312,6 +312,9 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
   const ShardRange mine =
       par.tp_size > 1 ? shard_range(E, par.tp_size, par.tp_rank) : ShardRange{0, E};
   b.comm_ = par.tp_size > 1 ? par.tp : nullptr;
+  b.parallel_chunk_ = std::max(
+      kMinParallelChunk,
+      kParallelScratchBytes / ((par.tp_size + 1) * spec.routing.top_k * H * int64_t{4}));
   b.expert_begin_ = mine.begin;
   b.experts_.reserve(mine.size());
   for (int64_t e = mine.begin; e < mine.end; ++e) {
@@ -464,7 +467,7 @@ Status MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64
 int64_t MoeBlock::parallel_scratch_floats(int64_t max_tokens) const {
   if (comm_ == nullptr) return 0;
   // Every (token, slot) of a chunk may go to one rank: send [C * K, H], receive size() of those.
-  const int64_t entries = std::min(max_tokens, kParallelChunk) * routing_.top_k;
+  const int64_t entries = std::min(max_tokens, parallel_chunk_) * routing_.top_k;
   return (comm_->size() + 1) * entries * hidden_;
 }
 
@@ -488,8 +491,8 @@ Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float*
   const int me = comm_->rank();
   float* scratch = ws.reserve_parallel(parallel_scratch_floats(ws.max_tokens()));
   // Token chunks bound the scratch; a token's result does not depend on its chunk.
-  for (int64_t c0 = 0; c0 < T; c0 += kParallelChunk) {
-    const int64_t n_tok = std::min(kParallelChunk, T - c0);
+  for (int64_t c0 = 0; c0 < T; c0 += parallel_chunk_) {
+    const int64_t n_tok = std::min(parallel_chunk_, T - c0);
     const int32_t* ids = ws.ids + c0 * K;
     const float* weights = ws.weights + c0 * K;
     group_by_expert(ids, n_tok, K, E, ws.offsets, ws.entries);

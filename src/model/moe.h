@@ -18,6 +18,7 @@
 // shared expert(s) are replicated (small next to the routed ones).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -174,9 +175,17 @@ class MoeBlock {
   // expert-parallel.
   void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
 
-  // Tokens per all-gather of the experts' outputs under tensor parallelism, and the scratch
-  // floats forward() then needs (MoeWorkspace::reserve_parallel; 0 for one process).
-  static constexpr int64_t kParallelChunk = 64;
+  // Under tensor parallelism the experts' outputs of at most parallel_chunk() tokens are
+  // all-gathered at a time: each rank's scratch holds (size + 1) x chunk x top_k rows of hidden
+  // floats (every (token, slot) of a chunk may go to one rank), kept within kParallelScratchBytes
+  // by the chunk (at least kMinParallelChunk tokens). Each expert's weights are read once per
+  // chunk. A token's result does not depend on its chunk.
+  static constexpr int64_t kParallelScratchBytes = int64_t{256} << 20;
+  static constexpr int64_t kMinParallelChunk = 16;
+  int64_t parallel_chunk() const { return parallel_chunk_; }
+  // Another chunk (tests; >= 1).
+  void set_parallel_chunk(int64_t tokens) { parallel_chunk_ = std::max<int64_t>(tokens, 1); }
+  // The scratch floats forward() needs (MoeWorkspace::reserve_parallel; 0 for one process).
   int64_t parallel_scratch_floats(int64_t max_tokens) const;
   // This rank's routed experts [expert_begin(), expert_begin() + local_experts()).
   int64_t expert_begin() const { return expert_begin_; }
@@ -200,6 +209,7 @@ class MoeBlock {
   MoeRoutingConfig routing_;
   Comm* comm_ = nullptr;  // the tensor-parallel group; null: one process
   int64_t expert_begin_ = 0;
+  int64_t parallel_chunk_ = 0;
   int64_t hidden_ = 0;
   PackedWeight gate_;        // [E, H] router, f32
   std::vector<float> bias_;  // [E] selection-only correction bias, or empty

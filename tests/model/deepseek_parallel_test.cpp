@@ -182,8 +182,8 @@ TEST(DeepseekParallel, ScaledV3Tp2LogitsAreBitIdentical) {
   expect_identical(*c, 2, 9, 4);
 }
 
-// 4 ranks of one head each: q_b's rows of a head (24) are not whole panels (16), the experts'
-// all-gather chunks (64 tokens) are crossed by a 100-token prompt.
+// 4 ranks of one head each: q_b's rows of a head (24) are not whole panels (16); a 100-token
+// prompt batched with another's chunk.
 TEST(DeepseekParallel, TinyV3Tp4UnalignedHeadsAndLongPromptAreBitIdentical) {
   auto c = tiny_config(patched(arch("deepseek_v3_fp8").config_json,
                                R"({"num_attention_heads": 4, "num_key_value_heads": 4})"));
@@ -262,8 +262,8 @@ TEST(DeepseekParallel, HeadsThatDoNotDivideAreAClearError) {
   }
 }
 
-// The MoE block alone: 150 tokens (three all-gather chunks) on 2 and 3 ranks, against one
-// process's forward(), bit for bit.
+// The MoE block alone: 150 tokens on 2 and 3 ranks, in one all-gather and in chunks of 64 and 7
+// tokens, against one process's forward(), bit for bit.
 TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
   auto c = tiny_config(arch("deepseek_v3_fp8").config_json);
   ASSERT_TRUE(c.ok());
@@ -281,7 +281,7 @@ TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
   ws.allocate(*spec, H, c->intermediate_size, T);
   std::vector<float> want(T * H);
   ASSERT_TRUE(one->forward(x.data(), H, T, want.data(), H, ops, pool, ws).ok());
-  for (int tp : {2, 3}) {
+  for (auto [tp, chunk] : {std::pair{2, 0}, {2, 64}, {3, 7}}) {
     auto group = make_local_group(tp);
     std::vector<std::vector<float>> got(tp, std::vector<float>(T * H));
     std::vector<std::string> errors(tp);
@@ -301,6 +301,9 @@ TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
           return;
         }
         experts[r] = b->local_experts();
+        if (chunk > 0) b->set_parallel_chunk(chunk);
+        EXPECT_EQ(b->parallel_chunk(), chunk > 0 ? chunk : b->parallel_chunk());
+        if (chunk == 0) EXPECT_GE(b->parallel_chunk(), T);  // tiny hidden size: one gather
         MoeWorkspace w;
         w.allocate(*spec, H, c->intermediate_size, T);
         Status st = b->forward(x.data(), H, T, got[r].data(), H, ops, p, w);
@@ -310,7 +313,7 @@ TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
     int64_t total = 0;
     for (int r = 0; r < tp; ++r) {
       ASSERT_EQ(errors[r], "") << "rank " << r;
-      EXPECT_TRUE(bit_equal(got[r], want)) << "tp " << tp << " rank " << r;
+      EXPECT_TRUE(bit_equal(got[r], want)) << "tp " << tp << " chunk " << chunk << " rank " << r;
       EXPECT_EQ(experts[r], shard_range(16, tp, r).size());
       total += experts[r];
     }
