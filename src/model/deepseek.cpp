@@ -145,7 +145,7 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
   DecoderModel::EstimateHooks hooks;
   hooks.attention = [&](int64_t l, WeightBytesByClass* b) {
-    return MlaAttention::plan(w, c, mla, l, opt.layers(), b);
+    return MlaAttention::plan(w, c, mla, l, opt.layers(), b, opt.parallel);
   };
   hooks.dense_mlp = [&](int64_t l, WeightBytesByClass* b) -> Status {
     STRATA_ASSIGN_OR_RETURN(
@@ -155,10 +155,16 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
     return ok_status();
   };
   hooks.rope_half = mla.rope / 2;
+  const int tp = opt.parallel.tp_size;
+  const int64_t T = opt.limits.max_num_tokens;
   hooks.attention_workspace_bytes =
-      MlaWorkspace::bytes_for(mla, opt.limits.max_num_tokens, opt.limits.max_seq_len, threads);
+      MlaWorkspace::bytes_for(mla, T, opt.limits.max_seq_len, threads) +
+      4 * MlaAttention::parallel_scratch_floats_for(mla, c.hidden_size, tp, T);
   STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate out,
                           DecoderModel::estimate(kNames, c, w, opt, fp8, hooks));
+  // The MoE blocks' all-gather scratch under tensor parallelism (one, shared by the layers).
+  STRATA_ASSIGN_OR_RETURN(const std::optional<MoeSpec> moe, parse_moe_spec(c));
+  if (moe) out.workspace_bytes += 4 * MoeBlock::parallel_scratch_floats_for(*moe, c.hidden_size, tp, T);
   out.kv_spec = mla_kv_spec(c, mla);
   return out;
 }

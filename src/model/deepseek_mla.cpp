@@ -235,9 +235,24 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
 }
 
 Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec& s, int64_t layer,
-                          std::optional<DType> storage, WeightBytesByClass* out) {
-  // Mirrors load() above, weight for weight.
+                          std::optional<DType> storage, WeightBytesByClass* out,
+                          const ModelParallel& par) {
+  // Mirrors load() above, weight for weight (and its checks).
   const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
+  const bool split = par.tp_size > 1;
+  if (split && nh % par.tp_size != 0)
+    return invalid_argument("config.json: num_attention_heads (" + std::to_string(nh) +
+                            ") is not divisible by the tensor parallel size (" +
+                            std::to_string(par.tp_size) +
+                            "); multi-head latent attention splits whole heads over the ranks");
+  const int64_t local = split ? nh / par.tp_size : nh, h0 = split ? par.tp_rank * local : 0;
+  // The bytes of `panels` of a planned weight's panels.
+  auto panels_of = [](const WeightPlan& p, int64_t panels) {
+    WeightPlan q = p;
+    const int64_t all = (p.n + kPanelRows - 1) / kPanelRows;
+    q.bytes = all == 0 ? 0 : p.bytes / all * panels;
+    return q;
+  };
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
   const std::optional<DType> lin = linear_storage(c, storage);
   auto add = [&](const WeightPlan& p) {
@@ -252,7 +267,7 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
     out->other += norm;
     STRATA_ASSIGN_OR_RETURN(WeightPlan b,
                             plan_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
-    add(b);
+    add(split ? panels_of(b, slice_rows_panels(h0 * qk, (h0 + local) * qk)) : b);
   } else {
     STRATA_ASSIGN_OR_RETURN(
         WeightPlan a, plan_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
@@ -261,7 +276,7 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
   STRATA_ASSIGN_OR_RETURN(int64_t kv_norm, plan_vector(src, kKVANorm, r, layer));
   out->other += kv_norm;
   STRATA_ASSIGN_OR_RETURN(WeightPlan o, plan_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
-  add(o);
+  add(split ? panels_of(o, row_split_panels(H, par.tp_size, par.tp_rank).size()) : o);
   if (s.has_indexer()) {
     STRATA_ASSIGN_OR_RETURN(WeightPlan iq, plan_packed(src, {{kIdxQ, s.index_heads * s.index_dim}},
                                                        s.q_lora_rank, layer, lin, fp8));
@@ -282,7 +297,7 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
   const DType dense = matmul_storage(storage, DType::kBF16);
   STRATA_ASSIGN_OR_RETURN(const WeightPlan uk_t, plan_pack(r, s.nope, dense));
   STRATA_ASSIGN_OR_RETURN(const WeightPlan uv, plan_pack(s.v_dim, r, dense));
-  for (int64_t h = 0; h < nh; ++h) {
+  for (int64_t h = 0; h < local; ++h) {
     add(uk_t);
     add(uv);
   }
@@ -335,10 +350,19 @@ int64_t MlaAttention::parameters() const {
 
 int64_t MlaAttention::parallel_scratch_floats(int64_t T) const {
   if (comm_ == nullptr) return 0;
-  const int64_t local = spec_.num_heads * spec_.v_dim;
+  MlaSpec full = spec_;
+  full.num_heads = full_heads_;
+  return parallel_scratch_floats_for(full, hidden_, comm_->size(), T);
+}
+
+int64_t MlaAttention::parallel_scratch_floats_for(const MlaSpec& s, int64_t hidden, int tp_size,
+                                                  int64_t T) {
+  if (tp_size <= 1) return 0;
+  const int64_t local = s.num_heads / tp_size * s.v_dim;
   // The gathered heads' outputs, then the gather of the heads or of o's rows.
-  return T * full_heads_ * spec_.v_dim +
-         std::max(gather_columns_scratch(comm_->size(), T, local), o_.scratch_floats(T));
+  return T * s.num_heads * s.v_dim +
+         std::max(gather_columns_scratch(tp_size, T, local),
+                  gather_columns_scratch(tp_size, T, row_split_max_rows(hidden, tp_size)));
 }
 
 Status MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,

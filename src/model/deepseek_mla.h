@@ -135,12 +135,15 @@ class MlaAttention {
                ThreadPool& pool, MlaWorkspace& ws) const;
 
   // Adds what load() would build to `out` (attention matmuls; the norms as other), from the
-  // tensors' metadata (memory_estimate.h).
+  // tensors' metadata (memory_estimate.h); with a group, this rank's shard.
   static Status plan(WeightSource& src, const ModelConfig& config, const MlaSpec& spec,
-                     int64_t layer, std::optional<DType> storage, WeightBytesByClass* out);
+                     int64_t layer, std::optional<DType> storage, WeightBytesByClass* out,
+                     const ModelParallel& parallel = {});
 
   // Scratch floats forward() needs for T tokens under tensor parallelism (0 for one process).
   int64_t parallel_scratch_floats(int64_t T) const;
+  static int64_t parallel_scratch_floats_for(const MlaSpec& spec, int64_t hidden, int tp_size,
+                                             int64_t T);
   // This rank's heads [head_begin(), head_begin() + local_heads()) of num_heads().
   int64_t num_heads() const { return full_heads_; }
   int64_t head_begin() const { return head_begin_; }

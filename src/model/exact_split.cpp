@@ -14,6 +14,23 @@ RowSlice slice_rows(const PackedWeight& w, int64_t begin, int64_t end) {
   return {w.panel_range(first, last - first), begin - first * kPanelRows};
 }
 
+int64_t slice_rows_panels(int64_t begin, int64_t end) {
+  return (end + kPanelRows - 1) / kPanelRows - begin / kPanelRows;
+}
+
+ShardRange row_split_panels(int64_t n, int size, int rank) {
+  return shard_range((n + kPanelRows - 1) / kPanelRows, size, rank);
+}
+
+int64_t row_split_max_rows(int64_t n, int size) {
+  int64_t most = 0;
+  for (int r = 0; r < size; ++r) {
+    const ShardRange p = row_split_panels(n, size, r);
+    most = std::max(most, std::min(n, p.end * kPanelRows) - std::min(n, p.begin * kPanelRows));
+  }
+  return most;
+}
+
 Status gather_columns(Comm& comm, const float* local, int64_t ldl, int64_t T,
                       const std::vector<int64_t>& widths, float* out, int64_t ldo,
                       float* scratch) {
@@ -48,15 +65,14 @@ RowSplitLinear RowSplitLinear::split(PackedWeight full, const ModelParallel& par
     return s;
   }
   s.comm_ = par.tp;
-  const int64_t panels = full.num_panels();
   for (int r = 0; r < par.tp_size; ++r) {
-    const ShardRange p = shard_range(panels, par.tp_size, r);
+    const ShardRange p = row_split_panels(s.n_, par.tp_size, r);
     const int64_t rows =
         std::min(s.n_, p.end * kPanelRows) - std::min(s.n_, p.begin * kPanelRows);
     s.rows_.push_back(rows);
     s.max_rows_ = std::max(s.max_rows_, rows);
   }
-  const ShardRange mine = shard_range(panels, par.tp_size, par.tp_rank);
+  const ShardRange mine = row_split_panels(s.n_, par.tp_size, par.tp_rank);
   s.w_ = full.panel_range(mine.begin, mine.size());
   return s;
 }

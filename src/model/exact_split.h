@@ -35,6 +35,13 @@ inline int64_t gather_columns_scratch(int size, int64_t T, int64_t max_width) {
   return (size + 1) * T * max_width;
 }
 
+// Panels of 16 rows that slice_rows(w, begin, end) keeps, and those rank `rank` of `size` keeps of
+// an n-row weight split by RowSplitLinear (with the most any rank keeps): for plans that mirror
+// the loaded bytes (memory_estimate.h), panels times the weight's bytes per panel.
+int64_t slice_rows_panels(int64_t begin, int64_t end);
+ShardRange row_split_panels(int64_t n, int size, int rank);
+int64_t row_split_max_rows(int64_t n, int size);
+
 // A linear layer split over a tensor-parallel group by output rows, in whole 16-row panels:
 // rank r holds panels shard_range(panels, size, r). forward() computes this rank's rows over the
 // full input and all-gathers every rank's rows into the full output. One process (no group):

@@ -312,9 +312,7 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
   const ShardRange mine =
       par.tp_size > 1 ? shard_range(E, par.tp_size, par.tp_rank) : ShardRange{0, E};
   b.comm_ = par.tp_size > 1 ? par.tp : nullptr;
-  b.parallel_chunk_ = std::max(
-      kMinParallelChunk,
-      kParallelScratchBytes / ((par.tp_size + 1) * spec.routing.top_k * H * int64_t{4}));
+  b.parallel_chunk_ = parallel_chunk_for(spec, H, par.tp_size);
   b.expert_begin_ = mine.begin;
   b.experts_.reserve(mine.size());
   for (int64_t e = mine.begin; e < mine.end; ++e) {
@@ -339,7 +337,8 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
 }
 
 Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& c, int64_t layer,
-                      std::optional<DType> storage, WeightBytesByClass* out) {
+                      std::optional<DType> storage, WeightBytesByClass* out,
+                      const ModelParallel& par) {
   // Mirrors load() above, weight for weight.
   const int64_t H = c.hidden_size, E = spec.routing.num_experts;
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
@@ -358,7 +357,9 @@ Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig&
     STRATA_ASSIGN_OR_RETURN(int64_t b, plan_vector(src, TensorName{name.c_str(), ""}, E, layer));
     out->other += b;
   }
-  for (int64_t e = 0; e < E; ++e) {
+  const ShardRange mine =
+      par.tp_size > 1 ? shard_range(E, par.tp_size, par.tp_rank) : ShardRange{0, E};
+  for (int64_t e = mine.begin; e < mine.end; ++e) {
     const std::string prefix = base + "experts." + std::to_string(e) + ".";
     STRATA_ASSIGN_OR_RETURN(
         auto m, DenseMlp::plan(src, prefix, H, spec.expert_ffn, layer, lin, fp8, mixtral));
@@ -464,9 +465,22 @@ Status MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64
   return ok_status();
 }
 
+int64_t MoeBlock::parallel_chunk_for(const MoeSpec& spec, int64_t hidden, int tp_size) {
+  return std::max(kMinParallelChunk, kParallelScratchBytes / ((std::max(tp_size, 1) + 1) *
+                                                               spec.routing.top_k * hidden * 4));
+}
+
+int64_t MoeBlock::parallel_scratch_floats_for(const MoeSpec& spec, int64_t hidden, int tp_size,
+                                              int64_t max_tokens) {
+  if (tp_size <= 1) return 0;
+  // Every (token, slot) of a chunk may go to one rank: send [C * K, H], receive size() of those.
+  const int64_t entries =
+      std::min(max_tokens, parallel_chunk_for(spec, hidden, tp_size)) * spec.routing.top_k;
+  return (tp_size + 1) * entries * hidden;
+}
+
 int64_t MoeBlock::parallel_scratch_floats(int64_t max_tokens) const {
   if (comm_ == nullptr) return 0;
-  // Every (token, slot) of a chunk may go to one rank: send [C * K, H], receive size() of those.
   const int64_t entries = std::min(max_tokens, parallel_chunk_) * routing_.top_k;
   return (comm_->size() + 1) * entries * hidden_;
 }

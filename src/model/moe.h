@@ -75,7 +75,7 @@ class MoeWorkspace {
  public:
   void allocate(const std::optional<MoeSpec>& spec, int64_t hidden, int64_t dense_ffn,
                 int64_t max_tokens);
-  int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
+  int64_t bytes() const { return static_cast<int64_t>(buf_.size() + tp_buf_.size()); }
   int64_t max_tokens() const { return max_tokens_; }
   // The 4-byte slots allocate() lays out (logits ... gate1, each rounded up to 16), and their
   // total bytes: what bytes() is after allocate() with the same arguments.
@@ -153,9 +153,11 @@ class MoeBlock {
                                const ModelParallel& parallel = {});
 
   // Adds what load() would build to `out` (router, routed experts, shared expert(s) and gate,
-  // the selection bias), from the tensors' metadata (memory_estimate.h).
+  // the selection bias), from the tensors' metadata (memory_estimate.h); with a group, this
+  // rank's experts.
   static Status plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& config,
-                     int64_t layer, std::optional<DType> storage, WeightBytesByClass* out);
+                     int64_t layer, std::optional<DType> storage, WeightBytesByClass* out,
+                     const ModelParallel& parallel = {});
 
   // y[T, H] = MoE(x[T, H]) for the normalised hidden states x. T <= ws.max_tokens(). Errors only
   // from the tensor-parallel group (a rank gone or silent).
@@ -187,6 +189,9 @@ class MoeBlock {
   void set_parallel_chunk(int64_t tokens) { parallel_chunk_ = std::max<int64_t>(tokens, 1); }
   // The scratch floats forward() needs (MoeWorkspace::reserve_parallel; 0 for one process).
   int64_t parallel_scratch_floats(int64_t max_tokens) const;
+  static int64_t parallel_chunk_for(const MoeSpec& spec, int64_t hidden, int tp_size);
+  static int64_t parallel_scratch_floats_for(const MoeSpec& spec, int64_t hidden, int tp_size,
+                                             int64_t max_tokens);
   // This rank's routed experts [expert_begin(), expert_begin() + local_experts()).
   int64_t expert_begin() const { return expert_begin_; }
   int64_t local_experts() const { return static_cast<int64_t>(experts_.size()); }

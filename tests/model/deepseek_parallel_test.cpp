@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "core/comm.h"
@@ -249,6 +250,71 @@ TEST(DeepseekParallel, EachRankHoldsItsShareOfExpertsAndHeads) {
   EXPECT_EQ(sum, all);
   EXPECT_EQ(static_cast<int64_t>(names.size()),
             2 * 16 * 2);  // 2 MoE layers x 16 experts x (gate_up, down), each on one rank
+}
+
+// The per-rank plans (memory_estimate.h) hold what each rank loads: the attention's and the MoE
+// block's weight bytes, and the model's workspace with the all-gathers' scratch.
+TEST(DeepseekParallel, PlansMatchEachRanksShard) {
+  auto c = tiny_config(patched(arch("deepseek_v3_fp8").config_json,
+                               R"({"num_attention_heads": 4, "num_key_value_heads": 4})"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto mla = parse_mla_spec(*c);
+  auto moe = parse_moe_spec(*c);
+  ASSERT_TRUE(mla.ok() && moe.ok() && moe->has_value());
+  const int tp = 4;
+  auto group = make_local_group(tp);
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(tp);
+  for (int r = 0; r < tp; ++r)
+    threads.emplace_back([&, r] {
+      std::ostringstream fail;
+      ThreadPool pool(1);
+      ModelParallel par;
+      par.tp_size = tp;
+      par.tp_rank = r;
+      par.tp = group[r].get();
+      auto src = make_dummy_source(3, DType::kBF16, 0.05);
+      auto a = MlaAttention::load(*src, *c, *mla, 0, DType::kBF16, par);
+      WeightBytesByClass pa;
+      Status st = MlaAttention::plan(*src, *c, *mla, 0, DType::kBF16, &pa, par);
+      if (!a.ok() || !st.ok()) {
+        failures[r] = "MLA load or plan failed";
+        return;
+      }
+      if (pa.attention != a->bytes() || pa.other != a->vector_bytes())
+        fail << "MLA plan " << pa.attention << " + " << pa.other << ", loaded " << a->bytes()
+             << " + " << a->vector_bytes() << "; ";
+      if (a->local_heads() != 1 || a->head_begin() != r) fail << "heads; ";
+      auto b = MoeBlock::load(*src, **moe, *c, 1, DType::kBF16, par);
+      WeightBytesByClass pb;
+      st = MoeBlock::plan(*src, **moe, *c, 1, DType::kBF16, &pb, par);
+      if (!b.ok() || !st.ok()) {
+        failures[r] = "MoE load or plan failed";
+        return;
+      }
+      if (pb.total() != b->bytes_total())
+        fail << "MoE plan " << pb.total() << ", loaded " << b->bytes_total() << "; ";
+      // The whole model's workspace, all-gather scratch included.
+      ModelBuildOptions o;
+      o.storage = DType::kBF16;
+      o.keep_in_place = false;
+      o.limits = {160, 160, 8};
+      o.pool = &pool;
+      o.parallel = par;
+      auto m = create_deepseek_model(*c, make_dummy_source(42, DType::kBF16, 0.02), o);
+      auto dummy = make_dummy_source(42, DType::kBF16, 0.02);
+      auto est = estimate_deepseek_model(*c, *dummy, o, pool.size());
+      if (!m.ok() || !est.ok()) {
+        failures[r] = "model load or estimate failed";
+        return;
+      }
+      if (est->workspace_bytes != (*m)->workspace_bytes())
+        fail << "workspace estimate " << est->workspace_bytes << ", loaded "
+             << (*m)->workspace_bytes() << "; ";
+      failures[r] = fail.str();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < tp; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
 TEST(DeepseekParallel, HeadsThatDoNotDivideAreAClearError) {
