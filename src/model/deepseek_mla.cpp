@@ -195,6 +195,14 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
     } else {
       m.q_b_ = std::move(q_b);
     }
+  } else if (split) {
+    // q_proj apart from kv_a (the fused weight packs each part on its own, so every row is the
+    // same), cut to the panels covering this rank's heads.
+    STRATA_ASSIGN_OR_RETURN(m.qkv_a_, load_packed(src, {{kKVA, r + s.rope}}, H, layer, lin, fp8));
+    STRATA_ASSIGN_OR_RETURN(PackedWeight q, load_packed(src, {{kQ, nh * qk}}, H, layer, lin, fp8));
+    RowSlice mine = slice_rows(q, h0 * qk, h1 * qk);
+    m.q_ = std::move(mine.w);
+    m.q_offset_ = mine.offset;
   } else {
     STRATA_ASSIGN_OR_RETURN(
         m.qkv_a_, load_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
@@ -268,6 +276,12 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
     STRATA_ASSIGN_OR_RETURN(WeightPlan b,
                             plan_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
     add(split ? panels_of(b, slice_rows_panels(h0 * qk, (h0 + local) * qk)) : b);
+  } else if (split) {
+    STRATA_ASSIGN_OR_RETURN(WeightPlan a,
+                            plan_packed(src, {{kKVA, r + s.rope}}, H, layer, lin, fp8));
+    add(a);
+    STRATA_ASSIGN_OR_RETURN(WeightPlan q, plan_packed(src, {{kQ, nh * qk}}, H, layer, lin, fp8));
+    add(panels_of(q, slice_rows_panels(h0 * qk, (h0 + local) * qk)));
   } else {
     STRATA_ASSIGN_OR_RETURN(
         WeightPlan a, plan_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
@@ -309,6 +323,7 @@ void MlaAttention::describe(const std::string& prefix, std::vector<LinearInfo>* 
     if (!w.empty()) out->push_back({prefix + name, w.n(), w.k(), w.dtype(), s, w.bytes()});
   };
   add("qkv_a", qkv_a_, Sharding::kReplicated);
+  add("q", q_, Sharding::kColumn);
   add("q_b", q_b_, Sharding::kColumn);
   // Global head numbers: rank r's heads follow rank r - 1's.
   for (size_t h = 0; h < uk_t_.size(); ++h)
@@ -322,6 +337,7 @@ void MlaAttention::describe(const std::string& prefix, std::vector<LinearInfo>* 
 }
 
 void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
+  if (!q_.empty()) out->push_back(&q_);
   out->push_back(&qkv_a_);
   out->push_back(&q_b_);
   if (!idx_q_.empty()) {  // forward() runs the indexer before the attention
@@ -335,14 +351,14 @@ void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
 }
 
 int64_t MlaAttention::bytes() const {
-  int64_t n = qkv_a_.bytes() + q_b_.bytes() + o_.local().bytes() + idx_q_.bytes() + idx_k_.bytes() + idx_w_.bytes();
+  int64_t n = q_.bytes() + qkv_a_.bytes() + q_b_.bytes() + o_.local().bytes() + idx_q_.bytes() + idx_k_.bytes() + idx_w_.bytes();
   for (size_t h = 0; h < uk_t_.size(); ++h) n += uk_t_[h].bytes() + uv_[h].bytes();
   return n;
 }
 
 int64_t MlaAttention::parameters() const {
   const MlaSpec& s = spec_;
-  return qkv_a_.n() * qkv_a_.k() + q_b_.n() * q_b_.k() + o_.local().n() * o_.local().k() +
+  return q_.n() * q_.k() + qkv_a_.n() * qkv_a_.k() + q_b_.n() * q_b_.k() + o_.local().n() * o_.local().k() +
          s.num_heads * (s.nope + s.v_dim) * s.kv_lora_rank + s.q_lora_rank + s.kv_lora_rank +
          idx_q_.n() * idx_q_.k() + idx_k_.n() * idx_k_.k() + idx_w_.n() * idx_w_.k() +
          static_cast<int64_t>(idx_norm_w_.size() + idx_norm_b_.size());
@@ -374,7 +390,13 @@ Status MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
   const int64_t q_in = s.q_lora_rank > 0 ? s.q_lora_rank : full_heads_ * qk;
   const int64_t la = q_in + r + s.rope;
   STRATA_CHECK(T <= ws.max_tokens) << T << " tokens for an MLA workspace of " << ws.max_tokens;
-  ops.matmul(x, T, ldx, qkv_a_, ws.a, la, pool);
+  if (!q_.empty()) {
+    // Tensor parallel without q_lora: this rank's q rows, then kv_a after the full q width.
+    ops.matmul(x, T, ldx, q_, ws.a, la, pool);
+    ops.matmul(x, T, ldx, qkv_a_, ws.a + q_in, la, pool);
+  } else {
+    ops.matmul(x, T, ldx, qkv_a_, ws.a, la, pool);
+  }
   float* q = ws.a;
   int64_t ldq = la;
   if (s.q_lora_rank > 0) {
@@ -382,8 +404,10 @@ Status MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
     ops.matmul(ws.qn, T, s.q_lora_rank, q_b_, ws.q, q_b_.n(), pool);
     q = ws.q + q_offset_;
     ldq = q_b_.n();
+  } else if (!q_.empty()) {
+    q = ws.a + q_offset_;
   } else {
-    q = ws.a + head_begin_ * qk;  // q_proj is replicated in the fused projection
+    q = ws.a;
   }
   const int irot = static_cast<int>(s.rope);
   ops.rope(q + s.nope, T, ldq, static_cast<int>(nh), static_cast<int>(qk), irot, cos, sin, false);

@@ -157,8 +157,9 @@ class MlaAttention {
         sizeof(float));
   }
   int64_t parameters() const;
-  // The fused q_a|kv_a projection replicated, the indexer's projections replicated, q_b and the
-  // per-head W_UK/W_UV column-parallel (heads split over ranks), o row-parallel.
+  // The fused q_a|kv_a projection replicated, the indexer's projections replicated, q_b (or q)
+  // and the per-head W_UK/W_UV column-parallel (heads split over ranks), o row-parallel (split
+  // by output rows here, after an all-gather of its input: see the top of this file).
   void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
   // Appends the matmul weights in the order forward() reads them, for
   // PackedWeight::place_in_order().
@@ -178,8 +179,10 @@ class MlaAttention {
   Comm* comm_ = nullptr;  // the tensor-parallel group; null: one process
   int64_t hidden_ = 0;
   float eps_ = 1e-6f;
-  PackedWeight
-      qkv_a_;  // [q_in + kv_lora_rank + rope, H]: q_a_proj (or q_proj) | kv_a_proj_with_mqa
+  // [q_in + kv_lora_rank + rope, H]: q_a_proj (or q_proj) | kv_a_proj_with_mqa; tensor parallel
+  // without q_lora: kv_a_proj_with_mqa alone, and q_ the panels of q_proj covering this rank's
+  // heads.
+  PackedWeight qkv_a_, q_;
   std::vector<float> q_a_norm_, kv_a_norm_;
   // [heads * qk_dim, q_lora_rank] (q_lora models); with a group the panels covering this rank's
   // heads' rows.

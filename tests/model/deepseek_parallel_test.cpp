@@ -192,11 +192,12 @@ TEST(DeepseekParallel, TinyV3Tp4UnalignedHeadsAndLongPromptAreBitIdentical) {
   expect_identical(*c, 4, 100, 3);
 }
 
-// V2-Lite: one q_proj (replicated within the fused projection), softmax greedy routing, two shared
-// experts; 3 ranks over 8 experts (3, 3, 2).
+// V2-Lite: one q_proj (split by heads apart from kv_a), softmax greedy routing, two shared
+// experts; 3 ranks over 8 experts (3, 3, 2), one head of 24 q rows each (not whole panels),
+// o_proj's 4 panels of rows split 2, 1, 1 (an uneven all-gather).
 TEST(DeepseekParallel, V2LiteTp3UnevenExpertsAreBitIdentical) {
   auto c = tiny_config(patched(arch("deepseek_v2_lite").config_json,
-                               R"({"num_attention_heads": 6, "vocab_size": 300})"));
+                               R"({"num_attention_heads": 3, "vocab_size": 300})"));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   expect_identical(*c, 3, 12, 3);
 }
@@ -254,9 +255,12 @@ TEST(DeepseekParallel, EachRankHoldsItsShareOfExpertsAndHeads) {
 
 // The per-rank plans (memory_estimate.h) hold what each rank loads: the attention's and the MoE
 // block's weight bytes, and the model's workspace with the all-gathers' scratch.
-TEST(DeepseekParallel, PlansMatchEachRanksShard) {
-  auto c = tiny_config(patched(arch("deepseek_v3_fp8").config_json,
-                               R"({"num_attention_heads": 4, "num_key_value_heads": 4})"));
+// V3 (q_lora, FP8) and V2-Lite (q_proj split apart from kv_a).
+class DeepseekParallelPlan : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DeepseekParallelPlan, PlansMatchEachRanksShard) {
+  auto c = tiny_config(
+      patched(arch(GetParam()).config_json, R"({"num_attention_heads": 4, "vocab_size": 300})"));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   auto mla = parse_mla_spec(*c);
   auto moe = parse_moe_spec(*c);
@@ -316,6 +320,9 @@ TEST(DeepseekParallel, PlansMatchEachRanksShard) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < tp; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
+
+INSTANTIATE_TEST_SUITE_P(Archs, DeepseekParallelPlan,
+                         ::testing::Values("deepseek_v3_fp8", "deepseek_v2_lite"));
 
 TEST(DeepseekParallel, HeadsThatDoNotDivideAreAClearError) {
   auto c = tiny_config(arch("deepseek_v3_fp8").config_json);  // 5 heads
