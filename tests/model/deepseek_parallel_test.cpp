@@ -152,9 +152,20 @@ std::vector<RankResult> run_ranks(const ModelConfig& c, int tp, bool expert_para
   return out;
 }
 
-// One process and `tp` ranks, with and without expert parallelism: the same logits, bit for bit.
+void expect_identical(const ModelConfig& c, int tp, int long_prompt, int decode,
+                      const KernelOps& ops);
+
+// One process and `tp` ranks, with and without expert parallelism: the same logits, bit for bit,
+// with every kernel table (the reference one computes the MLA attention in double precision).
 void expect_identical(const ModelConfig& c, int tp, int long_prompt, int decode) {
-  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  for (const KernelVariantInfo* v : supported_kernel_variants(/*with_reference=*/true)) {
+    SCOPED_TRACE(v->name);
+    expect_identical(c, tp, long_prompt, decode, v->ops());
+  }
+}
+
+void expect_identical(const ModelConfig& c, int tp, int long_prompt, int decode,
+                      const KernelOps& ops) {
   ThreadPool pool(2);
   auto single = build(c, pool, {});
   ASSERT_TRUE(single.ok()) << single.status().to_string();
