@@ -11,13 +11,33 @@ namespace {
 // One latent row per token and layer: the compressed KV and the rotated shared key; no V (the
 // model's kv_spec() and its memory estimate).
 // DeepSeek-V3.2 adds the indexer key of index_head_dim values per token and layer (the aux row).
-KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla) {
-  return {c.num_hidden_layers,
+// `num_layers`: the layers of this pipeline stage.
+KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla, int64_t num_layers) {
+  return {num_layers,
           1,
           mla.cache_row(),
           /*has_v=*/false,
           /*aux_dim=*/mla.has_indexer() ? mla.index_dim : 0,
           /*latent_dim=*/mla.kv_lora_rank};
+}
+
+constexpr TensorName kGate{"model.layers.{L}.mlp.gate_proj.weight", ""};
+constexpr TensorName kUp{"model.layers.{L}.mlp.up_proj.weight", ""};
+constexpr TensorName kDown{"model.layers.{L}.mlp.down_proj.weight", ""};
+
+// The dense MLP layers' options: their matmuls in linear_storage() (FP8 blocks for FP8 models),
+// split by the skeleton under tensor parallelism where it can load row ranges, else replicated
+// on every rank (FP8 and AWQ/GPTQ weights: their row ranges are not loadable yet, layers.h).
+ModelBuildOptions dense_options(const ModelBuildOptions& opt, const ModelConfig& c,
+                                WeightSource& w) {
+  ModelBuildOptions o = opt;
+  o.layer_storage = linear_storage(c, opt.layers());
+  const bool row_ranges = !c.fp8 && o.layer_storage != DType::kF8E4M3 && w.int_quant() == nullptr;
+  if (!row_ranges) {
+    o.parallel.tp_size = 1;
+    o.parallel.tp_rank = 0;
+  }
+  return o;
 }
 
 constexpr DecoderNames kNames{{"model.embed_tokens.weight", ""},
@@ -49,7 +69,7 @@ class DeepseekModel : public DecoderModel {
 
 
   // One row per token and layer: the latent and the rotated shared key; no V.
-  KvSpec kv_spec() const override { return mla_kv_spec(config_, mla_); }
+  KvSpec kv_spec() const override { return mla_kv_spec(config_, mla_, num_local_layers()); }
   double forward_flops(int64_t num_tokens, int64_t sum_context,
                        int64_t num_logit_rows) const override {
     // Attention counted in the expanded form: per head and key, q.k over qk_dim and p.v over v_dim.
@@ -85,14 +105,11 @@ class DeepseekModel : public DecoderModel {
     if (moe_spec() && moe_spec()->is_moe(l)) {
       STRATA_ASSIGN_OR_RETURN(
           MoeBlock moe, MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers(), opt.parallel));
-      ffn_workspace().reserve_parallel(moe.parallel_scratch_floats(opt.limits.max_num_tokens));
       f.moe = std::move(moe);
     } else {
-      STRATA_ASSIGN_OR_RETURN(
-          DenseMlp mlp,
-          DenseMlp::load(weights(), "model.layers.{L}.mlp.", c.hidden_size, c.intermediate_size, l,
-                         linear_storage(c, opt.layers()), c.fp8.value_or(Fp8Quantization{})));
-      f.mlp = std::move(mlp);
+      // The skeleton's dense MLP (split by rows under tensor parallelism), in the storage of the
+      // other linear layers (FP8 blocks for FP8 models).
+      return load_dense_mlp(kGate, kUp, kDown, c.intermediate_size, l, dense_options(opt, c, weights()));
     }
     return f;
   }
@@ -124,16 +141,13 @@ class DeepseekModel : public DecoderModel {
                  const float* cos, const float* sin, float* out, const KernelOps& ops) override {
     const int64_t H = config_.hidden_size;
     Status st = attn_[l]->forward(x, H, b, kv, cos, sin, out, H, ops, pool_, mla_ws_);
-    if (!st.ok() && parallel_error_.ok()) parallel_error_ = std::move(st);
+    if (!st.ok()) tp_status_ = std::move(st);  // forward() returns it after this hook
   }
 
  private:
   MlaSpec mla_;
   std::vector<std::optional<MlaAttention>> attn_;
   MlaWorkspace mla_ws_;
-  // The first error of the tensor-parallel group inside an attention layer (a rank gone or
-  // silent): the skeleton's attention hook returns nothing yet, so it is kept here until it does.
-  Status parallel_error_;
 };
 
 }  // namespace
@@ -143,14 +157,15 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
   // Mirrors DeepseekModel::load_attention() and load_feed_forward(), weight for weight.
   STRATA_ASSIGN_OR_RETURN(const MlaSpec mla, parse_mla_spec(c));
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
+  const ModelBuildOptions dense_opt = dense_options(opt, c, w);
   DecoderModel::EstimateHooks hooks;
   hooks.attention = [&](int64_t l, WeightBytesByClass* b) {
     return MlaAttention::plan(w, c, mla, l, opt.layers(), b, opt.parallel);
   };
   hooks.dense_mlp = [&](int64_t l, WeightBytesByClass* b) -> Status {
-    STRATA_ASSIGN_OR_RETURN(
-        auto mlp, DenseMlp::plan(w, "model.layers.{L}.mlp.", c.hidden_size, c.intermediate_size, l,
-                                 linear_storage(c, opt.layers()), fp8));
+    STRATA_ASSIGN_OR_RETURN(auto mlp,
+                            DecoderModel::plan_dense_mlp(w, c, kGate, kUp, kDown,
+                                                         c.intermediate_size, l, dense_opt));
     for (const WeightPlan& p : mlp) b->add_matmul(&WeightBytesByClass::dense_mlp, p.dtype, p.bytes);
     return ok_status();
   };
@@ -162,10 +177,8 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
       4 * MlaAttention::parallel_scratch_floats_for(mla, c.hidden_size, tp, T);
   STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate out,
                           DecoderModel::estimate(kNames, c, w, opt, fp8, hooks));
-  // The MoE blocks' all-gather scratch under tensor parallelism (one, shared by the layers).
-  STRATA_ASSIGN_OR_RETURN(const std::optional<MoeSpec> moe, parse_moe_spec(c));
-  if (moe) out.workspace_bytes += 4 * MoeBlock::parallel_scratch_floats_for(*moe, c.hidden_size, tp, T);
-  out.kv_spec = mla_kv_spec(c, mla);
+  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, DecoderModel::stage_layers(c, opt.parallel));
+  out.kv_spec = mla_kv_spec(c, mla, stage.size());
   return out;
 }
 

@@ -235,26 +235,55 @@ bool int_quantized_bases(WeightSource& src, const std::vector<RowPart>& parts, i
 
 }  // namespace
 
+namespace {
+
+bool any_sliced(const std::vector<RowPart>& parts) {
+  for (const RowPart& p : parts)
+    if (p.sliced()) return true;
+  return false;
+}
+
+Status unsupported_slice(const WeightSource& src, const std::vector<RowPart>& parts, int64_t layer,
+                         const std::string& what) {
+  return unimplemented("tensor parallelism over " + what + " layers is not supported yet ('" +
+                       tensor_name(parts[0].name, src.naming(), layer) + "' in " + src.describe() +
+                       "): run it with --tensor-parallel-size 1");
+}
+
+}  // namespace
+
 Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& parts, int64_t k,
                                  int64_t layer, std::optional<DType> storage,
                                  const Fp8Quantization& fp8) {
+  const bool sliced = any_sliced(parts);
   if (const IntQuantization* iq = src.int_quant()) {
     std::vector<std::string> bases;
-    if (int_quantized_bases(src, parts, layer, &bases))
+    if (int_quantized_bases(src, parts, layer, &bases)) {
+      if (sliced) return unsupported_slice(src, parts, layer, iq->method);
       return load_int_packed(src, parts, bases, k, layer, *iq);
+    }
   }
   std::vector<PackedWeight::Part> packed_parts;
   std::vector<io::TensorRef> tensors;
   bool any_fp8 = false;
   for (const RowPart& p : parts) {
     std::string name = tensor_name(p.name, src.naming(), layer);
-    STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(name, {p.rows, k}));
-    packed_parts.push_back({t.data, t.dtype, p.rows});
+    io::TensorRef t;
+    if (p.sliced()) {
+      STRATA_ASSIGN_OR_RETURN(t, src.get_rows(name, {p.rows, k}, p.begin, p.begin + p.local_rows()));
+    } else {
+      STRATA_ASSIGN_OR_RETURN(t, src.get(name, {p.rows, k}));
+    }
+    packed_parts.push_back({t.data, t.dtype, p.local_rows()});
     any_fp8 = any_fp8 || t.dtype == DType::kF8E4M3;
     tensors.push_back(std::move(t));
   }
-  if (any_fp8 || storage == DType::kF8E4M3)
+  if (any_fp8 || storage == DType::kF8E4M3) {
+    // FP8 blocks span rows (block_n): a slice would need its blocks' scales (and, quantized at
+    // load, blocks of its own), which is not done yet.
+    if (sliced) return unsupported_slice(src, parts, layer, "FP8");
     return load_fp8_packed(src, parts, tensors, k, layer, storage, fp8);
+  }
   std::vector<DType> dtypes;
   for (const io::TensorRef& t : tensors) dtypes.push_back(t.dtype);
   const DType st = packed_storage(dtypes, k, storage, fp8).dtype;
@@ -271,12 +300,13 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
                                int64_t layer, std::optional<DType> storage,
                                const Fp8Quantization& fp8) {
   int64_t n = 0;
-  for (const RowPart& p : parts) n += p.rows;
+  for (const RowPart& p : parts) n += p.local_rows();
   if (const IntQuantization* iq = src.int_quant()) {
     // load_int_packed()'s choice: the integer layout when every part is integer with plain
     // groups the panel layout holds, else the exact F32 fallback.
     std::vector<std::string> bases;
     if (int_quantized_bases(src, parts, layer, &bases)) {
+      if (any_sliced(parts)) return unsupported_slice(src, parts, layer, iq->method);
       const int64_t group = iq->group_size < 0 ? k : iq->group_size;
       QuantLayout layout;
       bool packable = grouped_int_layout(iq->bits, group, k, &layout);
@@ -304,6 +334,8 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
     dtypes.push_back(t.dtype);
   }
   const PackedStorage ps = packed_storage(dtypes, k, storage, fp8);
+  if (ps.dtype == DType::kF8E4M3 && any_sliced(parts))
+    return unsupported_slice(src, parts, layer, "FP8");
   return WeightPlan{ps.dtype, n, k, PackedWeight::bytes_for(ps.dtype, n, k, ps.fp8_block_k)};
 }
 
@@ -380,15 +412,37 @@ Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name
   return v;
 }
 
+Result<std::vector<float>> load_vector_range(WeightSource& src, const TensorName& name, int64_t n,
+                                             int64_t layer, DummyInit init, int64_t begin,
+                                             int64_t end) {
+  if (begin == 0 && end == n) return load_vector(src, name, n, layer, init);
+  std::string full = tensor_name(name, src.naming(), layer);
+  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get_rows(full, {n}, begin, end, init));
+  STRATA_RETURN_IF_ERROR(check_vector_dtype(t, end - begin, src));
+  std::vector<float> v(end - begin);
+  dequantize_row(t.dtype, t.data, v.data(), end - begin);
+  src.release(t);
+  return v;
+}
+
 Result<EmbeddingTable> EmbeddingTable::load(WeightSource& src, const TensorName& name,
                                             int64_t vocab, int64_t hidden,
-                                            std::optional<DType> storage, bool keep_in_place) {
+                                            std::optional<DType> storage, bool keep_in_place,
+                                            int64_t row_begin, int64_t row_end) {
   std::string full = tensor_name(name, src.naming(), -1);
-  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {vocab, hidden}));
+  if (row_end < 0) row_end = vocab;
+  io::TensorRef t;
+  if (row_begin == 0 && row_end == vocab) {
+    STRATA_ASSIGN_OR_RETURN(t, src.get(full, {vocab, hidden}));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(t, src.get_rows(full, {vocab, hidden}, row_begin, row_end));
+  }
   STRATA_ASSIGN_OR_RETURN(const DType want, storage_for(t, hidden, storage));
   EmbeddingTable e;
-  e.rows_ = vocab;
+  e.begin_ = row_begin;
+  e.rows_ = row_end - row_begin;
   e.cols_ = hidden;
+  vocab = e.rows_;
   if (want == t.dtype && keep_in_place) {
     e.dtype_ = t.dtype;
     e.data_ = t.data;
@@ -419,9 +473,13 @@ Result<DType> EmbeddingTable::storage_for(const io::TensorRef& t, int64_t hidden
 void EmbeddingTable::lookup(const int32_t* ids, int64_t n, float* out, int64_t ld,
                             ThreadPool& pool) const {
   pool.parallel_for(n, 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      dequantize_row(dtype_, data_ + dtype_bytes(dtype_, int64_t{ids[i]} * cols_), out + i * ld,
-                     cols_);
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t row = int64_t{ids[i]} - begin_;
+      if (row < 0 || row >= rows_)
+        std::memset(out + i * ld, 0, cols_ * sizeof(float));
+      else
+        dequantize_row(dtype_, data_ + dtype_bytes(dtype_, row * cols_), out + i * ld, cols_);
+    }
   });
 }
 
