@@ -276,7 +276,7 @@ TEST(TensorParallel, DummyLlamaLogitsAreBitIdentical) {
 
 TEST(TensorParallel, TinyArchitecturesUnderTp2AndPp2) {
   // Qwen2 biases with one KV head (replicated), Qwen3 q/k norms, Mistral's 8 heads over 2 KV
-  // heads, Mixtral's MoE blocks (replicated on every rank for now).
+  // heads, Mixtral's MoE blocks (routed experts split over the ranks, model/moe.h).
   for (const char* name : {"qwen2_bias", "qwen3_qknorm", "mistral", "mixtral", "llama3_untied"}) {
     const testing::TinyArch* arch = nullptr;
     for (const auto& a : testing::tiny_archs())
