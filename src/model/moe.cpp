@@ -312,7 +312,7 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
   const ShardRange mine =
       par.tp_size > 1 ? shard_range(E, par.tp_size, par.tp_rank) : ShardRange{0, E};
   b.comm_ = par.tp_size > 1 ? par.tp : nullptr;
-  b.parallel_chunk_ = parallel_chunk_for(spec, H, par.tp_size);
+  b.parallel_rows_ = parallel_rows_for(spec, H, par.tp_size);
   b.expert_begin_ = mine.begin;
   b.experts_.reserve(mine.size());
   for (int64_t e = mine.begin; e < mine.end; ++e) {
@@ -465,24 +465,24 @@ Status MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64
   return ok_status();
 }
 
-int64_t MoeBlock::parallel_chunk_for(const MoeSpec& spec, int64_t hidden, int tp_size) {
-  return std::max(kMinParallelChunk, kParallelScratchBytes / ((std::max(tp_size, 1) + 1) *
-                                                               spec.routing.top_k * hidden * 4));
+int64_t MoeBlock::parallel_rows_for(const MoeSpec& spec, int64_t hidden, int tp_size) {
+  return std::max<int64_t>(spec.routing.top_k,
+                           kParallelScratchBytes / ((std::max(tp_size, 1) + 1) * hidden * 4));
 }
 
 int64_t MoeBlock::parallel_scratch_floats_for(const MoeSpec& spec, int64_t hidden, int tp_size,
                                               int64_t max_tokens) {
   if (tp_size <= 1) return 0;
-  // Every (token, slot) of a chunk may go to one rank: send [C * K, H], receive size() of those.
-  const int64_t entries =
-      std::min(max_tokens, parallel_chunk_for(spec, hidden, tp_size)) * spec.routing.top_k;
-  return (tp_size + 1) * entries * hidden;
+  // Send [rows, H], receive size() of those; never more rows than a step's entries.
+  const int64_t rows =
+      std::min(max_tokens * spec.routing.top_k, parallel_rows_for(spec, hidden, tp_size));
+  return (tp_size + 1) * rows * hidden;
 }
 
 int64_t MoeBlock::parallel_scratch_floats(int64_t max_tokens) const {
   if (comm_ == nullptr) return 0;
-  const int64_t entries = std::min(max_tokens, parallel_chunk_) * routing_.top_k;
-  return (comm_->size() + 1) * entries * hidden_;
+  const int64_t rows = std::min(max_tokens * routing_.top_k, parallel_rows_);
+  return (comm_->size() + 1) * rows * hidden_;
 }
 
 Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
@@ -504,9 +504,21 @@ Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float*
   }
   const int me = comm_->rank();
   float* scratch = ws.reserve_parallel(parallel_scratch_floats(ws.max_tokens()));
-  // Token chunks bound the scratch; a token's result does not depend on its chunk.
-  for (int64_t c0 = 0; c0 < T; c0 += parallel_chunk_) {
-    const int64_t n_tok = std::min(parallel_chunk_, T - c0);
+  const int64_t cap = std::min(ws.max_tokens() * K, parallel_rows_);
+  // Chunks of tokens bound the scratch (no rank gathers more than `cap` rows); a token's result
+  // does not depend on its chunk.
+  std::vector<int64_t> load(size);
+  for (int64_t c0 = 0, c1 = 0; c0 < T; c0 = c1) {
+    std::fill(load.begin(), load.end(), 0);
+    for (c1 = c0; c1 < T; ++c1) {
+      bool fits = true;
+      for (int k = 0; k < K; ++k) {
+        const int r = owner[ws.ids[c1 * K + k]];
+        if (++load[r] > cap) fits = false;
+      }
+      if (!fits) break;  // c1 > c0: one token's K entries always fit (cap >= K)
+    }
+    const int64_t n_tok = c1 - c0;
     const int32_t* ids = ws.ids + c0 * K;
     const float* weights = ws.weights + c0 * K;
     group_by_expert(ids, n_tok, K, E, ws.offsets, ws.entries);

@@ -177,19 +177,22 @@ class MoeBlock {
   // expert-parallel.
   void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
 
-  // Under tensor parallelism the experts' outputs of at most parallel_chunk() tokens are
-  // all-gathered at a time: each rank's scratch holds (size + 1) x chunk x top_k rows of hidden
-  // floats (every (token, slot) of a chunk may go to one rank), kept within kParallelScratchBytes
-  // by the chunk (at least kMinParallelChunk tokens). Each expert's weights are read once per
-  // chunk. A token's result does not depend on its chunk.
+  // Under tensor parallelism the step's tokens go in chunks of consecutive tokens, each as long
+  // as no rank's experts get more than parallel_rows() of its (token, slot) entries: the ranks
+  // all-gather parallel_rows() rows of hidden floats at most, and the scratch holds (size + 1) x
+  // parallel_rows() of them, within kParallelScratchBytes (at least top_k rows: one token's).
+  // Each expert's weights are read once per chunk; with balanced routing a chunk holds about
+  // size x parallel_rows() / top_k tokens (~1000 for DeepSeek-V3 at TP 8). A token's result does
+  // not depend on its chunk.
   static constexpr int64_t kParallelScratchBytes = int64_t{256} << 20;
-  static constexpr int64_t kMinParallelChunk = 16;
-  int64_t parallel_chunk() const { return parallel_chunk_; }
-  // Another chunk (tests; >= 1).
-  void set_parallel_chunk(int64_t tokens) { parallel_chunk_ = std::max<int64_t>(tokens, 1); }
+  int64_t parallel_rows() const { return parallel_rows_; }
+  // Another bound (tests; at least top_k).
+  void set_parallel_rows(int64_t rows) {
+    parallel_rows_ = std::max<int64_t>(rows, routing_.top_k);
+  }
   // The scratch floats forward() needs (MoeWorkspace::reserve_parallel; 0 for one process).
   int64_t parallel_scratch_floats(int64_t max_tokens) const;
-  static int64_t parallel_chunk_for(const MoeSpec& spec, int64_t hidden, int tp_size);
+  static int64_t parallel_rows_for(const MoeSpec& spec, int64_t hidden, int tp_size);
   static int64_t parallel_scratch_floats_for(const MoeSpec& spec, int64_t hidden, int tp_size,
                                              int64_t max_tokens);
   // This rank's routed experts [expert_begin(), expert_begin() + local_experts()).
@@ -214,7 +217,7 @@ class MoeBlock {
   MoeRoutingConfig routing_;
   Comm* comm_ = nullptr;  // the tensor-parallel group; null: one process
   int64_t expert_begin_ = 0;
-  int64_t parallel_chunk_ = 0;
+  int64_t parallel_rows_ = 0;
   int64_t hidden_ = 0;
   PackedWeight gate_;        // [E, H] router, f32
   std::vector<float> bias_;  // [E] selection-only correction bias, or empty

@@ -346,8 +346,8 @@ TEST(DeepseekParallel, HeadsThatDoNotDivideAreAClearError) {
   }
 }
 
-// The MoE block alone: 150 tokens on 2 and 3 ranks, in one all-gather and in chunks of 64 and 7
-// tokens, against one process's forward(), bit for bit.
+// The MoE block alone: 150 tokens on 2 and 3 ranks, in one all-gather and in chunks of at most
+// 40 and 5 rows per rank, against one process's forward(), bit for bit.
 TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
   auto c = tiny_config(arch("deepseek_v3_fp8").config_json);
   ASSERT_TRUE(c.ok());
@@ -365,7 +365,7 @@ TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
   ws.allocate(*spec, H, c->intermediate_size, T);
   std::vector<float> want(T * H);
   ASSERT_TRUE(one->forward(x.data(), H, T, want.data(), H, ops, pool, ws).ok());
-  for (auto [tp, chunk] : {std::pair{2, 0}, {2, 64}, {3, 7}}) {
+  for (auto [tp, rows] : {std::pair{2, 0}, {2, 40}, {3, 5}}) {
     auto group = make_local_group(tp);
     std::vector<std::vector<float>> got(tp, std::vector<float>(T * H));
     std::vector<std::string> errors(tp);
@@ -385,9 +385,9 @@ TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
           return;
         }
         experts[r] = b->local_experts();
-        if (chunk > 0) b->set_parallel_chunk(chunk);
-        EXPECT_EQ(b->parallel_chunk(), chunk > 0 ? chunk : b->parallel_chunk());
-        if (chunk == 0) EXPECT_GE(b->parallel_chunk(), T);  // tiny hidden size: one gather
+        if (rows > 0) b->set_parallel_rows(rows);
+        if (rows > 0) EXPECT_EQ(b->parallel_rows(), rows);
+        if (rows == 0) EXPECT_GE(b->parallel_rows(), T * 4);  // tiny hidden size: one gather
         MoeWorkspace w;
         w.allocate(*spec, H, c->intermediate_size, T);
         Status st = b->forward(x.data(), H, T, got[r].data(), H, ops, p, w);
@@ -397,7 +397,7 @@ TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
     int64_t total = 0;
     for (int r = 0; r < tp; ++r) {
       ASSERT_EQ(errors[r], "") << "rank " << r;
-      EXPECT_TRUE(bit_equal(got[r], want)) << "tp " << tp << " chunk " << chunk << " rank " << r;
+      EXPECT_TRUE(bit_equal(got[r], want)) << "tp " << tp << " rows " << rows << " rank " << r;
       EXPECT_EQ(experts[r], shard_range(16, tp, r).size());
       total += experts[r];
     }
