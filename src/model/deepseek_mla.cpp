@@ -42,6 +42,39 @@ Status positive_int(const Json& c, const char* key, int64_t* out) {
   return ok_status();
 }
 
+// Whether load_packed() reads row ranges of this model's attention weights (float and GGUF
+// weights; not FP8 blocks nor AWQ/GPTQ groups, which span rows: layers.h).
+bool reads_row_ranges(const ModelConfig& c, const WeightSource& src, std::optional<DType> lin) {
+  return !c.fp8 && lin != DType::kF8E4M3 && src.int_quant() == nullptr;
+}
+
+// Rows [begin, end) of the [n, k] tensor `name` as a weight whose output column `offset` is row
+// begin: read alone where the loader reads row ranges, else the whole tensor packed and cut to
+// the panels covering them (every row's values and scales kept, PackedWeight::panel_range).
+Result<RowSlice> load_rows(WeightSource& src, const ModelConfig& c, const TensorName& name,
+                           int64_t n, int64_t k, int64_t begin, int64_t end, int64_t layer,
+                           std::optional<DType> lin, const Fp8Quantization& fp8) {
+  if (reads_row_ranges(c, src, lin)) {
+    STRATA_ASSIGN_OR_RETURN(PackedWeight w,
+                            load_packed(src, {{name, n, begin, end}}, k, layer, lin, fp8));
+    return RowSlice{std::move(w), 0};
+  }
+  STRATA_ASSIGN_OR_RETURN(PackedWeight whole, load_packed(src, {{name, n}}, k, layer, lin, fp8));
+  return slice_rows(whole, begin, end);
+}
+
+// What load_rows() holds: the rows alone, or the panels covering them.
+Result<WeightPlan> plan_rows(WeightSource& src, const ModelConfig& c, const TensorName& name,
+                             int64_t n, int64_t k, int64_t begin, int64_t end, int64_t layer,
+                             std::optional<DType> lin, const Fp8Quantization& fp8) {
+  if (reads_row_ranges(c, src, lin))
+    return plan_packed(src, {{name, n, begin, end}}, k, layer, lin, fp8);
+  STRATA_ASSIGN_OR_RETURN(WeightPlan p, plan_packed(src, {{name, n}}, k, layer, lin, fp8));
+  const int64_t all = (p.n + kPanelRows - 1) / kPanelRows;
+  p.bytes = all == 0 ? 0 : p.bytes / all * slice_rows_panels(begin, end);
+  return p;
+}
+
 }  // namespace
 
 Result<MlaSpec> parse_mla_spec(const ModelConfig& c) {
@@ -185,22 +218,22 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
         m.qkv_a_, load_packed(src, {{kQA, s.q_lora_rank}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
     STRATA_ASSIGN_OR_RETURN(m.q_a_norm_,
                             load_vector(src, kQANorm, s.q_lora_rank, layer, DummyInit::kOnes));
-    STRATA_ASSIGN_OR_RETURN(PackedWeight q_b,
-                            load_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
     if (split) {
-      // The panels covering this rank's heads (the matmul computes each row as on one process).
-      RowSlice mine = slice_rows(q_b, h0 * qk, h1 * qk);
+      // This rank's heads' rows (the matmul computes each row as on one process).
+      STRATA_ASSIGN_OR_RETURN(RowSlice mine, load_rows(src, c, kQB, nh * qk, s.q_lora_rank,
+                                                       h0 * qk, h1 * qk, layer, lin, fp8));
       m.q_b_ = std::move(mine.w);
       m.q_offset_ = mine.offset;
     } else {
-      m.q_b_ = std::move(q_b);
+      STRATA_ASSIGN_OR_RETURN(m.q_b_,
+                              load_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
     }
   } else if (split) {
     // q_proj apart from kv_a (the fused weight packs each part on its own, so every row is the
     // same), cut to the panels covering this rank's heads.
     STRATA_ASSIGN_OR_RETURN(m.qkv_a_, load_packed(src, {{kKVA, r + s.rope}}, H, layer, lin, fp8));
-    STRATA_ASSIGN_OR_RETURN(PackedWeight q, load_packed(src, {{kQ, nh * qk}}, H, layer, lin, fp8));
-    RowSlice mine = slice_rows(q, h0 * qk, h1 * qk);
+    STRATA_ASSIGN_OR_RETURN(RowSlice mine,
+                            load_rows(src, c, kQ, nh * qk, H, h0 * qk, h1 * qk, layer, lin, fp8));
     m.q_ = std::move(mine.w);
     m.q_offset_ = mine.offset;
   } else {
@@ -208,9 +241,18 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
         m.qkv_a_, load_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
   }
   STRATA_ASSIGN_OR_RETURN(m.kv_a_norm_, load_vector(src, kKVANorm, r, layer, DummyInit::kOnes));
-  STRATA_ASSIGN_OR_RETURN(PackedWeight o,
-                          load_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
-  m.o_ = RowSplitLinear::split(std::move(o), par);
+  if (split) {
+    // This rank's panels of output rows (RowSplitLinear's split).
+    const ShardRange p = row_split_panels(H, par.tp_size, par.tp_rank);
+    const int64_t r0 = std::min(H, p.begin * kPanelRows), r1 = std::min(H, p.end * kPanelRows);
+    STRATA_ASSIGN_OR_RETURN(RowSlice mine,
+                            load_rows(src, c, kO, H, nh * s.v_dim, r0, r1, layer, lin, fp8));
+    m.o_ = RowSplitLinear::from_shard(std::move(mine.w), H, par);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(PackedWeight o,
+                            load_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
+    m.o_ = RowSplitLinear::split(std::move(o), par);
+  }
   if (s.has_indexer()) {
     STRATA_ASSIGN_OR_RETURN(m.idx_q_, load_packed(src, {{kIdxQ, s.index_heads * s.index_dim}},
                                                   s.q_lora_rank, layer, lin, fp8));
@@ -254,13 +296,7 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
                             std::to_string(par.tp_size) +
                             "); multi-head latent attention splits whole heads over the ranks");
   const int64_t local = split ? nh / par.tp_size : nh, h0 = split ? par.tp_rank * local : 0;
-  // The bytes of `panels` of a planned weight's panels.
-  auto panels_of = [](const WeightPlan& p, int64_t panels) {
-    WeightPlan q = p;
-    const int64_t all = (p.n + kPanelRows - 1) / kPanelRows;
-    q.bytes = all == 0 ? 0 : p.bytes / all * panels;
-    return q;
-  };
+
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
   const std::optional<DType> lin = linear_storage(c, storage);
   auto add = [&](const WeightPlan& p) {
@@ -275,13 +311,18 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
     out->other += norm;
     STRATA_ASSIGN_OR_RETURN(WeightPlan b,
                             plan_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
-    add(split ? panels_of(b, slice_rows_panels(h0 * qk, (h0 + local) * qk)) : b);
+    if (split) {
+      STRATA_ASSIGN_OR_RETURN(b, plan_rows(src, c, kQB, nh * qk, s.q_lora_rank, h0 * qk,
+                                           (h0 + local) * qk, layer, lin, fp8));
+    }
+    add(b);
   } else if (split) {
     STRATA_ASSIGN_OR_RETURN(WeightPlan a,
                             plan_packed(src, {{kKVA, r + s.rope}}, H, layer, lin, fp8));
     add(a);
-    STRATA_ASSIGN_OR_RETURN(WeightPlan q, plan_packed(src, {{kQ, nh * qk}}, H, layer, lin, fp8));
-    add(panels_of(q, slice_rows_panels(h0 * qk, (h0 + local) * qk)));
+    STRATA_ASSIGN_OR_RETURN(WeightPlan q, plan_rows(src, c, kQ, nh * qk, H, h0 * qk,
+                                                    (h0 + local) * qk, layer, lin, fp8));
+    add(q);
   } else {
     STRATA_ASSIGN_OR_RETURN(
         WeightPlan a, plan_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
@@ -289,8 +330,17 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
   }
   STRATA_ASSIGN_OR_RETURN(int64_t kv_norm, plan_vector(src, kKVANorm, r, layer));
   out->other += kv_norm;
-  STRATA_ASSIGN_OR_RETURN(WeightPlan o, plan_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
-  add(split ? panels_of(o, row_split_panels(H, par.tp_size, par.tp_rank).size()) : o);
+  if (split) {
+    const ShardRange p = row_split_panels(H, par.tp_size, par.tp_rank);
+    STRATA_ASSIGN_OR_RETURN(
+        WeightPlan o, plan_rows(src, c, kO, H, nh * s.v_dim, std::min(H, p.begin * kPanelRows),
+                                std::min(H, p.end * kPanelRows), layer, lin, fp8));
+    add(o);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(WeightPlan o,
+                            plan_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
+    add(o);
+  }
   if (s.has_indexer()) {
     STRATA_ASSIGN_OR_RETURN(WeightPlan iq, plan_packed(src, {{kIdxQ, s.index_heads * s.index_dim}},
                                                        s.q_lora_rank, layer, lin, fp8));

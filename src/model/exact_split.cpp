@@ -56,24 +56,32 @@ Status gather_columns(Comm& comm, const float* local, int64_t ldl, int64_t T,
 }
 
 RowSplitLinear RowSplitLinear::split(PackedWeight full, const ModelParallel& par) {
-  RowSplitLinear s;
-  s.n_ = full.n();
   if (par.tp_size <= 1 || par.tp == nullptr) {
-    s.w_ = std::move(full);
+    RowSplitLinear s;
+    s.n_ = full.n();
     s.max_rows_ = s.n_;
     s.rows_ = {s.n_};
+    s.w_ = std::move(full);
     return s;
   }
+  const ShardRange mine = row_split_panels(full.n(), par.tp_size, par.tp_rank);
+  return from_shard(full.panel_range(mine.begin, mine.size()), full.n(), par);
+}
+
+RowSplitLinear RowSplitLinear::from_shard(PackedWeight mine, int64_t n, const ModelParallel& par) {
+  STRATA_CHECK(par.tp_size > 1 && par.tp != nullptr) << "a shard without its group";
+  RowSplitLinear s;
+  s.n_ = n;
   s.comm_ = par.tp;
   for (int r = 0; r < par.tp_size; ++r) {
-    const ShardRange p = row_split_panels(s.n_, par.tp_size, r);
-    const int64_t rows =
-        std::min(s.n_, p.end * kPanelRows) - std::min(s.n_, p.begin * kPanelRows);
+    const ShardRange p = row_split_panels(n, par.tp_size, r);
+    const int64_t rows = std::min(n, p.end * kPanelRows) - std::min(n, p.begin * kPanelRows);
     s.rows_.push_back(rows);
     s.max_rows_ = std::max(s.max_rows_, rows);
   }
-  const ShardRange mine = row_split_panels(s.n_, par.tp_size, par.tp_rank);
-  s.w_ = full.panel_range(mine.begin, mine.size());
+  STRATA_CHECK(mine.n() == s.rows_[par.tp_rank])
+      << "a shard of " << mine.n() << " rows for " << s.rows_[par.tp_rank];
+  s.w_ = std::move(mine);
   return s;
 }
 

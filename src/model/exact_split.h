@@ -51,6 +51,9 @@ class RowSplitLinear {
   RowSplitLinear() = default;
   // Keeps this rank's panels of `full` (all of it when par.tp_size == 1).
   static RowSplitLinear split(PackedWeight full, const ModelParallel& par);
+  // The same from this rank's panels already cut (rows row_split_panels(n, ...) of an n-row
+  // weight).
+  static RowSplitLinear from_shard(PackedWeight mine, int64_t n, const ModelParallel& par);
 
   // out[T, n()] = x[T, k] W^T. `scratch`: scratch_floats(T) floats (none for one process).
   Status forward(const float* x, int64_t T, int64_t ldx, float* out, int64_t ldo,

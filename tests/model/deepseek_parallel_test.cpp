@@ -335,6 +335,74 @@ TEST_P(DeepseekParallelPlan, PlansMatchEachRanksShard) {
 INSTANTIATE_TEST_SUITE_P(Archs, DeepseekParallelPlan,
                          ::testing::Values("deepseek_v3_fp8", "deepseek_v2_lite"));
 
+// Rows read per tensor, by whole-tensor get() and by get_rows().
+class RowCountingSource final : public WeightSource {
+ public:
+  explicit RowCountingSource(std::unique_ptr<WeightSource> in) : in_(std::move(in)) {}
+  TensorNaming naming() const override { return in_->naming(); }
+  std::string describe() const override { return in_->describe(); }
+  bool has(const std::string& n) const override { return in_->has(n); }
+  Result<io::TensorRef> get(const std::string& n, const std::vector<int64_t>& shape,
+                            DummyInit init) override {
+    rows[n] += shape[0];
+    return in_->get(n, shape, init);
+  }
+  Result<io::TensorRef> get_rows(const std::string& n, const std::vector<int64_t>& shape,
+                                 int64_t begin, int64_t end, DummyInit init) override {
+    rows[n] += end - begin;
+    return in_->get_rows(n, shape, begin, end, init);
+  }
+  std::map<std::string, int64_t> rows;
+
+ private:
+  std::unique_ptr<WeightSource> in_;
+};
+
+// Float weights: a rank reads only its heads' rows of q_b_proj (q_proj without q_lora) and its
+// rows of o_proj, and only its experts. (FP8 blocks span rows: those ranks read the whole
+// tensor and keep the panels covering their rows.)
+TEST(DeepseekParallel, RanksReadOnlyTheirRowsOfFloatWeights) {
+  for (const char* name : {"deepseek_v32", "deepseek_v2_lite"}) {
+    SCOPED_TRACE(name);
+    auto c = tiny_config(patched(arch(name).config_json, R"({"num_attention_heads": 4})"));
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    auto mla = parse_mla_spec(*c);
+    auto moe = parse_moe_spec(*c);
+    ASSERT_TRUE(mla.ok() && moe.ok() && moe->has_value());
+    const bool q_lora = mla->q_lora_rank > 0;
+    const std::string q_name = q_lora ? "model.layers.0.self_attn.q_b_proj.weight"
+                                      : "model.layers.0.self_attn.q_proj.weight";
+    auto group = make_local_group(2);
+    std::vector<std::map<std::string, int64_t>> rows(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        ModelParallel par;
+        par.tp_size = 2;
+        par.tp_rank = r;
+        par.tp = group[r].get();
+        RowCountingSource src(make_dummy_source(5, DType::kBF16, 0.05));
+        auto a = MlaAttention::load(src, *c, *mla, 0, DType::kBF16, par);
+        auto b = MoeBlock::load(src, **moe, *c, 1, DType::kBF16, par);
+        if (!a.ok() || !b.ok()) errors[r] = "load failed";
+        rows[r] = src.rows;
+      });
+    for (auto& t : threads) t.join();
+    const int64_t H = c->hidden_size, E = (*moe)->routing.num_experts;
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(errors[r], "");
+      EXPECT_EQ(rows[r][q_name], 2 * mla->qk_dim()) << "rank " << r;
+      EXPECT_EQ(rows[r]["model.layers.0.self_attn.o_proj.weight"], H / 2) << "rank " << r;
+      for (int64_t e = 0; e < E; ++e)
+        EXPECT_EQ(rows[r].count("model.layers.1.mlp.experts." + std::to_string(e) +
+                                ".down_proj.weight"),
+                  e / (E / 2) == r ? 1u : 0u)
+            << "rank " << r << " expert " << e;
+    }
+  }
+}
+
 TEST(DeepseekParallel, HeadsThatDoNotDivideAreAClearError) {
   auto c = tiny_config(arch("deepseek_v3_fp8").config_json);  // 5 heads
   ASSERT_TRUE(c.ok());
