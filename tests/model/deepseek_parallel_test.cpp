@@ -73,8 +73,15 @@ Result<std::unique_ptr<Model>> build(const ModelConfig& c, ThreadPool& pool, Mod
 // Each step: per sequence its new tokens (empty: the sequence sits the step out).
 using Script = std::vector<std::vector<std::vector<int32_t>>>;
 
-std::vector<std::vector<float>> run_script(Model& m, const Script& script, const KernelOps& ops) {
-  testing::ModelHarness h(m, 2, 160, 8, DType::kBF16);
+// The KV cache: its dtype, and fp8_ds_mla's layout (V3.2).
+struct Kv {
+  DType dtype = DType::kBF16;
+  bool ds_mla = false;
+};
+
+std::vector<std::vector<float>> run_script(Model& m, const Script& script, const KernelOps& ops,
+                                           Kv kv) {
+  testing::ModelHarness h(m, 2, 160, 8, kv.dtype, kv.ds_mla);
   std::vector<std::vector<float>> out;
   for (const auto& step : script) {
     std::vector<int> seqs;
@@ -98,12 +105,12 @@ std::vector<int32_t> tokens(int64_t vocab, int n, int seed) {
 // A chunked prefill of sequence 0 (the second chunk batched with sequence 1's whole prompt of
 // `long_prompt` tokens, over the MoE's all-gather chunk), then `decode` batched decode steps fed
 // with one process's greedy ids.
-Script make_script(Model& single, int long_prompt, int decode, const KernelOps& ops) {
+Script make_script(Model& single, int long_prompt, int decode, const KernelOps& ops, Kv kv) {
   const int64_t V = single.config().vocab_size;
   const auto p0 = tokens(V, 23, 1), p1 = tokens(V, long_prompt, 2);
   Script s = {{std::vector<int32_t>(p0.begin(), p0.begin() + 10), {}},
               {std::vector<int32_t>(p0.begin() + 10, p0.end()), p1}};
-  testing::ModelHarness h(single, 2, 160, 8, DType::kBF16);
+  testing::ModelHarness h(single, 2, 160, 8, kv.dtype, kv.ds_mla);
   std::vector<float> logits = h.step({0}, {s[0][0]}, ops);
   logits = h.step({0, 1}, {s[1][0], s[1][1]}, ops);
   for (int i = 0; i < decode; ++i) {
@@ -127,7 +134,7 @@ struct RankResult {
 
 // Loads the model on `tp` ranks (threads of a local group) and runs the script on each.
 std::vector<RankResult> run_ranks(const ModelConfig& c, int tp, bool expert_parallel,
-                                  const Script& script, const KernelOps& ops) {
+                                  const Script& script, const KernelOps& ops, Kv kv = {}) {
   auto group = make_local_group(tp);
   std::vector<RankResult> out(tp);
   std::vector<std::thread> threads;
@@ -144,7 +151,7 @@ std::vector<RankResult> run_ranks(const ModelConfig& c, int tp, bool expert_para
         out[r].error = m.status().to_string();
         return;
       }
-      out[r].logits = run_script(**m, script, ops);
+      out[r].logits = run_script(**m, script, ops, kv);
       out[r].linears = (*m)->linear_layers();
       out[r].weight_bytes = (*m)->weight_bytes_total();
     });
@@ -153,29 +160,29 @@ std::vector<RankResult> run_ranks(const ModelConfig& c, int tp, bool expert_para
 }
 
 void expect_identical(const ModelConfig& c, int tp, int long_prompt, int decode,
-                      const KernelOps& ops);
+                      const KernelOps& ops, Kv kv);
 
 // One process and `tp` ranks, with and without expert parallelism: the same logits, bit for bit,
 // with every kernel table (the reference one computes the MLA attention in double precision).
-void expect_identical(const ModelConfig& c, int tp, int long_prompt, int decode) {
+void expect_identical(const ModelConfig& c, int tp, int long_prompt, int decode, Kv kv = {}) {
   for (const KernelVariantInfo* v : supported_kernel_variants(/*with_reference=*/true)) {
     SCOPED_TRACE(v->name);
-    expect_identical(c, tp, long_prompt, decode, v->ops());
+    expect_identical(c, tp, long_prompt, decode, v->ops(), kv);
   }
 }
 
 void expect_identical(const ModelConfig& c, int tp, int long_prompt, int decode,
-                      const KernelOps& ops) {
+                      const KernelOps& ops, Kv kv) {
   ThreadPool pool(2);
   auto single = build(c, pool, {});
   ASSERT_TRUE(single.ok()) << single.status().to_string();
-  const Script script = make_script(**single, long_prompt, decode, ops);
-  const auto want = run_script(**single, script, ops);
+  const Script script = make_script(**single, long_prompt, decode, ops, kv);
+  const auto want = run_script(**single, script, ops, kv);
   double scale = 0;
   for (float v : want.back()) scale = std::max(scale, static_cast<double>(std::fabs(v)));
   ASSERT_GT(scale, 1e-3) << "degenerate logits";
   for (bool ep : {false, true}) {
-    const auto ranks = run_ranks(c, tp, ep, script, ops);
+    const auto ranks = run_ranks(c, tp, ep, script, ops, kv);
     for (int r = 0; r < tp; ++r) {
       ASSERT_EQ(ranks[r].error, "") << "rank " << r;
       ASSERT_EQ(ranks[r].logits.size(), want.size());
@@ -214,13 +221,14 @@ TEST(DeepseekParallel, V2LiteTp3UnevenExpertsAreBitIdentical) {
 }
 
 // DeepSeek-V3.2: the indexer replicated, the sparse attention over each rank's heads; contexts
-// past index_topk so the selection matters.
+// past index_topk so the selection matters; a bf16 cache and the fp8_ds_mla one.
 TEST(DeepseekParallel, V32SparseAttentionTp2IsBitIdentical) {
   auto c = tiny_config(patched(arch("deepseek_v32").config_json,
                                R"({"num_attention_heads": 4, "num_key_value_heads": 4,
                                    "index_topk": 6})"));
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   expect_identical(*c, 2, 15, 4);
+  expect_identical(*c, 2, 15, 4, {DType::kF8E4M3, true});
 }
 
 TEST(DeepseekParallel, EachRankHoldsItsShareOfExpertsAndHeads) {
