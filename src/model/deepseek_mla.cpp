@@ -42,39 +42,6 @@ Status positive_int(const Json& c, const char* key, int64_t* out) {
   return ok_status();
 }
 
-// Whether load_packed() reads row ranges of this model's attention weights (float and GGUF
-// weights; not FP8 blocks nor AWQ/GPTQ groups, which span rows: layers.h).
-bool reads_row_ranges(const ModelConfig& c, const WeightSource& src, std::optional<DType> lin) {
-  return !c.fp8 && lin != DType::kF8E4M3 && src.int_quant() == nullptr;
-}
-
-// Rows [begin, end) of the [n, k] tensor `name` as a weight whose output column `offset` is row
-// begin: read alone where the loader reads row ranges, else the whole tensor packed and cut to
-// the panels covering them (every row's values and scales kept, PackedWeight::panel_range).
-Result<RowSlice> load_rows(WeightSource& src, const ModelConfig& c, const TensorName& name,
-                           int64_t n, int64_t k, int64_t begin, int64_t end, int64_t layer,
-                           std::optional<DType> lin, const Fp8Quantization& fp8) {
-  if (reads_row_ranges(c, src, lin)) {
-    STRATA_ASSIGN_OR_RETURN(PackedWeight w,
-                            load_packed(src, {{name, n, begin, end}}, k, layer, lin, fp8));
-    return RowSlice{std::move(w), 0};
-  }
-  STRATA_ASSIGN_OR_RETURN(PackedWeight whole, load_packed(src, {{name, n}}, k, layer, lin, fp8));
-  return slice_rows(whole, begin, end);
-}
-
-// What load_rows() holds: the rows alone, or the panels covering them.
-Result<WeightPlan> plan_rows(WeightSource& src, const ModelConfig& c, const TensorName& name,
-                             int64_t n, int64_t k, int64_t begin, int64_t end, int64_t layer,
-                             std::optional<DType> lin, const Fp8Quantization& fp8) {
-  if (reads_row_ranges(c, src, lin))
-    return plan_packed(src, {{name, n, begin, end}}, k, layer, lin, fp8);
-  STRATA_ASSIGN_OR_RETURN(WeightPlan p, plan_packed(src, {{name, n}}, k, layer, lin, fp8));
-  const int64_t all = (p.n + kPanelRows - 1) / kPanelRows;
-  p.bytes = all == 0 ? 0 : p.bytes / all * slice_rows_panels(begin, end);
-  return p;
-}
-
 }  // namespace
 
 Result<MlaSpec> parse_mla_spec(const ModelConfig& c) {

@@ -274,10 +274,8 @@ void MoeBlock::describe(const std::string& prefix, std::vector<LinearInfo>* out)
   if (!shared_gate_.empty())
     out->push_back({prefix + "shared_gate", shared_gate_.n(), shared_gate_.k(),
                     shared_gate_.dtype(), Sharding::kReplicated, shared_gate_.bytes()});
-  // Replicated on every rank of a tensor-parallel group (see moe.h).
-  if (shared_)
-    shared_->describe(prefix + "shared.", comm_ ? Sharding::kReplicated : Sharding::kColumn,
-                      comm_ ? Sharding::kReplicated : Sharding::kRow, out);
+  if (shared_) shared_->describe(prefix + "shared.", Sharding::kColumn, Sharding::kRow, out);
+  if (shared_split_) shared_split_->describe(prefix + "shared.", out);
 }
 
 void DenseMlp::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
@@ -325,9 +323,15 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
   if (spec.shared_ffn > 0) {
     const std::string prefix =
         base + (spec.family == MoeFamily::kQwen2Moe ? "shared_expert." : "shared_experts.");
-    STRATA_ASSIGN_OR_RETURN(DenseMlp m,
-                            DenseMlp::load(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
-    b.shared_ = std::move(m);
+    if (b.comm_ != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(
+          SplitSwiGlu m, SplitSwiGlu::load(src, c, prefix, spec.shared_ffn, layer, lin, fp8, par));
+      b.shared_split_ = std::move(m);
+    } else {
+      STRATA_ASSIGN_OR_RETURN(DenseMlp m,
+                              DenseMlp::load(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
+      b.shared_ = std::move(m);
+    }
   }
   if (spec.shared_gate) {
     STRATA_ASSIGN_OR_RETURN(b.shared_gate_, load_one(src, base + "shared_expert_gate.weight", 1, H,
@@ -368,9 +372,15 @@ Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig&
   if (spec.shared_ffn > 0) {
     const std::string prefix =
         base + (spec.family == MoeFamily::kQwen2Moe ? "shared_expert." : "shared_experts.");
-    STRATA_ASSIGN_OR_RETURN(auto m,
-                            DenseMlp::plan(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
-    for (const WeightPlan& p : m) add(&WeightBytesByClass::shared_experts, p);
+    if (par.tp_size > 1) {
+      STRATA_ASSIGN_OR_RETURN(
+          auto m, SplitSwiGlu::plan(src, c, prefix, spec.shared_ffn, layer, lin, fp8, par));
+      for (const WeightPlan& p : m) add(&WeightBytesByClass::shared_experts, p);
+    } else {
+      STRATA_ASSIGN_OR_RETURN(auto m,
+                              DenseMlp::plan(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
+      for (const WeightPlan& p : m) add(&WeightBytesByClass::shared_experts, p);
+    }
   }
   if (spec.shared_gate) {
     const std::string name = base + "shared_expert_gate.weight";
@@ -383,6 +393,7 @@ Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig&
 
 int64_t MoeBlock::bytes_total() const {
   int64_t n = gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0) +
+              (shared_split_ ? shared_split_->bytes() : 0) +
               static_cast<int64_t>(bias_.size() * sizeof(float));
   for (const auto& e : experts_) n += e.bytes();
   return n;
@@ -393,12 +404,13 @@ int64_t MoeBlock::bytes_active() const {
   // Of a token's top_k experts, this rank holds local / num_experts on average (all for one
   // process).
   return gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0) +
-         routing_.top_k * expert * local_experts() / routing_.num_experts;
+         (shared_split_ ? shared_split_->bytes() : 0) + routing_.top_k * expert * local_experts() / routing_.num_experts;
 }
 
 int64_t MoeBlock::parameters() const {
   int64_t n = gate_.n() * gate_.k() + static_cast<int64_t>(bias_.size()) +
-              shared_gate_.n() * shared_gate_.k() + (shared_ ? shared_->parameters() : 0);
+              shared_gate_.n() * shared_gate_.k() + (shared_ ? shared_->parameters() : 0) +
+              (shared_split_ ? shared_split_->parameters() : 0);
   for (const auto& e : experts_) n += e.parameters();
   return n;
 }
@@ -409,11 +421,17 @@ void MoeBlock::run_expert(const DenseMlp& mlp, const float* x, int64_t ldx, int6
   mlp.forward(x, ldx, n, y, ldy, ops, pool, ws);
 }
 
-void MoeBlock::add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
-                          const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
-  if (!shared_) return;
+Status MoeBlock::add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                            const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  if (!shared_ && !shared_split_) return ok_status();
   const int64_t H = hidden_;
-  shared_->forward(x, ldx, T, ws.shared, H, ops, pool, ws);
+  if (shared_split_) {
+    float* scratch = ws.reserve_parallel(parallel_scratch_floats(ws.max_tokens()));
+    STRATA_RETURN_IF_ERROR(
+        shared_split_->forward(x, ldx, T, ws.shared, H, ops, pool, ws.gu, ws.act, scratch));
+  } else {
+    shared_->forward(x, ldx, T, ws.shared, H, ops, pool, ws);
+  }
   if (!shared_gate_.empty()) ops.matmul(x, T, ldx, shared_gate_, ws.gate1, 1, pool);
   pool.parallel_for(T, 8, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -423,15 +441,15 @@ void MoeBlock::add_shared(const float* x, int64_t ldx, int64_t T, float* y, int6
       for (int64_t i = 0; i < H; ++i) yr[i] += g * sr[i];
     }
   });
+  return ok_status();
 }
 
 void MoeBlock::append_weights_in_order(std::vector<PackedWeight*>* out) {
   out->push_back(&gate_);
   for (DenseMlp& e : experts_) e.append_weights_in_order(out);
-  if (shared_) {
-    out->push_back(&shared_gate_);
-    shared_->append_weights_in_order(out);
-  }
+  if (shared_ || shared_split_) out->push_back(&shared_gate_);
+  if (shared_) shared_->append_weights_in_order(out);
+  if (shared_split_) shared_split_->append_weights_in_order(out);
 }
 
 Status MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
@@ -461,8 +479,7 @@ Status MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64
         add_weighted_row(y + (entries[i] / K) * ldy, ws.weights[entries[i]], ws.eo + i * H, H);
     });
   }
-  add_shared(x, ldx, T, y, ldy, ops, pool, ws);
-  return ok_status();
+  return add_shared(x, ldx, T, y, ldy, ops, pool, ws);
 }
 
 int64_t MoeBlock::parallel_rows_for(const MoeSpec& spec, int64_t hidden, int tp_size) {
@@ -476,13 +493,17 @@ int64_t MoeBlock::parallel_scratch_floats_for(const MoeSpec& spec, int64_t hidde
   // Send [rows, H], receive size() of those; never more rows than a step's entries.
   const int64_t rows =
       std::min(max_tokens * spec.routing.top_k, parallel_rows_for(spec, hidden, tp_size));
-  return (tp_size + 1) * rows * hidden;
+  return std::max((tp_size + 1) * rows * hidden,
+                  spec.shared_ffn > 0 ? SplitSwiGlu::scratch_floats_for(spec.shared_ffn, hidden,
+                                                                        tp_size, max_tokens)
+                                      : 0);
 }
 
 int64_t MoeBlock::parallel_scratch_floats(int64_t max_tokens) const {
   if (comm_ == nullptr) return 0;
   const int64_t rows = std::min(max_tokens * routing_.top_k, parallel_rows_);
-  return (comm_->size() + 1) * rows * hidden_;
+  return std::max((comm_->size() + 1) * rows * hidden_,
+                  shared_split_ ? shared_split_->scratch_floats(max_tokens) : 0);
 }
 
 Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
@@ -557,8 +578,7 @@ Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float*
       });
     }
   }
-  add_shared(x, ldx, T, y, ldy, ops, pool, ws);
-  return ok_status();
+  return add_shared(x, ldx, T, y, ldy, ops, pool, ws);
 }
 
 void MoeBlock::forward_reference(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
@@ -580,7 +600,7 @@ void MoeBlock::forward_reference(const float* x, int64_t ldx, int64_t T, float* 
     }
     for (int64_t j = 0; j < H; ++j) y[t * ldy + j] = static_cast<float>(acc[j]);
   }
-  add_shared(x, ldx, T, y, ldy, ops, pool, ws);
+  STRATA_CHECK(add_shared(x, ldx, T, y, ldy, ops, pool, ws).ok());  // one process: no errors
 }
 
 }  // namespace strata

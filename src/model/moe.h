@@ -15,7 +15,8 @@
 // router is replicated, so every rank routes every token alike. Each rank runs its experts over
 // the tokens routed to them, the ranks all-gather those outputs, and every rank adds them to each
 // token in increasing expert id with the same arithmetic as one process (bit-identical). The
-// shared expert(s) are replicated (small next to the routed ones).
+// shared expert(s) are split by rows (model/exact_split.h's SplitSwiGlu: at TP 8 a decode step's
+// replicated shared expert would read as many bytes per rank as its share of the routed ones).
 #pragma once
 
 #include <algorithm>
@@ -32,6 +33,7 @@
 #include "model/layers.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
+#include "model/exact_split.h"
 #include "model/model_config.h"
 #include "model/parallel.h"
 #include "model/weight_source.h"
@@ -209,7 +211,7 @@ class MoeBlock {
  private:
   void run_expert(const DenseMlp& mlp, const float* x, int64_t ldx, int64_t n, float* y,
                   int64_t ldy, const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
-  void add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+  Status add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
                   const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
   Status forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
                           const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
@@ -223,6 +225,7 @@ class MoeBlock {
   std::vector<float> bias_;  // [E] selection-only correction bias, or empty
   std::vector<DenseMlp> experts_;  // this rank's: expert expert_begin_ + i
   std::optional<DenseMlp> shared_;
+  std::optional<SplitSwiGlu> shared_split_;  // tensor parallel: the shared expert(s) split
   PackedWeight shared_gate_;  // [1, H] f32 (Qwen2-MoE), or empty
 };
 

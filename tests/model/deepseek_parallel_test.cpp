@@ -231,6 +231,53 @@ TEST(DeepseekParallel, V32SparseAttentionTp2IsBitIdentical) {
   expect_identical(*c, 2, 15, 4, {DType::kF8E4M3, true});
 }
 
+// The same MoE blocks in the Llama family (llama.cpp's attention split by the skeleton): Qwen2-MoE
+// (a gated shared expert, a dense layer between) and Qwen3-MoE (top 3 of 8), 2 ranks.
+TEST(DeepseekParallel, QwenMoeUnderTp2IsBitIdentical) {
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  for (const char* name : {"qwen2_moe_shared_gate", "qwen3_moe"}) {
+    SCOPED_TRACE(name);
+    LoadOptions o;
+    o.model = testing::write_tiny_config(arch(name).config_json);
+    o.load_format = "dummy";
+    o.dtype = "bfloat16";
+    o.seed = 42;
+    o.limits = {160, 160, 8};
+    ThreadPool pool(2);
+    o.pool = &pool;
+    auto single = load_model(o);
+    ASSERT_TRUE(single.ok()) << single.status().to_string();
+    const Script script = make_script(*single->model, 30, 3, ops, {});
+    const auto want = run_script(*single->model, script, ops, {});
+    auto group = make_local_group(2);
+    std::vector<std::vector<std::vector<float>>> got(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        ThreadPool p(1);
+        LoadOptions mine = o;
+        mine.pool = &p;
+        mine.parallel.tp_size = 2;
+        mine.parallel.tp_rank = r;
+        mine.parallel.tp = group[r].get();
+        auto m = load_model(mine);
+        if (!m.ok()) {
+          errors[r] = m.status().to_string();
+          return;
+        }
+        got[r] = run_script(*m->model, script, ops, {});
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(errors[r], "") << "rank " << r;
+      ASSERT_EQ(got[r].size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_TRUE(bit_equal(got[r][i], want[i])) << "rank " << r << " step " << i;
+    }
+  }
+}
+
 TEST(DeepseekParallel, EachRankHoldsItsShareOfExpertsAndHeads) {
   auto c = tiny_config(patched(arch("deepseek_v3_fp8").config_json,
                                R"({"num_attention_heads": 4, "num_key_value_heads": 4})"));
@@ -266,6 +313,10 @@ TEST(DeepseekParallel, EachRankHoldsItsShareOfExpertsAndHeads) {
           << "rank " << r << " head " << h;
     EXPECT_EQ(by_name["layers.0.attn.o"].rows, c->hidden_size / 2);
     EXPECT_EQ(by_name["layers.0.attn.o"].cols, 4 * 16);
+    // The shared expert (32 rows of gate and up) split by rows too.
+    EXPECT_EQ(by_name["layers.1.moe.shared.gate"].rows, 16);
+    EXPECT_EQ(by_name["layers.1.moe.shared.up"].rows, 16);
+    EXPECT_EQ(by_name["layers.1.moe.shared.down"].rows, c->hidden_size / 2);
   }
   EXPECT_EQ(sum, all);
   EXPECT_EQ(static_cast<int64_t>(names.size()),
@@ -367,7 +418,7 @@ class RowCountingSource final : public WeightSource {
 };
 
 // Float weights: a rank reads only its heads' rows of q_b_proj (q_proj without q_lora) and its
-// rows of o_proj, and only its experts. (FP8 blocks span rows: those ranks read the whole
+// rows of o_proj, only its experts, and its rows of the shared experts. (FP8 blocks span rows: those ranks read the whole
 // tensor and keep the panels covering their rows.)
 TEST(DeepseekParallel, RanksReadOnlyTheirRowsOfFloatWeights) {
   for (const char* name : {"deepseek_v32", "deepseek_v2_lite"}) {
@@ -402,6 +453,9 @@ TEST(DeepseekParallel, RanksReadOnlyTheirRowsOfFloatWeights) {
       ASSERT_EQ(errors[r], "");
       EXPECT_EQ(rows[r][q_name], 2 * mla->qk_dim()) << "rank " << r;
       EXPECT_EQ(rows[r]["model.layers.0.self_attn.o_proj.weight"], H / 2) << "rank " << r;
+      const int64_t shared = (*moe)->shared_ffn;
+      EXPECT_EQ(rows[r]["model.layers.1.mlp.shared_experts.gate_proj.weight"], shared / 2);
+      EXPECT_EQ(rows[r]["model.layers.1.mlp.shared_experts.down_proj.weight"], H / 2);
       for (int64_t e = 0; e < E; ++e)
         EXPECT_EQ(rows[r].count("model.layers.1.mlp.experts." + std::to_string(e) +
                                 ".down_proj.weight"),
