@@ -67,7 +67,6 @@ class DeepseekModel : public DecoderModel {
     return ok_status();
   }
 
-
   // One row per token and layer: the latent and the rotated shared key; no V.
   KvSpec kv_spec() const override { return mla_kv_spec(config_, mla_, num_local_layers()); }
   double forward_flops(int64_t num_tokens, int64_t sum_context,
@@ -109,7 +108,8 @@ class DeepseekModel : public DecoderModel {
     } else {
       // The skeleton's dense MLP (split by rows under tensor parallelism), in the storage of the
       // other linear layers (FP8 blocks for FP8 models).
-      return load_dense_mlp(kGate, kUp, kDown, c.intermediate_size, l, dense_options(opt, c, weights()));
+      return load_dense_mlp(kGate, kUp, kDown, c.intermediate_size, l,
+                            dense_options(opt, c, weights()));
     }
     return f;
   }
@@ -163,9 +163,9 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
     return MlaAttention::plan(w, c, mla, l, opt.layers(), b, opt.parallel);
   };
   hooks.dense_mlp = [&](int64_t l, WeightBytesByClass* b) -> Status {
-    STRATA_ASSIGN_OR_RETURN(auto mlp,
-                            DecoderModel::plan_dense_mlp(w, c, kGate, kUp, kDown,
-                                                         c.intermediate_size, l, dense_opt));
+    STRATA_ASSIGN_OR_RETURN(
+        auto mlp,
+        DecoderModel::plan_dense_mlp(w, c, kGate, kUp, kDown, c.intermediate_size, l, dense_opt));
     for (const WeightPlan& p : mlp) b->add_matmul(&WeightBytesByClass::dense_mlp, p.dtype, p.bytes);
     return ok_status();
   };

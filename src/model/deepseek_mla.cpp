@@ -187,8 +187,8 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
                             load_vector(src, kQANorm, s.q_lora_rank, layer, DummyInit::kOnes));
     if (split) {
       // This rank's heads' rows (the matmul computes each row as on one process).
-      STRATA_ASSIGN_OR_RETURN(RowSlice mine, load_rows(src, c, kQB, nh * qk, s.q_lora_rank,
-                                                       h0 * qk, h1 * qk, layer, lin, fp8));
+      STRATA_ASSIGN_OR_RETURN(RowSlice mine, load_rows(src, c, kQB, nh * qk, s.q_lora_rank, h0 * qk,
+                                                       h1 * qk, layer, lin, fp8));
       m.q_b_ = std::move(mine.w);
       m.q_offset_ = mine.offset;
     } else {
@@ -368,17 +368,18 @@ void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
 }
 
 int64_t MlaAttention::bytes() const {
-  int64_t n = q_.bytes() + qkv_a_.bytes() + q_b_.bytes() + o_.local().bytes() + idx_q_.bytes() + idx_k_.bytes() + idx_w_.bytes();
+  int64_t n = q_.bytes() + qkv_a_.bytes() + q_b_.bytes() + o_.local().bytes() + idx_q_.bytes() +
+              idx_k_.bytes() + idx_w_.bytes();
   for (size_t h = 0; h < uk_t_.size(); ++h) n += uk_t_[h].bytes() + uv_[h].bytes();
   return n;
 }
 
 int64_t MlaAttention::parameters() const {
   const MlaSpec& s = spec_;
-  return q_.n() * q_.k() + qkv_a_.n() * qkv_a_.k() + q_b_.n() * q_b_.k() + o_.local().n() * o_.local().k() +
-         s.num_heads * (s.nope + s.v_dim) * s.kv_lora_rank + s.q_lora_rank + s.kv_lora_rank +
-         idx_q_.n() * idx_q_.k() + idx_k_.n() * idx_k_.k() + idx_w_.n() * idx_w_.k() +
-         static_cast<int64_t>(idx_norm_w_.size() + idx_norm_b_.size());
+  return q_.n() * q_.k() + qkv_a_.n() * qkv_a_.k() + q_b_.n() * q_b_.k() +
+         o_.local().n() * o_.local().k() + s.num_heads * (s.nope + s.v_dim) * s.kv_lora_rank +
+         s.q_lora_rank + s.kv_lora_rank + idx_q_.n() * idx_q_.k() + idx_k_.n() * idx_k_.k() +
+         idx_w_.n() * idx_w_.k() + static_cast<int64_t>(idx_norm_w_.size() + idx_norm_b_.size());
 }
 
 int64_t MlaAttention::parallel_scratch_floats(int64_t T) const {
@@ -399,8 +400,8 @@ int64_t MlaAttention::parallel_scratch_floats_for(const MlaSpec& s, int64_t hidd
 }
 
 Status MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
-                             const PagedKvLayer& kv, const float* cos, const float* sin,
-                             float* out, int64_t ldo, const KernelOps& ops, ThreadPool& pool,
+                             const PagedKvLayer& kv, const float* cos, const float* sin, float* out,
+                             int64_t ldo, const KernelOps& ops, ThreadPool& pool,
                              MlaWorkspace& ws) const {
   const MlaSpec& s = spec_;
   const int64_t T = b.num_tokens(), nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();

@@ -40,14 +40,14 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "model/exact_split.h"
 #include "model/forward_batch.h"
 #include "model/layers.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/model_config.h"
-#include "model/rope.h"
-#include "model/exact_split.h"
 #include "model/parallel.h"
+#include "model/rope.h"
 #include "model/weight_source.h"
 
 namespace strata {
@@ -122,8 +122,7 @@ class MlaWorkspace {
 class MlaAttention {
  public:
   static Result<MlaAttention> load(WeightSource& src, const ModelConfig& config,
-                                   const MlaSpec& spec, int64_t layer,
-                                   std::optional<DType> storage,
+                                   const MlaSpec& spec, int64_t layer, std::optional<DType> storage,
                                    const ModelParallel& parallel = {});
 
   // out[T, H] = o_proj(attention) for the normalised hidden states x[T, H]; writes this step's
@@ -131,8 +130,8 @@ class MlaAttention {
   // group (a rank gone or silent). With a group, ws needs allocate_parallel(
   // parallel_scratch_floats(T)).
   Status forward(const float* x, int64_t ldx, const ForwardBatch& batch, const PagedKvLayer& kv,
-               const float* cos, const float* sin, float* out, int64_t ldo, const KernelOps& ops,
-               ThreadPool& pool, MlaWorkspace& ws) const;
+                 const float* cos, const float* sin, float* out, int64_t ldo, const KernelOps& ops,
+                 ThreadPool& pool, MlaWorkspace& ws) const;
 
   // Adds what load() would build to `out` (attention matmuls; the norms as other), from the
   // tensors' metadata (memory_estimate.h); with a group, this rank's shard.

@@ -59,8 +59,7 @@ Result<WeightPlan> plan_rows(WeightSource& src, const ModelConfig& c, const Tens
 }
 
 Status gather_columns(Comm& comm, const float* local, int64_t ldl, int64_t T,
-                      const std::vector<int64_t>& widths, float* out, int64_t ldo,
-                      float* scratch) {
+                      const std::vector<int64_t>& widths, float* out, int64_t ldo, float* scratch) {
   const int size = comm.size();
   STRATA_CHECK(static_cast<int>(widths.size()) == size) << "widths for every rank";
   const int64_t w = *std::max_element(widths.begin(), widths.end());
@@ -169,17 +168,18 @@ Result<SplitSwiGlu> SplitSwiGlu::load(WeightSource& src, const ModelConfig& c,
   m.hidden_ = H;
   m.size_ = par.tp_size;
   m.comm_ = par.tp;
-  for (int r = 0; r < par.tp_size; ++r) m.widths_.push_back(shard_range(ffn, par.tp_size, r).size());
+  for (int r = 0; r < par.tp_size; ++r)
+    m.widths_.push_back(shard_range(ffn, par.tp_size, r).size());
   const ShardRange f = shard_range(ffn, par.tp_size, par.tp_rank);
   STRATA_ASSIGN_OR_RETURN(m.gate_, load_rows(src, c, TensorName{g.c_str(), ""}, ffn, H, f.begin,
                                              f.end, layer, storage, fp8));
   STRATA_ASSIGN_OR_RETURN(m.up_, load_rows(src, c, TensorName{u.c_str(), ""}, ffn, H, f.begin,
                                            f.end, layer, storage, fp8));
   const ShardRange p = row_split_panels(H, par.tp_size, par.tp_rank);
-  STRATA_ASSIGN_OR_RETURN(RowSlice down,
-                          load_rows(src, c, TensorName{d.c_str(), ""}, H, ffn,
-                                    std::min(H, p.begin * kPanelRows),
-                                    std::min(H, p.end * kPanelRows), layer, storage, fp8));
+  STRATA_ASSIGN_OR_RETURN(
+      RowSlice down,
+      load_rows(src, c, TensorName{d.c_str(), ""}, H, ffn, std::min(H, p.begin * kPanelRows),
+                std::min(H, p.end * kPanelRows), layer, storage, fp8));
   m.down_ = RowSplitLinear::from_shard(std::move(down.w), H, par);
   return m;
 }
@@ -201,8 +201,7 @@ Result<std::array<WeightPlan, 3>> SplitSwiGlu::plan(WeightSource& src, const Mod
                                             f.end, layer, storage, fp8));
   STRATA_ASSIGN_OR_RETURN(out[2], plan_rows(src, c, TensorName{d.c_str(), ""}, H, ffn,
                                             std::min(H, p.begin * kPanelRows),
-                                            std::min(H, p.end * kPanelRows), layer, storage,
-                                            fp8));
+                                            std::min(H, p.end * kPanelRows), layer, storage, fp8));
   return out;
 }
 
@@ -219,8 +218,9 @@ Status SplitSwiGlu::forward(const float* x, int64_t ldx, int64_t T, float* y, in
                             const KernelOps& ops, ThreadPool& pool, float* gu, float* act,
                             float* scratch) const {
   const int64_t w = widths_[comm_->rank()];
-  const int64_t gather = std::max(gather_columns_scratch(size_, T, 2 * widths_[0]),
-                                  gather_columns_scratch(size_, T, row_split_max_rows(hidden_, size_)));
+  const int64_t gather =
+      std::max(gather_columns_scratch(size_, T, 2 * widths_[0]),
+               gather_columns_scratch(size_, T, row_split_max_rows(hidden_, size_)));
   float* g = scratch + gather;
   float* u = g + T * gate_.w.n();
   float* local = gu;  // [T, 2 * w] this rank's gate | up, before the whole row overwrites it

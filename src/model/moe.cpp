@@ -404,7 +404,8 @@ int64_t MoeBlock::bytes_active() const {
   // Of a token's top_k experts, this rank holds local / num_experts on average (all for one
   // process).
   return gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0) +
-         (shared_split_ ? shared_split_->bytes() : 0) + routing_.top_k * expert * local_experts() / routing_.num_experts;
+         (shared_split_ ? shared_split_->bytes() : 0) +
+         routing_.top_k * expert * local_experts() / routing_.num_experts;
 }
 
 int64_t MoeBlock::parameters() const {
@@ -507,8 +508,7 @@ int64_t MoeBlock::parallel_scratch_floats(int64_t max_tokens) const {
 }
 
 Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
-                                  const KernelOps& ops, ThreadPool& pool,
-                                  MoeWorkspace& ws) const {
+                                  const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
   const int E = routing_.num_experts, K = routing_.top_k, size = comm_->size();
   const int64_t H = hidden_;
   // Every rank routes every token alike (the router and its inputs are replicated).
@@ -547,8 +547,7 @@ Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float*
     // [offsets[first_expert[r]], offsets[first_expert[r + 1]]).
     int64_t rows = 0;
     for (int r = 0; r < size; ++r)
-      rows = std::max<int64_t>(
-          rows, ws.offsets[first_expert[r + 1]] - ws.offsets[first_expert[r]]);
+      rows = std::max<int64_t>(rows, ws.offsets[first_expert[r + 1]] - ws.offsets[first_expert[r]]);
     float* send = scratch;
     float* recv = scratch + rows * H;
     const int32_t base = ws.offsets[first_expert[me]];

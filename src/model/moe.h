@@ -30,10 +30,10 @@
 #include "core/thread_pool.h"
 #include "kernels/moe_routing.h"
 #include "kernels/ops.h"
+#include "model/exact_split.h"
 #include "model/layers.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
-#include "model/exact_split.h"
 #include "model/model_config.h"
 #include "model/parallel.h"
 #include "model/weight_source.h"
@@ -163,8 +163,8 @@ class MoeBlock {
 
   // y[T, H] = MoE(x[T, H]) for the normalised hidden states x. T <= ws.max_tokens(). Errors only
   // from the tensor-parallel group (a rank gone or silent).
-  Status forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
-               ThreadPool& pool, MoeWorkspace& ws) const;
+  Status forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                 const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
 
   // The same, token by token and expert by expert in routing order, summed in double: the plain
   // reference the tests hold forward() to.
@@ -189,9 +189,7 @@ class MoeBlock {
   static constexpr int64_t kParallelScratchBytes = int64_t{256} << 20;
   int64_t parallel_rows() const { return parallel_rows_; }
   // Another bound (tests; at least top_k).
-  void set_parallel_rows(int64_t rows) {
-    parallel_rows_ = std::max<int64_t>(rows, routing_.top_k);
-  }
+  void set_parallel_rows(int64_t rows) { parallel_rows_ = std::max<int64_t>(rows, routing_.top_k); }
   // The scratch floats forward() needs (MoeWorkspace::reserve_parallel; 0 for one process).
   int64_t parallel_scratch_floats(int64_t max_tokens) const;
   static int64_t parallel_rows_for(const MoeSpec& spec, int64_t hidden, int tp_size);
@@ -212,7 +210,7 @@ class MoeBlock {
   void run_expert(const DenseMlp& mlp, const float* x, int64_t ldx, int64_t n, float* y,
                   int64_t ldy, const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
   Status add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
-                  const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
+                    const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
   Status forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
                           const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
 

@@ -418,8 +418,8 @@ class RowCountingSource final : public WeightSource {
 };
 
 // Float weights: a rank reads only its heads' rows of q_b_proj (q_proj without q_lora) and its
-// rows of o_proj, only its experts, and its rows of the shared experts. (FP8 blocks span rows: those ranks read the whole
-// tensor and keep the panels covering their rows.)
+// rows of o_proj, only its experts, and its rows of the shared experts. (FP8 blocks span rows:
+// those ranks read the whole tensor and keep the panels covering their rows.)
 TEST(DeepseekParallel, RanksReadOnlyTheirRowsOfFloatWeights) {
   for (const char* name : {"deepseek_v32", "deepseek_v2_lite"}) {
     SCOPED_TRACE(name);
@@ -457,9 +457,9 @@ TEST(DeepseekParallel, RanksReadOnlyTheirRowsOfFloatWeights) {
       EXPECT_EQ(rows[r]["model.layers.1.mlp.shared_experts.gate_proj.weight"], shared / 2);
       EXPECT_EQ(rows[r]["model.layers.1.mlp.shared_experts.down_proj.weight"], H / 2);
       for (int64_t e = 0; e < E; ++e)
-        EXPECT_EQ(rows[r].count("model.layers.1.mlp.experts." + std::to_string(e) +
-                                ".down_proj.weight"),
-                  e / (E / 2) == r ? 1u : 0u)
+        EXPECT_EQ(
+            rows[r].count("model.layers.1.mlp.experts." + std::to_string(e) + ".down_proj.weight"),
+            e / (E / 2) == r ? 1u : 0u)
             << "rank " << r << " expert " << e;
     }
   }
