@@ -27,20 +27,40 @@ void DecoderModel::declare(std::vector<LinearInfo> linears) {
   for (auto& l : linears) linears_.push_back(std::move(l));
 }
 
+namespace {
+
+Status mtp_pipeline_error() {
+  return unimplemented(
+      "a multi-token-prediction module is one layer: load it with --pipeline-parallel-size 1 "
+      "(its own place on the ranks that run it; hidden_states() gives every stage the target's "
+      "hidden states)");
+}
+
+}  // namespace
+
+ModelParallel DecoderModel::module_place(const ModelBuildOptions& opt) {
+  ModelParallel p = opt.parallel;
+  if (opt.mtp_module) {
+    // One layer: the whole module on each rank of its tensor-parallel group (a pipeline-parallel
+    // place is refused by stage_layers()).
+    p.first_layer = 0;
+    p.end_layer = -1;
+  }
+  return p;
+}
+
 Result<ShardRange> DecoderModel::stage_layers(const ModelConfig& c, const ModelParallel& p) {
-  if (p.tp_size < 1 || p.pp_size < 1 || p.tp_rank < 0 || p.tp_rank >= p.tp_size ||
-      p.pp_rank < 0 || p.pp_rank >= p.pp_size)
+  if (p.tp_size < 1 || p.pp_size < 1 || p.tp_rank < 0 || p.tp_rank >= p.tp_size || p.pp_rank < 0 ||
+      p.pp_rank >= p.pp_size)
     return invalid_argument("model parallelism: rank " + std::to_string(p.tp_rank) + " of " +
                             std::to_string(p.tp_size) + " tensor-parallel ranks, stage " +
                             std::to_string(p.pp_rank) + " of " + std::to_string(p.pp_size) +
                             " pipeline stages is not a place in the deployment");
-  if (p.tp_size > 1 &&
-      (p.tp == nullptr || p.tp->size() != p.tp_size || p.tp->rank() != p.tp_rank))
+  if (p.tp_size > 1 && (p.tp == nullptr || p.tp->size() != p.tp_size || p.tp->rank() != p.tp_rank))
     return invalid_argument("tensor-parallel rank " + std::to_string(p.tp_rank) + " of " +
                             std::to_string(p.tp_size) +
                             " needs the group of its stage's ranks (ModelParallel::tp)");
-  if (p.pp_size > 1 &&
-      (p.pp == nullptr || p.pp->size() != p.pp_size || p.pp->rank() != p.pp_rank))
+  if (p.pp_size > 1 && (p.pp == nullptr || p.pp->size() != p.pp_size || p.pp->rank() != p.pp_rank))
     return invalid_argument("pipeline stage " + std::to_string(p.pp_rank) + " of " +
                             std::to_string(p.pp_size) +
                             " needs the group of its pipeline's ranks (ModelParallel::pp)");
@@ -65,8 +85,7 @@ int64_t DecoderModel::tp_workspace_floats(const ModelConfig& c, const ModelParal
   auto widest = [tp](int64_t n) { return (n + tp - 1) / tp; };
   const int64_t H = c.hidden_size;
   const int64_t w = std::max({H, 2 * widest(c.intermediate_size), attention_tp_width});
-  int64_t local = std::max(limits.max_num_tokens * w,
-                           limits.max_logit_rows * widest(c.vocab_size));
+  int64_t local = std::max(limits.max_num_tokens * w, limits.max_logit_rows * widest(c.vocab_size));
   local = (local + 15) / 16 * 16;
   return local * (1 + tp);
 }
@@ -103,21 +122,26 @@ Result<DecoderModel::FeedForward> DecoderModel::load_dense_mlp(const TensorName&
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
   FeedForward f;
   if (opt.parallel.tp_size == 1) {
-    STRATA_ASSIGN_OR_RETURN(DenseMlp m, DenseMlp::load(weights(), gate, up, down, H, ffn, layer,
-                                                       opt.layers(), fp8));
+    STRATA_ASSIGN_OR_RETURN(
+        DenseMlp m, DenseMlp::load(weights(), gate, up, down, H, ffn, layer, opt.layers(), fp8));
     f.mlp = std::move(m);
     return f;
   }
+  // The gather buffers are sized for the config's intermediate size (tp_workspace_floats()).
+  if (ffn > c.intermediate_size)
+    return invalid_argument("a tensor-parallel dense MLP of " + std::to_string(ffn) +
+                            " is wider than the config's intermediate_size " +
+                            std::to_string(c.intermediate_size));
   const ShardRange fr = shard_range(ffn, opt.parallel.tp_size, opt.parallel.tp_rank);
   const ShardRange hr = shard_range(H, opt.parallel.tp_size, opt.parallel.tp_rank);
   DenseMlp m;
   m.ffn = ffn;
-  STRATA_ASSIGN_OR_RETURN(m.gate_up, load_packed(weights(),
-                                                 {{gate, ffn, fr.begin, fr.end},
-                                                  {up, ffn, fr.begin, fr.end}},
-                                                 H, layer, opt.layers(), fp8));
-  STRATA_ASSIGN_OR_RETURN(m.down, load_packed(weights(), {{down, H, hr.begin, hr.end}}, ffn, layer,
-                                              opt.layers(), fp8));
+  STRATA_ASSIGN_OR_RETURN(
+      m.gate_up,
+      load_packed(weights(), {{gate, ffn, fr.begin, fr.end}, {up, ffn, fr.begin, fr.end}}, H, layer,
+                  opt.layers(), fp8));
+  STRATA_ASSIGN_OR_RETURN(
+      m.down, load_packed(weights(), {{down, H, hr.begin, hr.end}}, ffn, layer, opt.layers(), fp8));
   f.mlp = std::move(m);
   f.tp_sharded = true;
   return f;
@@ -134,10 +158,10 @@ Result<std::array<WeightPlan, 2>> DecoderModel::plan_dense_mlp(
   const ShardRange hr = shard_range(H, opt.parallel.tp_size, opt.parallel.tp_rank);
   std::array<WeightPlan, 2> out;
   STRATA_ASSIGN_OR_RETURN(
-      out[0], plan_packed(w, {{gate, ffn, fr.begin, fr.end}, {up, ffn, fr.begin, fr.end}}, H,
-                          layer, opt.layers(), fp8));
-  STRATA_ASSIGN_OR_RETURN(out[1], plan_packed(w, {{down, H, hr.begin, hr.end}}, ffn, layer,
-                                              opt.layers(), fp8));
+      out[0], plan_packed(w, {{gate, ffn, fr.begin, fr.end}, {up, ffn, fr.begin, fr.end}}, H, layer,
+                          opt.layers(), fp8));
+  STRATA_ASSIGN_OR_RETURN(
+      out[1], plan_packed(w, {{down, H, hr.begin, hr.end}}, ffn, layer, opt.layers(), fp8));
   return out;
 }
 
@@ -146,12 +170,9 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
   const ModelConfig& c = config_;
   WeightSource& w = *weights_;
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, stage_layers(c, opt.parallel));
-  if (opt.mtp_module && !opt.parallel.trivial())
-    return unimplemented(
-        "a multi-token-prediction module under tensor or pipeline parallelism is not supported "
-        "yet");
-  par_ = opt.parallel;
+  if (opt.mtp_module && opt.parallel.pp_size > 1) return mtp_pipeline_error();
+  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, stage_layers(c, module_place(opt)));
+  par_ = module_place(opt);
   first_layer_ = stage.begin;
   num_layers_ = stage.size();
   const bool first = par_.is_first_stage(), last = par_.is_last_stage();
@@ -160,14 +181,13 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
   STRATA_ASSIGN_OR_RETURN(moe_spec_, parse_moe_spec(c));
   const bool tied = head_is_embedding(c, w, names);
   if (first || (last && tied)) {
-    STRATA_ASSIGN_OR_RETURN(embed_, EmbeddingTable::load(w, names.embed, V, H, opt.storage,
-                                                         opt.keep_in_place, vocab_range_.begin,
-                                                         vocab_range_.end));
+    STRATA_ASSIGN_OR_RETURN(
+        embed_, EmbeddingTable::load(w, names.embed, V, H, opt.storage, opt.keep_in_place,
+                                     vocab_range_.begin, vocab_range_.end));
     params_ += V_local * H;
   }
   if (last) {
-    STRATA_ASSIGN_OR_RETURN(final_norm_,
-                            load_vector(w, names.final_norm, H, -1, DummyInit::kOnes));
+    STRATA_ASSIGN_OR_RETURN(final_norm_, load_vector(w, names.final_norm, H, -1, DummyInit::kOnes));
     if (tied) {
       STRATA_ASSIGN_OR_RETURN(lm_head_,
                               embed_.as_packed(matmul_storage(opt.storage, embed_.dtype())));
@@ -223,9 +243,9 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
       ffn_ws_.reserve_parallel(f.moe->parallel_scratch_floats(opt.limits.max_num_tokens));
     } else {
       STRATA_CHECK(f.mlp.has_value()) << "layer " << l << " has no feed-forward";
-      const int64_t mlp_params = f.tp_sharded ? f.mlp->gate_up.n() * f.mlp->gate_up.k() +
-                                                    f.mlp->down.n() * f.mlp->down.k()
-                                              : f.mlp->parameters();
+      const int64_t mlp_params =
+          f.tp_sharded ? f.mlp->gate_up.n() * f.mlp->gate_up.k() + f.mlp->down.n() * f.mlp->down.k()
+                       : f.mlp->parameters();
       active_bytes_ += f.mlp->bytes();
       total_bytes_ += f.mlp->bytes();
       params_ += mlp_params;
@@ -274,8 +294,9 @@ Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names, co
   ModelMemoryEstimate out;
   WeightBytesByClass& b = out.weights;
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, stage_layers(c, opt.parallel));
-  const ModelParallel& par = opt.parallel;
+  if (opt.mtp_module && opt.parallel.pp_size > 1) return mtp_pipeline_error();
+  const ModelParallel par = module_place(opt);
+  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, stage_layers(c, par));
   const bool first = par.is_first_stage(), last = par.is_last_stage();
   const ShardRange vocab = shard_range(V, par.tp_size, par.tp_rank);
   STRATA_ASSIGN_OR_RETURN(std::optional<MoeSpec> moe, parse_moe_spec(c));
@@ -508,11 +529,10 @@ Status DecoderModel::hidden_states(std::span<const int32_t> rows, bool final_nor
     for (int64_t r = 0; r < R; ++r)
       std::memcpy(out + r * H, h_ + int64_t{rows[r]} * H, H * sizeof(float));
     if (final_norm)
-      ops.rms_norm(out, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps), R, H,
-                   out, H, pool_);
+      ops.rms_norm(out, H, final_norm_.data(), static_cast<float>(config_.rms_norm_eps), R, H, out,
+                   H, pool_);
   }
-  if (par_.pp_size > 1)
-    return par_.pp->broadcast(out, R * H * sizeof(float), par_.pp_size - 1);
+  if (par_.pp_size > 1) return par_.pp->broadcast(out, R * H * sizeof(float), par_.pp_size - 1);
   return ok_status();
 }
 
@@ -544,8 +564,7 @@ Status DecoderModel::compute_logits(std::span<const int32_t> rows, const KernelO
     }
     dump("logits", logits, R, V, V);
   }
-  if (par_.pp_size > 1)
-    return par_.pp->broadcast(logits, R * V * sizeof(float), par_.pp_size - 1);
+  if (par_.pp_size > 1) return par_.pp->broadcast(logits, R * V * sizeof(float), par_.pp_size - 1);
   return ok_status();
 }
 

@@ -98,12 +98,9 @@ class DecoderModel : public Model {
                                               const Fp8Quantization& lm_head_fp8,
                                               const EstimateHooks& hooks);
   // What load_dense_mlp() (protected) would hold: gate_up, then down (memory estimates).
-  static Result<std::array<WeightPlan, 2>> plan_dense_mlp(WeightSource& w, const ModelConfig& c,
-                                                          const TensorName& gate,
-                                                          const TensorName& up,
-                                                          const TensorName& down, int64_t ffn,
-                                                          int64_t layer,
-                                                          const ModelBuildOptions& options);
+  static Result<std::array<WeightPlan, 2>> plan_dense_mlp(
+      WeightSource& w, const ModelConfig& c, const TensorName& gate, const TensorName& up,
+      const TensorName& down, int64_t ffn, int64_t layer, const ModelBuildOptions& options);
 
   // The skeleton's own workspace (allocate_workspace() without the attention's): its float slots
   // h, x, tmp, cos, sin, rows, and in all with the feed-forward's and the MTP input's.
@@ -120,6 +117,10 @@ class DecoderModel : public Model {
   // Checks `parallel` against the config (group sizes, the stage's layers) and returns this
   // stage's layers [first, end).
   static Result<ShardRange> stage_layers(const ModelConfig& config, const ModelParallel& parallel);
+  // The place a model of these options takes: `parallel`, whose layer range a
+  // multi-token-prediction module (one layer, pipeline size 1) ignores, so it may be given the
+  // target model's place.
+  static ModelParallel module_place(const ModelBuildOptions& options);
 
  protected:
   DecoderModel(ModelConfig config, std::unique_ptr<WeightSource> weights, ThreadPool& pool)

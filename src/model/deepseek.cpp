@@ -177,7 +177,8 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
       4 * MlaAttention::parallel_scratch_floats_for(mla, c.hidden_size, tp, T);
   STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate out,
                           DecoderModel::estimate(kNames, c, w, opt, fp8, hooks));
-  STRATA_ASSIGN_OR_RETURN(const ShardRange stage, DecoderModel::stage_layers(c, opt.parallel));
+  STRATA_ASSIGN_OR_RETURN(const ShardRange stage,
+                          DecoderModel::stage_layers(c, DecoderModel::module_place(opt)));
   out.kv_spec = mla_kv_spec(c, mla, stage.size());
   return out;
 }

@@ -32,9 +32,11 @@ DType matmul_storage(std::optional<DType> requested, DType tensor_dtype);
 // FP8 checkpoint tensors (F8E4M3 with a sibling `<name>_scale_inv` of fp8 blocks) stay FP8 with
 // their scales whatever `storage` says; `storage` F8E4M3 quantises float tensors into fp8 blocks
 // (dummy weights of FP8 models).
-// A part is the tensor's rows [begin, end) (end -1: to `rows`), what a tensor-parallel rank loads of
-// a sharded weight (WeightSource::get_rows); `rows` is the whole tensor's. Row ranges of FP8 and
-// AWQ/GPTQ tensors are not supported yet (an error says so).
+// A part is the tensor's rows [begin, end) (end -1: to `rows`), what a tensor-parallel rank loads
+// of a sharded weight (WeightSource::get_rows); `rows` is the whole tensor's. A slice holds exactly
+// the whole weight's rows: FP8 checkpoint tensors keep their rows' block scales, AWQ/GPTQ layers
+// are unpacked and cut by rows; weights quantized into FP8 blocks at load need slices on whole
+// blocks of block_n rows (else an error).
 struct RowPart {
   TensorName name;
   int64_t rows;

@@ -133,11 +133,10 @@ class LlamaModel : public DecoderModel {
                        int64_t num_logit_rows) const override {
     const ModelConfig& c = config_;
     const double attention = 4.0 * heads_.q_heads() * c.head_dim * static_cast<double>(sum_context);
-    const int64_t vocab = parallel().is_last_stage()
-                              ? shard_range(c.vocab_size, tp_, parallel().tp_rank).size()
-                              : 0;
-    return 2.0 * static_cast<double>(active_params_) * num_tokens +
-           num_local_layers() * attention + 2.0 * num_logit_rows * vocab * c.hidden_size;
+    const int64_t vocab =
+        parallel().is_last_stage() ? shard_range(c.vocab_size, tp_, parallel().tp_rank).size() : 0;
+    return 2.0 * static_cast<double>(active_params_) * num_tokens + num_local_layers() * attention +
+           2.0 * num_logit_rows * vocab * c.hidden_size;
   }
 
  protected:
@@ -184,12 +183,12 @@ Status LlamaModel::load_attention(int64_t l, const ModelBuildOptions& opt) {
                                            config().fp8.value_or(Fp8Quantization{})));
   if (c.attention_bias) {
     std::vector<float> qb, kb, vb;
-    STRATA_ASSIGN_OR_RETURN(
-        qb, load_vector_range(w, kQBias, q_all, l, DummyInit::kNormal, qb0, qb1));
-    STRATA_ASSIGN_OR_RETURN(
-        kb, load_vector_range(w, kKBias, kv_all, l, DummyInit::kNormal, kb0, kb1));
-    STRATA_ASSIGN_OR_RETURN(
-        vb, load_vector_range(w, kVBias, kv_all, l, DummyInit::kNormal, kb0, kb1));
+    STRATA_ASSIGN_OR_RETURN(qb,
+                            load_vector_range(w, kQBias, q_all, l, DummyInit::kNormal, qb0, qb1));
+    STRATA_ASSIGN_OR_RETURN(kb,
+                            load_vector_range(w, kKBias, kv_all, l, DummyInit::kNormal, kb0, kb1));
+    STRATA_ASSIGN_OR_RETURN(vb,
+                            load_vector_range(w, kVBias, kv_all, l, DummyInit::kNormal, kb0, kb1));
     A.qkv_bias = qb;
     A.qkv_bias.insert(A.qkv_bias.end(), kb.begin(), kb.end());
     A.qkv_bias.insert(A.qkv_bias.end(), vb.begin(), vb.end());
@@ -296,8 +295,8 @@ void LlamaModel::attention(int64_t l, const float* x, const ForwardBatch& b, con
     return;
   }
   // Every rank's heads side by side, then this rank's rows of o over all of them, gathered.
-  Status st = gather_columns(attn_out_, q_dim_, T, c.num_attention_heads, hd, 1, attn_full_,
-                             full_q_dim_);
+  Status st =
+      gather_columns(attn_out_, q_dim_, T, c.num_attention_heads, hd, 1, attn_full_, full_q_dim_);
   const int64_t ld = tp_ld(H, 1, 1);
   if (st.ok()) {
     ops.matmul(attn_full_, T, full_q_dim_, A.o, tp_local(), ld, pool);
@@ -327,8 +326,8 @@ Result<ModelMemoryEstimate> estimate_llama_model(const ModelConfig& c, WeightSou
         WeightPlan qkv,
         plan_packed(w, {{kQ, q_all, qb0, qb1}, {kK, kv_all, kb0, kb1}, {kV, kv_all, kb0, kb1}}, H,
                     l, opt.layers(), fp8));
-    STRATA_ASSIGN_OR_RETURN(WeightPlan o, plan_packed(w, {{kO, H, hr.begin, hr.end}}, q_all, l,
-                                                      opt.layers(), fp8));
+    STRATA_ASSIGN_OR_RETURN(
+        WeightPlan o, plan_packed(w, {{kO, H, hr.begin, hr.end}}, q_all, l, opt.layers(), fp8));
     b->add_matmul(&WeightBytesByClass::attention, qkv.dtype, qkv.bytes);
     b->add_matmul(&WeightBytesByClass::attention, o.dtype, o.bytes);
     if (c.attention_bias) {

@@ -41,9 +41,9 @@ class WeightSource {
   // is contiguous; block-quantized rows are whole blocks); dummy sources generate exactly the
   // values the whole tensor has at those rows, and only those. Errors for a range outside the
   // tensor or rows that do not start on a block of the tensor's dtype.
-  virtual Result<io::TensorRef> get_rows(const std::string& name,
-                                         const std::vector<int64_t>& shape, int64_t begin,
-                                         int64_t end, DummyInit init = DummyInit::kNormal);
+  virtual Result<io::TensorRef> get_rows(const std::string& name, const std::vector<int64_t>& shape,
+                                         int64_t begin, int64_t end,
+                                         DummyInit init = DummyInit::kNormal);
   // The tensor's name, dtype and shape, checked against `shape` as get() checks it, without
   // generating or reading its values (`data` may be null): what memory estimates read. File
   // sources return get()'s view of the mapping, which reads nothing.

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -13,6 +14,8 @@
 #include "core/rng.h"
 #include "kernels/backend.h"
 #include "kernels/packed_weight.h"
+#include "model/layers.h"
+#include "model/llama.h"
 #include "model/memory_estimate.h"
 #include "model/weight_source.h"
 #include "model_test_util.h"
@@ -86,15 +89,17 @@ Ranks load_ranks(LoadOptions o, int tp, int pp, const std::string& partition = "
 
 // A fixed scenario's logits: two sequences with their own paged blocks, the first prefilled in
 // chunks, then both in one batch (a chunk and a whole prompt), then greedy decode steps of both.
-std::vector<std::vector<float>> scenario(Model& m, const KernelOps& ops, int decode_steps = 6) {
+std::vector<std::vector<float>> scenario(Model& m, const KernelOps& ops,
+                                         DType kv_dtype = DType::kF32, int decode_steps = 6) {
   const int64_t V = m.config().vocab_size;
   auto tok = [V](int64_t t) { return static_cast<int32_t>(t % V); };
-  testing::ModelHarness h(m, 2, 64, 4, DType::kF32);
+  testing::ModelHarness h(m, 2, 64, 4, kv_dtype);
   std::vector<std::vector<float>> out;
   out.push_back(h.step1(0, {tok(1), tok(403), tok(407)}, ops));
-  out.push_back(h.step({0, 1}, {{tok(261), tok(378)}, {tok(1), tok(300), tok(301), tok(302),
-                                                       tok(303), tok(57), tok(99)}},
-                       ops));
+  out.push_back(h.step(
+      {0, 1},
+      {{tok(261), tok(378)}, {tok(1), tok(300), tok(301), tok(302), tok(303), tok(57), tok(99)}},
+      ops));
   for (int i = 0; i < decode_steps; ++i) {
     const std::vector<float>& last = out.back();
     const int32_t a = testing::argmax(last.data(), V), b = testing::argmax(last.data() + V, V);
@@ -119,25 +124,47 @@ void expect_identical(const std::vector<std::vector<float>>& want,
   }
 }
 
-// Runs the scenario on one process and on a tp x pp deployment, with every kernel variant this
-// CPU supports; every rank's logits must equal the single process's.
-void check_parallel_equals_single(const LoadOptions& base, int tp, int pp,
-                                  const std::string& what, const std::string& partition = "") {
+// Runs the scenario on one process (`threads` compute threads; each rank has 3 - threads) and on
+// a tp x pp deployment, with every kernel variant this CPU supports and a float and a bf16 KV
+// cache; every rank's logits must equal the single process's.
+void check_parallel_equals_single(const LoadOptions& base, int tp, int pp, const std::string& what,
+                                  const std::string& partition = "", int threads = 2) {
   SCOPED_TRACE(what + " TP " + std::to_string(tp) + " x PP " + std::to_string(pp));
-  ThreadPool pool(2);
+  ThreadPool pool(threads);
   LoadOptions o = base;
   o.pool = &pool;
   auto single = load_model(o);
   ASSERT_TRUE(single.ok()) << single.status().to_string();
-  Ranks r = load_ranks(base, tp, pp, partition);
+  Ranks r = load_ranks(base, tp, pp, partition, 3 - threads);
   ASSERT_EQ(r.models.size(), static_cast<size_t>(tp * pp));
   for (const KernelVariantInfo* info : supported_kernel_variants(/*with_reference=*/false)) {
-    const KernelOps& ops = kernel_ops(info->name);
-    const auto want = scenario(*single->model, ops);
-    std::vector<std::vector<std::vector<float>>> got(tp * pp);
-    run_ranks(tp * pp, [&](int i) { got[i] = scenario(*r.models[i].model, ops); });
-    for (int i = 0; i < tp * pp; ++i)
-      expect_identical(want, got[i], what + " " + info->name + " rank " + std::to_string(i));
+    for (DType kv : {DType::kF32, DType::kBF16}) {
+      const KernelOps& ops = kernel_ops(info->name);
+      const auto want = scenario(*single->model, ops, kv);
+      std::vector<std::vector<std::vector<float>>> got(tp * pp);
+      run_ranks(tp * pp, [&](int i) { got[i] = scenario(*r.models[i].model, ops, kv); });
+      for (int i = 0; i < tp * pp; ++i)
+        expect_identical(
+            want, got[i],
+            what + " " + info->name + " kv " + dtype_name(kv) + " rank " + std::to_string(i));
+    }
+  }
+}
+
+// Each rank's memory estimate (memory_estimate.h) equals what its model holds.
+void expect_estimates_match(const LoadOptions& o, Ranks& r) {
+  for (size_t i = 0; i < r.models.size(); ++i) {
+    const Model& m = *r.models[i].model;
+    LoadOptions e = o;
+    e.pool = r.pools[i].get();
+    e.parallel = r.d.places[i];
+    auto est = estimate_model_memory(e, 1);
+    ASSERT_TRUE(est.ok()) << est.status().to_string();
+    EXPECT_EQ(est->weights.total(), m.weight_bytes_total()) << "rank " << i;
+    EXPECT_EQ(est->workspace_bytes, m.workspace_bytes()) << "rank " << i;
+    EXPECT_EQ(est->kv_spec.num_layers, m.kv_spec().num_layers) << "rank " << i;
+    EXPECT_EQ(est->kv_spec.num_kv_heads, m.kv_spec().num_kv_heads) << "rank " << i;
+    EXPECT_EQ(est->kv_spec.head_dim, m.kv_spec().head_dim) << "rank " << i;
   }
 }
 
@@ -155,9 +182,8 @@ LoadOptions small_llama(const std::string& dtype) {
   o.load_format = "dummy";
   o.dtype = dtype;
   o.seed = 7;
-  o.hf_overrides =
-      R"({"hidden_size":96,"intermediate_size":200,"num_hidden_layers":5,)"
-      R"("num_attention_heads":12,"num_key_value_heads":6,"vocab_size":1000})";
+  o.hf_overrides = R"({"hidden_size":96,"intermediate_size":200,"num_hidden_layers":5,)"
+                   R"("num_attention_heads":12,"num_key_value_heads":6,"vocab_size":1000})";
   o.limits = {64, 128, 8};
   return o;
 }
@@ -175,8 +201,8 @@ TEST(TensorParallel, MatmulOutputsDoNotDependOnTheRowsPackedOrTheThreads) {
     const KernelOps& ops = kernel_ops(info->name);
     for (DType st : {DType::kF32, DType::kBF16, DType::kQ8_0}) {
       SCOPED_TRACE(info->name + " " + dtype_name(st));
-      auto full = PackedWeight::pack(reinterpret_cast<const std::byte*>(w.data()), DType::kF32, N,
-                                     K, st);
+      auto full =
+          PackedWeight::pack(reinterpret_cast<const std::byte*>(w.data()), DType::kF32, N, K, st);
       ASSERT_TRUE(full.ok()) << full.status().to_string();
       std::vector<float> y(M * N);
       ops.matmul(x.data(), M, K, *full, y.data(), N, two);
@@ -187,9 +213,9 @@ TEST(TensorParallel, MatmulOutputsDoNotDependOnTheRowsPackedOrTheThreads) {
         std::vector<float> yp(M * (e - b));
         ops.matmul(x.data(), M, K, *part, yp.data(), e - b, one);
         for (int64_t m = 0; m < M; ++m)
-          EXPECT_EQ(std::memcmp(yp.data() + m * (e - b), y.data() + m * N + b,
-                                (e - b) * sizeof(float)),
-                    0)
+          EXPECT_EQ(
+              std::memcmp(yp.data() + m * (e - b), y.data() + m * N + b, (e - b) * sizeof(float)),
+              0)
               << "rows [" << b << ", " << e << ") token " << m;
       }
     }
@@ -212,10 +238,127 @@ TEST(TensorParallel, DummyRowSlicesEqualTheWholeTensorsRows) {
   }
 }
 
+// Tensors held in memory (FP8 checkpoint tensors with their block scales).
+class MemorySource : public WeightSource {
+ public:
+  struct Tensor {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<std::byte> bytes;
+  };
+  std::map<std::string, Tensor> tensors;
+  TensorNaming naming() const override { return TensorNaming::kHuggingFace; }
+  std::string describe() const override { return "memory"; }
+  bool has(const std::string& name) const override { return tensors.count(name) > 0; }
+  Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
+                            DummyInit) override {
+    auto it = tensors.find(name);
+    if (it == tensors.end()) return not_found("no tensor " + name);
+    io::TensorRef t;
+    t.name = name;
+    t.dtype = it->second.dtype;
+    t.shape = it->second.shape;
+    t.data = it->second.bytes.data();
+    t.nbytes = it->second.bytes.size();
+    t.file = "memory";
+    STRATA_RETURN_IF_ERROR(check_shape(t, shape, "memory"));
+    return t;
+  }
+};
+
+TEST(TensorParallel, Fp8CheckpointRowSlicesHoldTheWholeTensorsValues) {
+  // A block-scaled FP8 tensor [256, 160] (blocks of 128 x 128): any row slice, on its blocks or
+  // not, computes exactly the whole weight's rows; fused with a second FP8 part too.
+  const int64_t N = 256, K = 160;
+  MemorySource src;
+  Rng rng(11);
+  for (const char* name : {"a.weight", "b.weight"}) {
+    MemorySource::Tensor t{DType::kF8E4M3, {N, K}, std::vector<std::byte>(N * K)};
+    for (auto& byte : t.bytes) {
+      uint8_t v = static_cast<uint8_t>(rng.next_u64());
+      if ((v & 0x7f) == 0x7f) v = 0x10;  // not NaN
+      byte = static_cast<std::byte>(v);
+    }
+    src.tensors[name] = std::move(t);
+    MemorySource::Tensor s{DType::kF32, {2, 2}, std::vector<std::byte>(4 * sizeof(float))};
+    const float scales[4] = {0.01f, 0.02f, 0.03f, 0.005f};
+    std::memcpy(s.bytes.data(), scales, sizeof(scales));
+    src.tensors[std::string(name) + "_scale_inv"] = std::move(s);
+  }
+  const Fp8Quantization fp8;
+  const TensorName a{"a.weight", ""}, b{"b.weight", ""};
+  auto full = load_packed(src, {{a, N}, {b, N}}, K, -1, std::nullopt, fp8);
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  const int64_t M = 3;
+  std::vector<float> x(M * K);
+  for (float& v : x) v = rng.uniform(-1, 1);
+  ThreadPool pool(1);
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  std::vector<float> y(M * 2 * N);
+  ops.matmul(x.data(), M, K, *full, y.data(), 2 * N, pool);
+  for (auto [lo, hi] :
+       {std::pair<int64_t, int64_t>{0, 100}, {100, 256}, {128, 256}, {0, 128}, {37, 38}}) {
+    auto part = load_packed(src, {{a, N, lo, hi}, {b, N, lo, hi}}, K, -1, std::nullopt, fp8);
+    ASSERT_TRUE(part.ok()) << part.status().to_string();
+    const int64_t n = hi - lo;
+    std::vector<float> yp(M * 2 * n);
+    ops.matmul(x.data(), M, K, *part, yp.data(), 2 * n, pool);
+    for (int64_t m = 0; m < M; ++m)
+      for (int half = 0; half < 2; ++half)
+        EXPECT_EQ(std::memcmp(yp.data() + m * 2 * n + half * n,
+                              y.data() + m * 2 * N + half * N + lo, n * sizeof(float)),
+                  0)
+            << "rows [" << lo << ", " << hi << ") part " << half << " token " << m;
+  }
+}
+
+TEST(TensorParallel, OnlineFp8QuantizationUnderTp2WhenShardsFallOnItsBlocks) {
+  // --quantization fp8 quantizes the layers into 128-row blocks at load: shards of 128 rows keep
+  // the whole model's blocks (exact); shards that cut a block are refused with a clear error.
+  LoadOptions o = small_llama("bfloat16");
+  o.quantization = "fp8";
+  o.hf_overrides = R"({"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,)"
+                   R"("num_attention_heads":4,"num_key_value_heads":4,"vocab_size":1000})";
+  check_parallel_equals_single(o, 2, 1, "llama fp8");
+  o.hf_overrides = R"({"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,)"
+                   R"("num_attention_heads":4,"num_key_value_heads":2,"vocab_size":1000})";
+  Deployment d = make_deployment(2, 1, 2);
+  ThreadPool pool(1);
+  o.pool = &pool;
+  o.parallel = d.places[0];
+  auto m = load_model(o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().to_string().find("FP8 blocks of 128 rows"), std::string::npos)
+      << m.status().to_string();
+}
+
+TEST(TensorParallel, AwqAndGptqLayersUnderTp2) {
+  // Dummy AWQ / GPTQ checkpoints of the config: the integer layers (and GPTQ's act-order F32
+  // fallback, and a quantized output head) sharded by rows.
+  for (const char* q :
+       {R"({"quant_method":"awq","bits":4,"group_size":32,"zero_point":true,"version":"gemm"})",
+        R"({"quant_method":"gptq","bits":4,"group_size":32,"desc_act":true,"sym":true})",
+        R"({"quant_method":"gptq","bits":8,"group_size":32,"desc_act":false,"sym":true,)"
+        R"("lm_head":true})"}) {
+    LoadOptions o = small_llama("float16");
+    o.hf_overrides = std::string(R"({"hidden_size":128,"intermediate_size":256,)") +
+                     R"("num_hidden_layers":3,"num_attention_heads":8,"num_key_value_heads":4,)" +
+                     R"("vocab_size":1000,"torch_dtype":"float16","quantization_config":)" + q +
+                     "}";
+    o.dtype = "auto";
+    check_parallel_equals_single(o, 2, 1, q);
+    check_parallel_equals_single(o, 2, 2, q);
+    Ranks r = load_ranks(o, 2, 2);
+    expect_estimates_match(o, r);
+  }
+}
+
 TEST(TensorParallel, Stories260KLogitsAreBitIdenticalUnderTpPpAndBoth) {
   STRATA_REQUIRE_SHARED("models/stories260K-hf");
   for (auto [tp, pp] : {std::pair{2, 1}, {1, 2}, {2, 2}, {4, 1}})
     check_parallel_equals_single(stories_hf(), tp, pp, "stories260K");
+  // Two threads per rank against one for the single process.
+  check_parallel_equals_single(stories_hf(), 2, 2, "stories260K", "", /*threads=*/1);
 }
 
 TEST(TensorParallel, KvHeadsReplicatedWhenFewerThanRanks) {
@@ -344,20 +487,132 @@ TEST(TensorParallel, EstimatesEqualWhatEveryRankHolds) {
     const int tp = config->num_attention_heads % 2 == 0 ? 2 : 1;
     Ranks r = load_ranks(o, tp, 2);
     ASSERT_EQ(r.models.size(), static_cast<size_t>(2 * tp));
-    for (size_t i = 0; i < r.models.size(); ++i) {
-      const Model& m = *r.models[i].model;
-      LoadOptions e = o;
-      e.pool = r.pools[i].get();
-      e.parallel = r.d.places[i];
-      auto est = estimate_model_memory(e, 1);
-      ASSERT_TRUE(est.ok()) << est.status().to_string();
-      EXPECT_EQ(est->weights.total(), m.weight_bytes_total()) << "rank " << i;
-      EXPECT_EQ(est->workspace_bytes, m.workspace_bytes()) << "rank " << i;
-      EXPECT_EQ(est->kv_spec.num_layers, m.kv_spec().num_layers) << "rank " << i;
-      EXPECT_EQ(est->kv_spec.num_kv_heads, m.kv_spec().num_kv_heads) << "rank " << i;
-      EXPECT_EQ(est->kv_spec.head_dim, m.kv_spec().head_dim) << "rank " << i;
-    }
+    expect_estimates_match(o, r);
   }
+}
+
+// Records which tensors a model asks for whole and which by row ranges.
+class ShardRecorder : public WeightSource {
+ public:
+  explicit ShardRecorder(std::unique_ptr<WeightSource> inner) : inner_(std::move(inner)) {}
+  TensorNaming naming() const override { return inner_->naming(); }
+  std::string describe() const override { return "recorder"; }
+  bool has(const std::string& name) const override { return inner_->has(name); }
+  Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
+                            DummyInit init) override {
+    whole[name] = shape;
+    return inner_->get(name, shape, init);
+  }
+  Result<io::TensorRef> get_rows(const std::string& name, const std::vector<int64_t>& shape,
+                                 int64_t begin, int64_t end, DummyInit init) override {
+    rows[name] = {shape[0], end - begin};
+    return inner_->get_rows(name, shape, begin, end, init);
+  }
+  void release_generated() override { inner_->release_generated(); }
+  std::map<std::string, std::vector<int64_t>> whole;        // name -> shape
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;  // name -> (rows, rows read)
+
+ private:
+  std::unique_ptr<WeightSource> inner_;
+};
+
+TEST(TensorParallel, EachRankReadsOnlyItsShard) {
+  LoadOptions o = small_llama("float32");
+  auto config = load_model_config(o);
+  ASSERT_TRUE(config.ok());
+  Deployment d = make_deployment(2, 2, config->num_hidden_layers);
+  ThreadPool pool(1);
+  for (const ModelParallel& place : d.places) {
+    SCOPED_TRACE("rank " + std::to_string(place.world_rank()));
+    auto recorder = std::make_unique<ShardRecorder>(make_dummy_source(7, DType::kF32, 0.02));
+    ShardRecorder& rec = *recorder;
+    ModelBuildOptions b;
+    b.pool = &pool;
+    b.limits = o.limits;
+    b.keep_in_place = false;
+    b.parallel = place;
+    auto m = create_llama_model(*config, std::move(recorder), b);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    // Only vectors (norms) whole; every matrix a half of its rows (5 layers: 3 + 2 per stage).
+    for (const auto& [name, shape] : rec.whole) EXPECT_EQ(shape.size(), 1u) << name;
+    int64_t matrices = 0;
+    for (const auto& [name, r] : rec.rows) {
+      EXPECT_EQ(r.second, r.first / 2) << name;
+      ++matrices;
+    }
+    const int64_t layers = place.pp_rank == 0 ? 3 : 2;
+    // q, k, v, o, gate, up, down per layer; the embedding (first stage) or the head (last).
+    EXPECT_EQ(matrices, 7 * layers + 1);
+  }
+}
+
+// Two steps of a multi-token-prediction module (a 12-token prompt, then one token) with given
+// input hidden states: the logits of each step.
+std::vector<std::vector<float>> mtp_steps(Model& m, const KernelOps& ops) {
+  const KvSpec s = m.kv_spec();
+  const int64_t bs = 8, H = m.config().hidden_size, V = m.config().vocab_size;
+  auto storage = KvStorage::allocate(
+      {s.num_layers, 5, bs, s.num_kv_heads, s.head_dim, DType::kF32, s.has_v, s.aux_dim, 0});
+  EXPECT_TRUE(storage.ok());
+  std::vector<PagedKvLayer> layers;
+  for (int64_t l = 0; l < s.num_layers; ++l)
+    layers.push_back({DType::kF32, bs, s.num_kv_heads, s.head_dim, storage->k(l), storage->v(l),
+                      1.0f, 1.0f, storage->k_scales(l), storage->v_scales(l), storage->aux(l),
+                      s.aux_dim, storage->aux_scales(l), 0});
+  const std::vector<int32_t> table = {3, 1, 4, 2};
+  std::vector<std::vector<float>> out;
+  Rng rng(5);
+  for (auto [p0, n] : {std::pair<int32_t, int32_t>{0, 12}, {12, 1}}) {
+    std::vector<int32_t> ids, pos;
+    std::vector<int64_t> slots;
+    for (int32_t p = p0; p < p0 + n; ++p) {
+      ids.push_back((p * 37 + 5) % static_cast<int32_t>(V));
+      pos.push_back(p);
+      slots.push_back(int64_t{table[p / bs]} * bs + p % bs);
+    }
+    std::vector<float> hidden(n * H);
+    for (float& v : hidden) v = rng.uniform(-1, 1);
+    const std::vector<int32_t> qs = {0, n}, lens = {p0 + n}, rows = {n - 1, 0};
+    ForwardBatch b{ids, pos, slots, qs, lens, table, 4, rows, hidden};
+    out.emplace_back(rows.size() * V);
+    EXPECT_TRUE(m.forward(b, layers, ops, out.back().data()).ok());
+  }
+  return out;
+}
+
+TEST(TensorParallel, MtpModuleUnderTp2) {
+  // DeepSeek-V3's MTP layer (its own embedding and head, the eh_proj input stage) over 2 ranks.
+  std::string json;
+  for (const auto& a : testing::tiny_archs())
+    if (std::string(a.name) == "deepseek_v3_fp8") json = a.config_json;
+  ASSERT_FALSE(json.empty());
+  json.insert(json.find('{') + 1, R"("num_nextn_predict_layers":1,)");
+  LoadOptions o;
+  o.model = testing::write_tiny_config(json);
+  o.load_format = "dummy";
+  o.dtype = "float32";
+  o.seed = 3;
+  o.limits = {64, 128, 8};
+  o.mtp_module = true;
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  ThreadPool pool(2);
+  LoadOptions so = o;
+  so.pool = &pool;
+  auto single = load_model(so);
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  const auto want = mtp_steps(*single->model, ops);
+  Ranks r = load_ranks(o, 2, 1);
+  ASSERT_EQ(r.models.size(), 2u);
+  std::vector<std::vector<std::vector<float>>> got(2);
+  run_ranks(2, [&](int i) { got[i] = mtp_steps(*r.models[i].model, ops); });
+  for (int i = 0; i < 2; ++i) expect_identical(want, got[i], "mtp rank " + std::to_string(i));
+  // One layer: no pipeline stages.
+  Deployment d = make_deployment(1, 2, 3);
+  so.parallel = d.places[0];
+  auto staged = load_model(so);
+  ASSERT_FALSE(staged.ok());
+  EXPECT_NE(staged.status().to_string().find("--pipeline-parallel-size 1"), std::string::npos)
+      << staged.status().to_string();
 }
 
 TEST(TensorParallel, PerRankWeightBytesAreAboutHalfAtTp2AndEstimated) {
