@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -461,6 +462,95 @@ TEST(DeepseekParallel, RanksReadOnlyTheirRowsOfFloatWeights) {
             rows[r].count("model.layers.1.mlp.experts." + std::to_string(e) + ".down_proj.weight"),
             e / (E / 2) == r ? 1u : 0u)
             << "rank " << r << " expert " << e;
+    }
+  }
+}
+
+// A rank's group whose collective number `fail_at` fails (as when a peer dies) and the later ones
+// work: every rank's wrapper fails the same call, so the ranks stay in step, and a call site that
+// dropped the error would go on to return logits.
+class FailingComm final : public Comm {
+ public:
+  FailingComm(Comm& in, int fail_at) : in_(in), fail_at_(fail_at) {}
+  int rank() const override { return in_.rank(); }
+  int size() const override { return in_.size(); }
+  std::string describe_rank(int r) const override { return in_.describe_rank(r); }
+  Status all_gather(const void* send, size_t bytes, void* recv) override {
+    if (++calls_ == fail_at_) return unavailable("injected: rank 1 is gone");
+    return in_.all_gather(send, bytes, recv);
+  }
+  Status broadcast(void* data, size_t bytes, int root) override {
+    if (++calls_ == fail_at_) return unavailable("injected: rank 1 is gone");
+    return in_.broadcast(data, bytes, root);
+  }
+  Status barrier() override { return in_.barrier(); }
+  Status send(int dst, const void* data, size_t bytes) override {
+    return in_.send(dst, data, bytes);
+  }
+  Status recv(int src, void* data, size_t bytes) override { return in_.recv(src, data, bytes); }
+  int calls() const { return calls_; }
+  void reset(int fail_at) {
+    calls_ = 0;
+    fail_at_ = fail_at;
+  }
+
+ private:
+  Comm& in_;
+  int fail_at_;
+  int calls_ = 0;
+};
+
+// A collective that fails anywhere in a forward (the embedding, MLA's gathers, the dense MLP, the
+// MoE's experts and shared expert, the head) makes forward() return its error on every rank:
+// no crash, no hang, no logits passed off as good.
+TEST(DeepseekParallel, AFailedCollectiveAnywhereIsForwardsError) {
+  auto c = tiny_config(patched(arch("deepseek_v32").config_json,
+                               R"({"num_attention_heads": 4, "num_key_value_heads": 4})"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const KernelOps& ops = kernel_ops(default_kernel_variant());
+  auto group = make_local_group(2);
+  std::vector<std::unique_ptr<FailingComm>> comms;
+  for (int r = 0; r < 2; ++r)
+    comms.push_back(std::make_unique<FailingComm>(*group[r], std::numeric_limits<int>::max()));
+  std::vector<std::unique_ptr<Model>> models(2);
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) pools.push_back(std::make_unique<ThreadPool>(1));
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      ModelParallel par;
+      par.tp_size = 2;
+      par.tp_rank = r;
+      par.tp = comms[r].get();
+      auto m = build(*c, *pools[r], par);
+      if (m.ok()) models[r] = std::move(m).value();
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(models[0] && models[1]);
+  // Each rank runs one prefill step with its group failing at collective `fail_at`.
+  const std::vector<int32_t> prompt = tokens(c->vocab_size, 11, 4);
+  auto step = [&](int fail_at) {
+    std::vector<Status> out(2);
+    threads.clear();
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        comms[r]->reset(fail_at);
+        testing::ModelHarness h(*models[r], 1, 64, 8, DType::kBF16);
+        std::vector<float> logits;
+        out[r] = h.try_step({0}, {prompt}, ops, &logits);
+      });
+    for (auto& t : threads) t.join();
+    return out;
+  };
+  const std::vector<Status> good = step(std::numeric_limits<int>::max());
+  ASSERT_TRUE(good[0].ok() && good[1].ok()) << good[0].to_string();
+  const int collectives = comms[0]->calls();
+  ASSERT_GT(collectives, 2 * c->num_hidden_layers) << "a forward's gathers";
+  for (int k = 1; k <= collectives; ++k) {
+    const std::vector<Status> st = step(k);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(st[r].code(), StatusCode::kUnavailable) << "collective " << k << " rank " << r;
+      EXPECT_NE(st[r].message().find("rank 1 is gone"), std::string::npos) << st[r].to_string();
     }
   }
 }
