@@ -29,6 +29,24 @@ void DecoderModel::declare(std::vector<LinearInfo> linears) {
 
 namespace {
 
+// The output head a rank holds (its vocabulary rows), planned from the tensors' metadata. Every
+// stage plans it: its storage is Model::weight_dtype(), which the KV cache's default dtype
+// follows, so it must be the same on every rank. `embed_dtype`: the embedding's storage when the
+// head is tied.
+Result<WeightPlan> plan_head(const DecoderNames& names, const ModelConfig& c, WeightSource& w,
+                             const ModelBuildOptions& opt, const Fp8Quantization& lm_head_fp8,
+                             const ShardRange& vocab, DType* embed_dtype) {
+  const int64_t H = c.hidden_size;
+  if (head_is_embedding(c, w, names)) {
+    STRATA_ASSIGN_OR_RETURN(io::TensorRef embed,
+                            w.peek(tensor_name(names.embed, w.naming()), {c.vocab_size, H}));
+    STRATA_ASSIGN_OR_RETURN(*embed_dtype, EmbeddingTable::storage_for(embed, H, opt.storage));
+    return plan_pack(vocab.size(), H, matmul_storage(opt.storage, *embed_dtype));
+  }
+  return plan_packed(w, {{names.lm_head, c.vocab_size, vocab.begin, vocab.end}}, H, -1, opt.storage,
+                     lm_head_fp8);
+}
+
 Status mtp_pipeline_error() {
   return unimplemented(
       "a multi-token-prediction module is one layer: load it with --pipeline-parallel-size 1 "
@@ -202,6 +220,14 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
     total_bytes_ += H * static_cast<int64_t>(sizeof(float));  // final norm
   }
   if (!first) embed_ = EmbeddingTable();  // the last stage's tied head is packed from it
+  if (last) {
+    head_dtype_ = lm_head_.dtype();
+  } else {
+    DType embed_dtype = DType::kF32;
+    STRATA_ASSIGN_OR_RETURN(const WeightPlan head,
+                            plan_head(names, c, w, opt, lm_head_fp8, vocab_range_, &embed_dtype));
+    head_dtype_ = head.dtype;
+  }
   if (opt.mtp_module) {
     MtpInput m;
     STRATA_ASSIGN_OR_RETURN(
@@ -300,25 +326,18 @@ Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names, co
   const bool first = par.is_first_stage(), last = par.is_last_stage();
   const ShardRange vocab = shard_range(V, par.tp_size, par.tp_rank);
   STRATA_ASSIGN_OR_RETURN(std::optional<MoeSpec> moe, parse_moe_spec(c));
-  const bool tied = head_is_embedding(c, w, names);
   DType embed_dtype = DType::kF32;
-  if (first || (last && tied)) {
+  STRATA_ASSIGN_OR_RETURN(const WeightPlan head,
+                          plan_head(names, c, w, opt, lm_head_fp8, vocab, &embed_dtype));
+  if (first) {
     STRATA_ASSIGN_OR_RETURN(io::TensorRef embed,
                             w.peek(tensor_name(names.embed, w.naming()), {V, H}));
     STRATA_ASSIGN_OR_RETURN(embed_dtype, EmbeddingTable::storage_for(embed, H, opt.storage));
-    if (first) b.embedding = dtype_bytes(embed_dtype, vocab.size() * H);
+    b.embedding = dtype_bytes(embed_dtype, vocab.size() * H);
   }
-  WeightPlan head;
   if (last) {
     STRATA_ASSIGN_OR_RETURN(int64_t final_norm, plan_vector(w, names.final_norm, H, -1));
     b.other += final_norm;
-    if (tied) {
-      STRATA_ASSIGN_OR_RETURN(head,
-                              plan_pack(vocab.size(), H, matmul_storage(opt.storage, embed_dtype)));
-    } else {
-      STRATA_ASSIGN_OR_RETURN(head, plan_packed(w, {{names.lm_head, V, vocab.begin, vocab.end}}, H,
-                                                -1, opt.storage, lm_head_fp8));
-    }
   }
   if (opt.mtp_module) {
     for (const char* norm : {"model.layers.{L}.enorm.weight", "model.layers.{L}.hnorm.weight"}) {

@@ -78,8 +78,9 @@ class DecoderModel : public Model {
     return static_cast<int64_t>(ws_.size() + mtp_ws_.size() + tp_ws_.size()) + ffn_ws_.bytes() +
            attention_workspace_bytes();
   }
-  // FP8 checkpoints report FP8 (their output head stays float); else the head's storage.
-  DType weight_dtype() const override { return config().fp8 ? DType::kF8E4M3 : lm_head_.dtype(); }
+  // FP8 checkpoints report FP8 (their output head stays float); else the head's storage (the
+  // same on every rank of a parallel deployment, stages without the head included).
+  DType weight_dtype() const override { return config().fp8 ? DType::kF8E4M3 : head_dtype_; }
   std::vector<LinearInfo> linear_layers() const final { return linears_; }
 
   // What load() would build, from the tensors' metadata (memory_estimate.h): the same names,
@@ -225,6 +226,7 @@ class DecoderModel : public Model {
   EmbeddingTable embed_;
   std::vector<float> final_norm_;
   PackedWeight lm_head_;
+  DType head_dtype_ = DType::kF32;  // the output head's storage (planned on other stages)
   std::vector<std::vector<float>> attn_norm_, ffn_norm_;
   std::vector<FeedForward> ffn_;
   std::optional<MoeSpec> moe_spec_;  // parsed by load()

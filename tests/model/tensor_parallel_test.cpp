@@ -137,6 +137,9 @@ void check_parallel_equals_single(const LoadOptions& base, int tp, int pp, const
   ASSERT_TRUE(single.ok()) << single.status().to_string();
   Ranks r = load_ranks(base, tp, pp, partition, 3 - threads);
   ASSERT_EQ(r.models.size(), static_cast<size_t>(tp * pp));
+  // The KV cache's default dtype follows weight_dtype(): every rank reports one process's.
+  for (int i = 0; i < tp * pp; ++i)
+    EXPECT_EQ(r.models[i].model->weight_dtype(), single->model->weight_dtype()) << "rank " << i;
   for (const KernelVariantInfo* info : supported_kernel_variants(/*with_reference=*/false)) {
     for (DType kv : {DType::kF32, DType::kBF16}) {
       const KernelOps& ops = kernel_ops(info->name);
@@ -161,6 +164,7 @@ void expect_estimates_match(const LoadOptions& o, Ranks& r) {
     auto est = estimate_model_memory(e, 1);
     ASSERT_TRUE(est.ok()) << est.status().to_string();
     EXPECT_EQ(est->weights.total(), m.weight_bytes_total()) << "rank " << i;
+    EXPECT_EQ(est->weights.weight_dtype, m.weight_dtype()) << "rank " << i;
     EXPECT_EQ(est->workspace_bytes, m.workspace_bytes()) << "rank " << i;
     EXPECT_EQ(est->kv_spec.num_layers, m.kv_spec().num_layers) << "rank " << i;
     EXPECT_EQ(est->kv_spec.num_kv_heads, m.kv_spec().num_kv_heads) << "rank " << i;
@@ -507,6 +511,9 @@ class ShardRecorder : public WeightSource {
                                  int64_t begin, int64_t end, DummyInit init) override {
     rows[name] = {shape[0], end - begin};
     return inner_->get_rows(name, shape, begin, end, init);
+  }
+  Result<io::TensorRef> peek(const std::string& name, const std::vector<int64_t>& shape) override {
+    return inner_->peek(name, shape);  // metadata only
   }
   void release_generated() override { inner_->release_generated(); }
   std::map<std::string, std::vector<int64_t>> whole;        // name -> shape
