@@ -219,6 +219,22 @@ float PackedWeight::at(int64_t row, int64_t col) const {
   return v;
 }
 
+PackedWeight PackedWeight::panel_range(int64_t first, int64_t count) const {
+  STRATA_CHECK(first >= 0 && count >= 0 && first + count <= num_panels())
+      << "panels [" << first << ", " << first + count << ") of a weight of " << num_panels();
+  PackedWeight w;
+  w.dtype_ = dtype_;
+  w.k_ = k_;
+  w.fp8_block_k_ = fp8_block_k_;
+  w.quant_ = quant_;
+  w.layout_ = layout_;
+  w.n_ = std::min(n_, (first + count) * kPanelRows) - std::min(n_, first * kPanelRows);
+  const size_t bytes = static_cast<size_t>(count * panel_bytes());
+  w.data_ = AlignedBuffer::uninitialized(bytes);
+  if (bytes > 0) std::memcpy(w.data_.data(), panel(first), bytes);
+  return w;
+}
+
 Status PackedWeight::place_in_order(std::span<PackedWeight* const> weights,
                                     DeviceAllocator& allocator) {
   constexpr size_t kAlign = AlignedBuffer::kAlignment;

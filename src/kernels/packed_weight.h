@@ -81,6 +81,12 @@ class PackedWeight {
   static Result<PackedWeight> pack_int_rows(const IntPart* parts, int num_parts, int64_t k,
                                             int bits, int64_t group);
 
+  // A copy of panels [first, first + count) as a weight of its own: rows first * 16 up to
+  // min(n(), (first + count) * 16), every value and scale unchanged, so each of its output rows is
+  // computed exactly as the same row of this weight (the kernels' row independence above). What a
+  // rank keeps of a weight split by output rows (model/parallel.h). The panels must exist.
+  PackedWeight panel_range(int64_t first, int64_t count) const;
+
   DType dtype() const { return dtype_; }
   // Block-quantized weights (is_block_quant(dtype())): the panel layout of this weight.
   const QuantLayout& quant_layout() const { return layout_; }

@@ -265,6 +265,8 @@ Status DecoderModel::load(const DecoderNames& names, const ModelBuildOptions& op
       params_ += f.moe->parameters();
       active_params_ += moe_active_parameters(*moe_spec_, H);
       f.moe->describe(prefix + "moe.", &linears);
+      // Under tensor parallelism: the all-gather scratch of its experts' outputs.
+      ffn_ws_.reserve_parallel(f.moe->parallel_scratch_floats(opt.limits.max_num_tokens));
     } else {
       STRATA_CHECK(f.mlp.has_value()) << "layer " << l << " has no feed-forward";
       const int64_t mlp_params =
@@ -353,14 +355,19 @@ Result<ModelMemoryEstimate> DecoderModel::estimate(const DecoderNames& names, co
     b.other += attn_norm + ffn_norm;
     STRATA_RETURN_IF_ERROR(hooks.attention(l, &b));
     if (moe && moe->is_moe(l)) {
-      STRATA_RETURN_IF_ERROR(MoeBlock::plan(w, *moe, c, l, opt.layers(), &b));
+      STRATA_RETURN_IF_ERROR(MoeBlock::plan(w, *moe, c, l, opt.layers(), &b, opt.parallel));
     } else {
       STRATA_RETURN_IF_ERROR(hooks.dense_mlp(l, &b));
     }
   }
   if (last) b.add_matmul(&WeightBytesByClass::lm_head, head.dtype, head.bytes);
   b.weight_dtype = c.fp8 ? DType::kF8E4M3 : head.dtype;  // as weight_dtype() reports it
+  bool stage_has_moe = false;
+  for (int64_t l = stage.begin; l < stage.end; ++l) stage_has_moe |= moe && moe->is_moe(l);
   out.workspace_bytes = workspace_bytes_for(c, moe, hooks.rope_half, opt.mtp_module, opt.limits) +
+                        (stage_has_moe ? 4 * MoeBlock::parallel_scratch_floats_for(
+                                                 *moe, H, par.tp_size, opt.limits.max_num_tokens)
+                                       : 0) +
                         hooks.attention_workspace_bytes +
                         tp_workspace_floats(c, par, hooks.attention_tp_width, opt.limits) *
                             static_cast<int64_t>(sizeof(float));
@@ -513,7 +520,7 @@ Status DecoderModel::forward(const ForwardBatch& b, std::span<const PagedKvLayer
     ops.rms_norm(h_, H, ffn_norm_[i].data(), eps, T, H, x_, H, pool);
     const FeedForward& f = ffn_[i];
     if (f.moe) {
-      f.moe->forward(x_, H, T, tmp_, H, ops, pool, ffn_ws_);
+      STRATA_RETURN_IF_ERROR(f.moe->forward(x_, H, T, tmp_, H, ops, pool, ffn_ws_));
     } else if (f.tp_sharded) {
       STRATA_RETURN_IF_ERROR(dense_mlp_tp(*f.mlp, x_, T, tmp_, ops));
     } else {

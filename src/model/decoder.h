@@ -19,8 +19,8 @@
 // the gate/up rows and of the down rows (by output row), gathers the gate/up outputs, applies the
 // activation to the whole row as one process does and gathers the down outputs. An attention hook
 // returns the whole [T, H] output on every rank (the Llama family splits heads, see llama.cpp;
-// an attention that ignores `parallel` runs replicated, as MoE blocks do for now). Every gather
-// copies values; none adds them.
+// an attention that ignores `parallel` runs replicated; MoE blocks split their routed experts,
+// model/moe.h). Every gather copies values; none adds them.
 #pragma once
 
 #include <array>

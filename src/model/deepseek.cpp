@@ -1,5 +1,7 @@
 #include "model/deepseek.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "model/deepseek_mla.h"
 
@@ -19,6 +21,25 @@ KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla, int64_t num_layers)
           /*latent_dim=*/mla.kv_lora_rank};
 }
 
+constexpr TensorName kGate{"model.layers.{L}.mlp.gate_proj.weight", ""};
+constexpr TensorName kUp{"model.layers.{L}.mlp.up_proj.weight", ""};
+constexpr TensorName kDown{"model.layers.{L}.mlp.down_proj.weight", ""};
+
+// The dense MLP layers' options: their matmuls in linear_storage() (FP8 blocks for FP8 models),
+// split by the skeleton under tensor parallelism where it can load row ranges, else replicated
+// on every rank (FP8 and AWQ/GPTQ weights: their row ranges are not loadable yet, layers.h).
+ModelBuildOptions dense_options(const ModelBuildOptions& opt, const ModelConfig& c,
+                                WeightSource& w) {
+  ModelBuildOptions o = opt;
+  o.layer_storage = linear_storage(c, opt.layers());
+  const bool row_ranges = !c.fp8 && o.layer_storage != DType::kF8E4M3 && w.int_quant() == nullptr;
+  if (!row_ranges) {
+    o.parallel.tp_size = 1;
+    o.parallel.tp_rank = 0;
+  }
+  return o;
+}
+
 constexpr DecoderNames kNames{{"model.embed_tokens.weight", ""},
                               {"model.norm.weight", ""},
                               {"lm_head.weight", ""},
@@ -35,7 +56,15 @@ class DeepseekModel : public DecoderModel {
   Status load(const ModelBuildOptions& opt) {
     STRATA_ASSIGN_OR_RETURN(mla_, parse_mla_spec(config_));
     attn_.resize(config_.num_hidden_layers);
-    return DecoderModel::load(kNames, opt, config_.fp8.value_or(Fp8Quantization{}));
+    STRATA_RETURN_IF_ERROR(
+        DecoderModel::load(kNames, opt, config_.fp8.value_or(Fp8Quantization{})));
+    // Tensor parallelism: the all-gathers' scratch, sized once for the largest step.
+    const int64_t T = opt.limits.max_num_tokens;
+    int64_t mla_floats = 0;
+    for (const auto& a : attn_)
+      if (a) mla_floats = std::max(mla_floats, a->parallel_scratch_floats(T));
+    if (mla_floats > 0) mla_ws_.allocate_parallel(mla_floats);
+    return ok_status();
   }
 
   // One row per token and layer: the latent and the rotated shared key; no V.
@@ -57,8 +86,8 @@ class DeepseekModel : public DecoderModel {
 
  protected:
   Status load_attention(int64_t l, const ModelBuildOptions& opt) override {
-    STRATA_ASSIGN_OR_RETURN(attn_[l],
-                            MlaAttention::load(weights(), config_, mla_, l, opt.layers()));
+    STRATA_ASSIGN_OR_RETURN(
+        attn_[l], MlaAttention::load(weights(), config_, mla_, l, opt.layers(), opt.parallel));
     const MlaAttention& a = *attn_[l];
     active_bytes_ += a.bytes();
     total_bytes_ += a.bytes() + a.vector_bytes();
@@ -73,15 +102,14 @@ class DeepseekModel : public DecoderModel {
     const ModelConfig& c = config_;
     FeedForward f;
     if (moe_spec() && moe_spec()->is_moe(l)) {
-      STRATA_ASSIGN_OR_RETURN(MoeBlock moe,
-                              MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers()));
+      STRATA_ASSIGN_OR_RETURN(
+          MoeBlock moe, MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers(), opt.parallel));
       f.moe = std::move(moe);
     } else {
-      STRATA_ASSIGN_OR_RETURN(
-          DenseMlp mlp,
-          DenseMlp::load(weights(), "model.layers.{L}.mlp.", c.hidden_size, c.intermediate_size, l,
-                         linear_storage(c, opt.layers()), c.fp8.value_or(Fp8Quantization{})));
-      f.mlp = std::move(mlp);
+      // The skeleton's dense MLP (split by rows under tensor parallelism), in the storage of the
+      // other linear layers (FP8 blocks for FP8 models).
+      return load_dense_mlp(kGate, kUp, kDown, c.intermediate_size, l,
+                            dense_options(opt, c, weights()));
     }
     return f;
   }
@@ -112,7 +140,8 @@ class DeepseekModel : public DecoderModel {
   void attention(int64_t l, const float* x, const ForwardBatch& b, const PagedKvLayer& kv,
                  const float* cos, const float* sin, float* out, const KernelOps& ops) override {
     const int64_t H = config_.hidden_size;
-    attn_[l]->forward(x, H, b, kv, cos, sin, out, H, ops, pool_, mla_ws_);
+    Status st = attn_[l]->forward(x, H, b, kv, cos, sin, out, H, ops, pool_, mla_ws_);
+    if (!st.ok()) tp_status_ = std::move(st);  // forward() returns it after this hook
   }
 
  private:
@@ -128,20 +157,24 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
   // Mirrors DeepseekModel::load_attention() and load_feed_forward(), weight for weight.
   STRATA_ASSIGN_OR_RETURN(const MlaSpec mla, parse_mla_spec(c));
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
+  const ModelBuildOptions dense_opt = dense_options(opt, c, w);
   DecoderModel::EstimateHooks hooks;
   hooks.attention = [&](int64_t l, WeightBytesByClass* b) {
-    return MlaAttention::plan(w, c, mla, l, opt.layers(), b);
+    return MlaAttention::plan(w, c, mla, l, opt.layers(), b, opt.parallel);
   };
   hooks.dense_mlp = [&](int64_t l, WeightBytesByClass* b) -> Status {
     STRATA_ASSIGN_OR_RETURN(
-        auto mlp, DenseMlp::plan(w, "model.layers.{L}.mlp.", c.hidden_size, c.intermediate_size, l,
-                                 linear_storage(c, opt.layers()), fp8));
+        auto mlp,
+        DecoderModel::plan_dense_mlp(w, c, kGate, kUp, kDown, c.intermediate_size, l, dense_opt));
     for (const WeightPlan& p : mlp) b->add_matmul(&WeightBytesByClass::dense_mlp, p.dtype, p.bytes);
     return ok_status();
   };
   hooks.rope_half = mla.rope / 2;
+  const int tp = opt.parallel.tp_size;
+  const int64_t T = opt.limits.max_num_tokens;
   hooks.attention_workspace_bytes =
-      MlaWorkspace::bytes_for(mla, opt.limits.max_num_tokens, opt.limits.max_seq_len, threads);
+      MlaWorkspace::bytes_for(mla, T, opt.limits.max_seq_len, threads) +
+      4 * MlaAttention::parallel_scratch_floats_for(mla, c.hidden_size, tp, T);
   STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate out,
                           DecoderModel::estimate(kNames, c, w, opt, fp8, hooks));
   STRATA_ASSIGN_OR_RETURN(const ShardRange stage,

@@ -150,13 +150,34 @@ void MlaWorkspace::allocate(const MlaSpec& s, int64_t max_tok, int64_t max_seq_l
   counts = s.has_indexer() ? selected + std::min(kChunk, max_tok) * topk_cap : nullptr;
 }
 
+void MlaWorkspace::allocate_parallel(int64_t floats) {
+  tp_buf_.resize(static_cast<size_t>(std::max<int64_t>(floats, 0)) * sizeof(float));
+  tp = floats > 0 ? tp_buf_.as<float>() : nullptr;
+  tp_floats = floats;
+}
+
 Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c, const MlaSpec& s,
-                                        int64_t layer, std::optional<DType> storage) {
+                                        int64_t layer, std::optional<DType> storage,
+                                        const ModelParallel& par) {
+  const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
+  const bool split = par.tp_size > 1;
+  if (split && par.tp == nullptr)
+    return invalid_argument("MLA: tensor parallel size " + std::to_string(par.tp_size) +
+                            " without its group of ranks");
+  if (split && nh % par.tp_size != 0)
+    return invalid_argument("config.json: num_attention_heads (" + std::to_string(nh) +
+                            ") is not divisible by the tensor parallel size (" +
+                            std::to_string(par.tp_size) +
+                            "); multi-head latent attention splits whole heads over the ranks");
   MlaAttention m;
   m.spec_ = s;
+  m.full_heads_ = nh;
+  m.spec_.num_heads = nh / std::max(par.tp_size, 1);
+  m.head_begin_ = split ? par.tp_rank * m.spec_.num_heads : 0;
+  m.comm_ = split ? par.tp : nullptr;
   m.hidden_ = c.hidden_size;
   m.eps_ = static_cast<float>(c.rms_norm_eps);
-  const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
+  const int64_t h0 = m.head_begin_, h1 = h0 + m.spec_.num_heads;
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
   const std::optional<DType> lin = linear_storage(c, storage);
   if (s.q_lora_rank > 0) {
@@ -164,14 +185,41 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
         m.qkv_a_, load_packed(src, {{kQA, s.q_lora_rank}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
     STRATA_ASSIGN_OR_RETURN(m.q_a_norm_,
                             load_vector(src, kQANorm, s.q_lora_rank, layer, DummyInit::kOnes));
-    STRATA_ASSIGN_OR_RETURN(m.q_b_,
-                            load_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
+    if (split) {
+      // This rank's heads' rows (the matmul computes each row as on one process).
+      STRATA_ASSIGN_OR_RETURN(RowSlice mine, load_rows(src, c, kQB, nh * qk, s.q_lora_rank, h0 * qk,
+                                                       h1 * qk, layer, lin, fp8));
+      m.q_b_ = std::move(mine.w);
+      m.q_offset_ = mine.offset;
+    } else {
+      STRATA_ASSIGN_OR_RETURN(m.q_b_,
+                              load_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
+    }
+  } else if (split) {
+    // q_proj apart from kv_a (the fused weight packs each part on its own, so every row is the
+    // same), cut to the panels covering this rank's heads.
+    STRATA_ASSIGN_OR_RETURN(m.qkv_a_, load_packed(src, {{kKVA, r + s.rope}}, H, layer, lin, fp8));
+    STRATA_ASSIGN_OR_RETURN(RowSlice mine,
+                            load_rows(src, c, kQ, nh * qk, H, h0 * qk, h1 * qk, layer, lin, fp8));
+    m.q_ = std::move(mine.w);
+    m.q_offset_ = mine.offset;
   } else {
     STRATA_ASSIGN_OR_RETURN(
         m.qkv_a_, load_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
   }
   STRATA_ASSIGN_OR_RETURN(m.kv_a_norm_, load_vector(src, kKVANorm, r, layer, DummyInit::kOnes));
-  STRATA_ASSIGN_OR_RETURN(m.o_, load_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
+  if (split) {
+    // This rank's panels of output rows (RowSplitLinear's split).
+    const ShardRange p = row_split_panels(H, par.tp_size, par.tp_rank);
+    const int64_t r0 = std::min(H, p.begin * kPanelRows), r1 = std::min(H, p.end * kPanelRows);
+    STRATA_ASSIGN_OR_RETURN(RowSlice mine,
+                            load_rows(src, c, kO, H, nh * s.v_dim, r0, r1, layer, lin, fp8));
+    m.o_ = RowSplitLinear::from_shard(std::move(mine.w), H, par);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(PackedWeight o,
+                            load_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
+    m.o_ = RowSplitLinear::split(std::move(o), par);
+  }
   if (s.has_indexer()) {
     STRATA_ASSIGN_OR_RETURN(m.idx_q_, load_packed(src, {{kIdxQ, s.index_heads * s.index_dim}},
                                                   s.q_lora_rank, layer, lin, fp8));
@@ -189,7 +237,7 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
                           load_matrix_f32(src, kKVB, nh * (s.nope + s.v_dim), r, layer, fp8));
   const DType dense = matmul_storage(storage, DType::kBF16);
   std::vector<float> uk_t(r * s.nope);
-  for (int64_t h = 0; h < nh; ++h) {
+  for (int64_t h = h0; h < h1; ++h) {
     const float* head = kv_b.data() + h * (s.nope + s.v_dim) * r;
     for (int64_t i = 0; i < r; ++i)
       for (int64_t e = 0; e < s.nope; ++e) uk_t[i * s.nope + e] = head[e * r + i];
@@ -204,9 +252,18 @@ Result<MlaAttention> MlaAttention::load(WeightSource& src, const ModelConfig& c,
 }
 
 Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec& s, int64_t layer,
-                          std::optional<DType> storage, WeightBytesByClass* out) {
-  // Mirrors load() above, weight for weight.
+                          std::optional<DType> storage, WeightBytesByClass* out,
+                          const ModelParallel& par) {
+  // Mirrors load() above, weight for weight (and its checks).
   const int64_t H = c.hidden_size, nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
+  const bool split = par.tp_size > 1;
+  if (split && nh % par.tp_size != 0)
+    return invalid_argument("config.json: num_attention_heads (" + std::to_string(nh) +
+                            ") is not divisible by the tensor parallel size (" +
+                            std::to_string(par.tp_size) +
+                            "); multi-head latent attention splits whole heads over the ranks");
+  const int64_t local = split ? nh / par.tp_size : nh, h0 = split ? par.tp_rank * local : 0;
+
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
   const std::optional<DType> lin = linear_storage(c, storage);
   auto add = [&](const WeightPlan& p) {
@@ -221,7 +278,18 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
     out->other += norm;
     STRATA_ASSIGN_OR_RETURN(WeightPlan b,
                             plan_packed(src, {{kQB, nh * qk}}, s.q_lora_rank, layer, lin, fp8));
+    if (split) {
+      STRATA_ASSIGN_OR_RETURN(b, plan_rows(src, c, kQB, nh * qk, s.q_lora_rank, h0 * qk,
+                                           (h0 + local) * qk, layer, lin, fp8));
+    }
     add(b);
+  } else if (split) {
+    STRATA_ASSIGN_OR_RETURN(WeightPlan a,
+                            plan_packed(src, {{kKVA, r + s.rope}}, H, layer, lin, fp8));
+    add(a);
+    STRATA_ASSIGN_OR_RETURN(WeightPlan q, plan_rows(src, c, kQ, nh * qk, H, h0 * qk,
+                                                    (h0 + local) * qk, layer, lin, fp8));
+    add(q);
   } else {
     STRATA_ASSIGN_OR_RETURN(
         WeightPlan a, plan_packed(src, {{kQ, nh * qk}, {kKVA, r + s.rope}}, H, layer, lin, fp8));
@@ -229,8 +297,17 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
   }
   STRATA_ASSIGN_OR_RETURN(int64_t kv_norm, plan_vector(src, kKVANorm, r, layer));
   out->other += kv_norm;
-  STRATA_ASSIGN_OR_RETURN(WeightPlan o, plan_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
-  add(o);
+  if (split) {
+    const ShardRange p = row_split_panels(H, par.tp_size, par.tp_rank);
+    STRATA_ASSIGN_OR_RETURN(
+        WeightPlan o, plan_rows(src, c, kO, H, nh * s.v_dim, std::min(H, p.begin * kPanelRows),
+                                std::min(H, p.end * kPanelRows), layer, lin, fp8));
+    add(o);
+  } else {
+    STRATA_ASSIGN_OR_RETURN(WeightPlan o,
+                            plan_packed(src, {{kO, H}}, nh * s.v_dim, layer, lin, fp8));
+    add(o);
+  }
   if (s.has_indexer()) {
     STRATA_ASSIGN_OR_RETURN(WeightPlan iq, plan_packed(src, {{kIdxQ, s.index_heads * s.index_dim}},
                                                        s.q_lora_rank, layer, lin, fp8));
@@ -251,7 +328,7 @@ Status MlaAttention::plan(WeightSource& src, const ModelConfig& c, const MlaSpec
   const DType dense = matmul_storage(storage, DType::kBF16);
   STRATA_ASSIGN_OR_RETURN(const WeightPlan uk_t, plan_pack(r, s.nope, dense));
   STRATA_ASSIGN_OR_RETURN(const WeightPlan uv, plan_pack(s.v_dim, r, dense));
-  for (int64_t h = 0; h < nh; ++h) {
+  for (int64_t h = 0; h < local; ++h) {
     add(uk_t);
     add(uv);
   }
@@ -263,17 +340,21 @@ void MlaAttention::describe(const std::string& prefix, std::vector<LinearInfo>* 
     if (!w.empty()) out->push_back({prefix + name, w.n(), w.k(), w.dtype(), s, w.bytes()});
   };
   add("qkv_a", qkv_a_, Sharding::kReplicated);
+  add("q", q_, Sharding::kColumn);
   add("q_b", q_b_, Sharding::kColumn);
+  // Global head numbers: rank r's heads follow rank r - 1's.
   for (size_t h = 0; h < uk_t_.size(); ++h)
-    add("uk_t." + std::to_string(h), uk_t_[h], Sharding::kColumn);
-  for (size_t h = 0; h < uv_.size(); ++h) add("uv." + std::to_string(h), uv_[h], Sharding::kColumn);
-  add("o", o_, Sharding::kRow);
+    add("uk_t." + std::to_string(head_begin_ + h), uk_t_[h], Sharding::kColumn);
+  for (size_t h = 0; h < uv_.size(); ++h)
+    add("uv." + std::to_string(head_begin_ + h), uv_[h], Sharding::kColumn);
+  add("o", o_.local(), Sharding::kRow);
   add("indexer.wq_b", idx_q_, Sharding::kReplicated);
   add("indexer.wk", idx_k_, Sharding::kReplicated);
   add("indexer.weights_proj", idx_w_, Sharding::kReplicated);
 }
 
 void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
+  if (!q_.empty()) out->push_back(&q_);
   out->push_back(&qkv_a_);
   out->push_back(&q_b_);
   if (!idx_q_.empty()) {  // forward() runs the indexer before the attention
@@ -283,41 +364,68 @@ void MlaAttention::append_weights_in_order(std::vector<PackedWeight*>* out) {
   }
   for (PackedWeight& w : uk_t_) out->push_back(&w);
   for (PackedWeight& w : uv_) out->push_back(&w);
-  out->push_back(&o_);
+  out->push_back(&o_.local());
 }
 
 int64_t MlaAttention::bytes() const {
-  int64_t n =
-      qkv_a_.bytes() + q_b_.bytes() + o_.bytes() + idx_q_.bytes() + idx_k_.bytes() + idx_w_.bytes();
+  int64_t n = q_.bytes() + qkv_a_.bytes() + q_b_.bytes() + o_.local().bytes() + idx_q_.bytes() +
+              idx_k_.bytes() + idx_w_.bytes();
   for (size_t h = 0; h < uk_t_.size(); ++h) n += uk_t_[h].bytes() + uv_[h].bytes();
   return n;
 }
 
 int64_t MlaAttention::parameters() const {
   const MlaSpec& s = spec_;
-  return qkv_a_.n() * qkv_a_.k() + q_b_.n() * q_b_.k() + o_.n() * o_.k() +
-         s.num_heads * (s.nope + s.v_dim) * s.kv_lora_rank + s.q_lora_rank + s.kv_lora_rank +
-         idx_q_.n() * idx_q_.k() + idx_k_.n() * idx_k_.k() + idx_w_.n() * idx_w_.k() +
-         static_cast<int64_t>(idx_norm_w_.size() + idx_norm_b_.size());
+  return q_.n() * q_.k() + qkv_a_.n() * qkv_a_.k() + q_b_.n() * q_b_.k() +
+         o_.local().n() * o_.local().k() + s.num_heads * (s.nope + s.v_dim) * s.kv_lora_rank +
+         s.q_lora_rank + s.kv_lora_rank + idx_q_.n() * idx_q_.k() + idx_k_.n() * idx_k_.k() +
+         idx_w_.n() * idx_w_.k() + static_cast<int64_t>(idx_norm_w_.size() + idx_norm_b_.size());
 }
 
-void MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
-                           const PagedKvLayer& kv, const float* cos, const float* sin, float* out,
-                           int64_t ldo, const KernelOps& ops, ThreadPool& pool,
-                           MlaWorkspace& ws) const {
+int64_t MlaAttention::parallel_scratch_floats(int64_t T) const {
+  if (comm_ == nullptr) return 0;
+  MlaSpec full = spec_;
+  full.num_heads = full_heads_;
+  return parallel_scratch_floats_for(full, hidden_, comm_->size(), T);
+}
+
+int64_t MlaAttention::parallel_scratch_floats_for(const MlaSpec& s, int64_t hidden, int tp_size,
+                                                  int64_t T) {
+  if (tp_size <= 1) return 0;
+  const int64_t local = s.num_heads / tp_size * s.v_dim;
+  // The gathered heads' outputs, then the gather of the heads or of o's rows.
+  return T * s.num_heads * s.v_dim +
+         std::max(gather_columns_scratch(tp_size, T, local),
+                  gather_columns_scratch(tp_size, T, row_split_max_rows(hidden, tp_size)));
+}
+
+Status MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
+                             const PagedKvLayer& kv, const float* cos, const float* sin, float* out,
+                             int64_t ldo, const KernelOps& ops, ThreadPool& pool,
+                             MlaWorkspace& ws) const {
   const MlaSpec& s = spec_;
   const int64_t T = b.num_tokens(), nh = s.num_heads, r = s.kv_lora_rank, qk = s.qk_dim();
-  const int64_t q_in = s.q_lora_rank > 0 ? s.q_lora_rank : nh * qk;
+  const int64_t q_in = s.q_lora_rank > 0 ? s.q_lora_rank : full_heads_ * qk;
   const int64_t la = q_in + r + s.rope;
   STRATA_CHECK(T <= ws.max_tokens) << T << " tokens for an MLA workspace of " << ws.max_tokens;
-  ops.matmul(x, T, ldx, qkv_a_, ws.a, la, pool);
+  if (!q_.empty()) {
+    // Tensor parallel without q_lora: this rank's q rows, then kv_a after the full q width.
+    ops.matmul(x, T, ldx, q_, ws.a, la, pool);
+    ops.matmul(x, T, ldx, qkv_a_, ws.a + q_in, la, pool);
+  } else {
+    ops.matmul(x, T, ldx, qkv_a_, ws.a, la, pool);
+  }
   float* q = ws.a;
   int64_t ldq = la;
   if (s.q_lora_rank > 0) {
     ops.rms_norm(ws.a, la, q_a_norm_.data(), eps_, T, s.q_lora_rank, ws.qn, s.q_lora_rank, pool);
-    ops.matmul(ws.qn, T, s.q_lora_rank, q_b_, ws.q, nh * qk, pool);
-    q = ws.q;
-    ldq = nh * qk;
+    ops.matmul(ws.qn, T, s.q_lora_rank, q_b_, ws.q, q_b_.n(), pool);
+    q = ws.q + q_offset_;
+    ldq = q_b_.n();
+  } else if (!q_.empty()) {
+    q = ws.a + q_offset_;
+  } else {
+    q = ws.a;
   }
   const int irot = static_cast<int>(s.rope);
   ops.rope(q + s.nope, T, ldq, static_cast<int>(nh), static_cast<int>(qk), irot, cos, sin, false);
@@ -337,7 +445,17 @@ void MlaAttention::forward(const float* x, int64_t ldx, const ForwardBatch& b,
   args.block_tables = b.block_tables.data();
   args.max_blocks_per_seq = b.max_blocks_per_seq;
   attend_absorbed(args, T, q, ldq, ops, pool, ws);
-  ops.matmul(ws.o, T, nh * s.v_dim, o_, out, ldo, pool);
+  if (comm_ == nullptr) return o_.forward(ws.o, T, nh * s.v_dim, out, ldo, ops, pool, nullptr);
+  // Every head's output on every rank, then this rank's rows of o_proj over all of them.
+  STRATA_CHECK(ws.tp_floats >= parallel_scratch_floats(T))
+      << "MLA workspace without its tensor-parallel scratch for " << T << " tokens";
+  const int64_t full = full_heads_ * s.v_dim;
+  float* all = ws.tp;
+  float* scratch = ws.tp + T * full;
+  STRATA_RETURN_IF_ERROR(gather_columns(*comm_, ws.o, nh * s.v_dim, T,
+                                        std::vector<int64_t>(comm_->size(), nh * s.v_dim), all,
+                                        full, scratch));
+  return o_.forward(all, T, full, out, ldo, ops, pool, scratch);
 }
 
 void MlaAttention::attend_absorbed(const AttentionArgs& base, int64_t T, const float* q,

@@ -216,8 +216,8 @@ Result<DecoderModel::FeedForward> LlamaModel::load_feed_forward(int64_t l,
   const ModelConfig& c = config_;
   FeedForward f;
   if (moe_spec() && moe_spec()->is_moe(l)) {
-    STRATA_ASSIGN_OR_RETURN(MoeBlock moe,
-                            MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers()));
+    STRATA_ASSIGN_OR_RETURN(
+        MoeBlock moe, MoeBlock::load(weights(), *moe_spec(), c, l, opt.layers(), opt.parallel));
     f.moe = std::move(moe);
   } else {
     return load_dense_mlp(kGate, kUp, kDown, c.intermediate_size, l, opt);

@@ -110,6 +110,12 @@ Status parse_qwen_moe(const Json& j, const ModelConfig& c, MoeSpec* s, bool qwen
   return ok_status();
 }
 
+// y[0, n) += w * e[0, n): the combine of one expert's output into a token's row. One function for
+// one process and for the ranks of a tensor-parallel group, so both round alike.
+[[gnu::noinline]] void add_weighted_row(float* y, float w, const float* e, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += w * e[j];
+}
+
 Result<PackedWeight> load_one(WeightSource& src, const std::string& name, int64_t rows, int64_t k,
                               int64_t layer, std::optional<DType> storage,
                               const Fp8Quantization& fp8) {
@@ -191,6 +197,12 @@ void MoeWorkspace::allocate(const std::optional<MoeSpec>& spec, int64_t hidden, 
   }
 }
 
+float* MoeWorkspace::reserve_parallel(int64_t floats) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 0)) * sizeof(float);
+  if (tp_buf_.size() < bytes) tp_buf_.resize(bytes);
+  return tp_buf_.as<float>();
+}
+
 Result<DenseMlp> DenseMlp::load(WeightSource& src, const std::string& prefix, int64_t hidden,
                                 int64_t ffn, int64_t layer, std::optional<DType> storage,
                                 const Fp8Quantization& fp8, bool mixtral) {
@@ -257,12 +269,13 @@ void MoeBlock::describe(const std::string& prefix, std::vector<LinearInfo>* out)
   out->push_back({prefix + "router", gate_.n(), gate_.k(), gate_.dtype(), Sharding::kReplicated,
                   gate_.bytes()});
   for (size_t e = 0; e < experts_.size(); ++e)
-    experts_[e].describe(prefix + "experts." + std::to_string(e) + ".", Sharding::kExpert,
-                         Sharding::kExpert, out);
+    experts_[e].describe(prefix + "experts." + std::to_string(expert_begin_ + e) + ".",
+                         Sharding::kExpert, Sharding::kExpert, out);
   if (!shared_gate_.empty())
     out->push_back({prefix + "shared_gate", shared_gate_.n(), shared_gate_.k(),
                     shared_gate_.dtype(), Sharding::kReplicated, shared_gate_.bytes()});
   if (shared_) shared_->describe(prefix + "shared.", Sharding::kColumn, Sharding::kRow, out);
+  if (shared_split_) shared_split_->describe(prefix + "shared.", out);
 }
 
 void DenseMlp::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
@@ -273,7 +286,11 @@ void DenseMlp::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t
 }
 
 Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const ModelConfig& c,
-                                int64_t layer, std::optional<DType> storage) {
+                                int64_t layer, std::optional<DType> storage,
+                                const ModelParallel& par) {
+  if (par.tp_size > 1 && par.tp == nullptr)
+    return invalid_argument("MoE: tensor parallel size " + std::to_string(par.tp_size) +
+                            " without its group of ranks");
   MoeBlock b;
   b.routing_ = spec.routing;
   b.hidden_ = c.hidden_size;
@@ -289,8 +306,14 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
     STRATA_ASSIGN_OR_RETURN(
         b.bias_, load_vector(src, TensorName{name.c_str(), ""}, E, layer, DummyInit::kNormal));
   }
-  b.experts_.reserve(E);
-  for (int64_t e = 0; e < E; ++e) {
+  // This rank's experts only (all of them for one process).
+  const ShardRange mine =
+      par.tp_size > 1 ? shard_range(E, par.tp_size, par.tp_rank) : ShardRange{0, E};
+  b.comm_ = par.tp_size > 1 ? par.tp : nullptr;
+  b.parallel_rows_ = parallel_rows_for(spec, H, par.tp_size);
+  b.expert_begin_ = mine.begin;
+  b.experts_.reserve(mine.size());
+  for (int64_t e = mine.begin; e < mine.end; ++e) {
     const std::string prefix = base + "experts." + std::to_string(e) + ".";
     STRATA_ASSIGN_OR_RETURN(
         DenseMlp m, DenseMlp::load(src, prefix, H, spec.expert_ffn, layer, lin, fp8, mixtral));
@@ -300,9 +323,15 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
   if (spec.shared_ffn > 0) {
     const std::string prefix =
         base + (spec.family == MoeFamily::kQwen2Moe ? "shared_expert." : "shared_experts.");
-    STRATA_ASSIGN_OR_RETURN(DenseMlp m,
-                            DenseMlp::load(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
-    b.shared_ = std::move(m);
+    if (b.comm_ != nullptr) {
+      STRATA_ASSIGN_OR_RETURN(
+          SplitSwiGlu m, SplitSwiGlu::load(src, c, prefix, spec.shared_ffn, layer, lin, fp8, par));
+      b.shared_split_ = std::move(m);
+    } else {
+      STRATA_ASSIGN_OR_RETURN(DenseMlp m,
+                              DenseMlp::load(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
+      b.shared_ = std::move(m);
+    }
   }
   if (spec.shared_gate) {
     STRATA_ASSIGN_OR_RETURN(b.shared_gate_, load_one(src, base + "shared_expert_gate.weight", 1, H,
@@ -312,7 +341,8 @@ Result<MoeBlock> MoeBlock::load(WeightSource& src, const MoeSpec& spec, const Mo
 }
 
 Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& c, int64_t layer,
-                      std::optional<DType> storage, WeightBytesByClass* out) {
+                      std::optional<DType> storage, WeightBytesByClass* out,
+                      const ModelParallel& par) {
   // Mirrors load() above, weight for weight.
   const int64_t H = c.hidden_size, E = spec.routing.num_experts;
   const Fp8Quantization fp8 = c.fp8.value_or(Fp8Quantization{});
@@ -331,7 +361,9 @@ Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig&
     STRATA_ASSIGN_OR_RETURN(int64_t b, plan_vector(src, TensorName{name.c_str(), ""}, E, layer));
     out->other += b;
   }
-  for (int64_t e = 0; e < E; ++e) {
+  const ShardRange mine =
+      par.tp_size > 1 ? shard_range(E, par.tp_size, par.tp_rank) : ShardRange{0, E};
+  for (int64_t e = mine.begin; e < mine.end; ++e) {
     const std::string prefix = base + "experts." + std::to_string(e) + ".";
     STRATA_ASSIGN_OR_RETURN(
         auto m, DenseMlp::plan(src, prefix, H, spec.expert_ffn, layer, lin, fp8, mixtral));
@@ -340,9 +372,15 @@ Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig&
   if (spec.shared_ffn > 0) {
     const std::string prefix =
         base + (spec.family == MoeFamily::kQwen2Moe ? "shared_expert." : "shared_experts.");
-    STRATA_ASSIGN_OR_RETURN(auto m,
-                            DenseMlp::plan(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
-    for (const WeightPlan& p : m) add(&WeightBytesByClass::shared_experts, p);
+    if (par.tp_size > 1) {
+      STRATA_ASSIGN_OR_RETURN(
+          auto m, SplitSwiGlu::plan(src, c, prefix, spec.shared_ffn, layer, lin, fp8, par));
+      for (const WeightPlan& p : m) add(&WeightBytesByClass::shared_experts, p);
+    } else {
+      STRATA_ASSIGN_OR_RETURN(auto m,
+                              DenseMlp::plan(src, prefix, H, spec.shared_ffn, layer, lin, fp8));
+      for (const WeightPlan& p : m) add(&WeightBytesByClass::shared_experts, p);
+    }
   }
   if (spec.shared_gate) {
     const std::string name = base + "shared_expert_gate.weight";
@@ -355,6 +393,7 @@ Status MoeBlock::plan(WeightSource& src, const MoeSpec& spec, const ModelConfig&
 
 int64_t MoeBlock::bytes_total() const {
   int64_t n = gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0) +
+              (shared_split_ ? shared_split_->bytes() : 0) +
               static_cast<int64_t>(bias_.size() * sizeof(float));
   for (const auto& e : experts_) n += e.bytes();
   return n;
@@ -362,13 +401,17 @@ int64_t MoeBlock::bytes_total() const {
 
 int64_t MoeBlock::bytes_active() const {
   const int64_t expert = experts_.empty() ? 0 : experts_[0].bytes();
+  // Of a token's top_k experts, this rank holds local / num_experts on average (all for one
+  // process).
   return gate_.bytes() + shared_gate_.bytes() + (shared_ ? shared_->bytes() : 0) +
-         routing_.top_k * expert;
+         (shared_split_ ? shared_split_->bytes() : 0) +
+         routing_.top_k * expert * local_experts() / routing_.num_experts;
 }
 
 int64_t MoeBlock::parameters() const {
   int64_t n = gate_.n() * gate_.k() + static_cast<int64_t>(bias_.size()) +
-              shared_gate_.n() * shared_gate_.k() + (shared_ ? shared_->parameters() : 0);
+              shared_gate_.n() * shared_gate_.k() + (shared_ ? shared_->parameters() : 0) +
+              (shared_split_ ? shared_split_->parameters() : 0);
   for (const auto& e : experts_) n += e.parameters();
   return n;
 }
@@ -379,11 +422,17 @@ void MoeBlock::run_expert(const DenseMlp& mlp, const float* x, int64_t ldx, int6
   mlp.forward(x, ldx, n, y, ldy, ops, pool, ws);
 }
 
-void MoeBlock::add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
-                          const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
-  if (!shared_) return;
+Status MoeBlock::add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                            const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  if (!shared_ && !shared_split_) return ok_status();
   const int64_t H = hidden_;
-  shared_->forward(x, ldx, T, ws.shared, H, ops, pool, ws);
+  if (shared_split_) {
+    float* scratch = ws.reserve_parallel(parallel_scratch_floats(ws.max_tokens()));
+    STRATA_RETURN_IF_ERROR(
+        shared_split_->forward(x, ldx, T, ws.shared, H, ops, pool, ws.gu, ws.act, scratch));
+  } else {
+    shared_->forward(x, ldx, T, ws.shared, H, ops, pool, ws);
+  }
   if (!shared_gate_.empty()) ops.matmul(x, T, ldx, shared_gate_, ws.gate1, 1, pool);
   pool.parallel_for(T, 8, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -393,21 +442,22 @@ void MoeBlock::add_shared(const float* x, int64_t ldx, int64_t T, float* y, int6
       for (int64_t i = 0; i < H; ++i) yr[i] += g * sr[i];
     }
   });
+  return ok_status();
 }
 
 void MoeBlock::append_weights_in_order(std::vector<PackedWeight*>* out) {
   out->push_back(&gate_);
   for (DenseMlp& e : experts_) e.append_weights_in_order(out);
-  if (shared_) {
-    out->push_back(&shared_gate_);
-    shared_->append_weights_in_order(out);
-  }
+  if (shared_ || shared_split_) out->push_back(&shared_gate_);
+  if (shared_) shared_->append_weights_in_order(out);
+  if (shared_split_) shared_split_->append_weights_in_order(out);
 }
 
-void MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
-                       const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+Status MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                         const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
   STRATA_CHECK(T <= ws.max_tokens())
       << "MoE block of " << T << " tokens, workspace for " << ws.max_tokens();
+  if (comm_ != nullptr) return forward_parallel(x, ldx, T, y, ldy, ops, pool, ws);
   const int E = routing_.num_experts, K = routing_.top_k;
   const int64_t H = hidden_;
   ops.matmul(x, T, ldx, gate_, ws.logits, E, pool);
@@ -426,19 +476,113 @@ void MoeBlock::forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t
     run_expert(experts_[e], ws.xe, H, n, ws.eo, H, ops, pool, ws);
     // Each token appears once per expert: rows are independent.
     pool.parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float w = ws.weights[entries[i]];
-        float* yr = y + (entries[i] / K) * ldy;
-        const float* er = ws.eo + i * H;
-        for (int64_t j = 0; j < H; ++j) yr[j] += w * er[j];
-      }
+      for (int64_t i = i0; i < i1; ++i)
+        add_weighted_row(y + (entries[i] / K) * ldy, ws.weights[entries[i]], ws.eo + i * H, H);
     });
   }
-  add_shared(x, ldx, T, y, ldy, ops, pool, ws);
+  return add_shared(x, ldx, T, y, ldy, ops, pool, ws);
+}
+
+int64_t MoeBlock::parallel_rows_for(const MoeSpec& spec, int64_t hidden, int tp_size) {
+  return std::max<int64_t>(spec.routing.top_k,
+                           kParallelScratchBytes / ((std::max(tp_size, 1) + 1) * hidden * 4));
+}
+
+int64_t MoeBlock::parallel_scratch_floats_for(const MoeSpec& spec, int64_t hidden, int tp_size,
+                                              int64_t max_tokens) {
+  if (tp_size <= 1) return 0;
+  // Send [rows, H], receive size() of those; never more rows than a step's entries.
+  const int64_t rows =
+      std::min(max_tokens * spec.routing.top_k, parallel_rows_for(spec, hidden, tp_size));
+  return std::max((tp_size + 1) * rows * hidden,
+                  spec.shared_ffn > 0 ? SplitSwiGlu::scratch_floats_for(spec.shared_ffn, hidden,
+                                                                        tp_size, max_tokens)
+                                      : 0);
+}
+
+int64_t MoeBlock::parallel_scratch_floats(int64_t max_tokens) const {
+  if (comm_ == nullptr) return 0;
+  const int64_t rows = std::min(max_tokens * routing_.top_k, parallel_rows_);
+  return std::max((comm_->size() + 1) * rows * hidden_,
+                  shared_split_ ? shared_split_->scratch_floats(max_tokens) : 0);
+}
+
+Status MoeBlock::forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                                  const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  const int E = routing_.num_experts, K = routing_.top_k, size = comm_->size();
+  const int64_t H = hidden_;
+  // Every rank routes every token alike (the router and its inputs are replicated).
+  ops.matmul(x, T, ldx, gate_, ws.logits, E, pool);
+  route_tokens(routing_, ws.logits, E, T, bias_.empty() ? nullptr : bias_.data(), ws.ids,
+               ws.weights, pool);
+  std::vector<int> owner(E);
+  std::vector<int64_t> first_expert(size + 1);
+  for (int r = 0; r < size; ++r) {
+    const ShardRange er = shard_range(E, size, r);
+    first_expert[r] = er.begin;
+    first_expert[r + 1] = er.end;
+    for (int64_t e = er.begin; e < er.end; ++e) owner[e] = r;
+  }
+  const int me = comm_->rank();
+  float* scratch = ws.reserve_parallel(parallel_scratch_floats(ws.max_tokens()));
+  const int64_t cap = std::min(ws.max_tokens() * K, parallel_rows_);
+  // Chunks of tokens bound the scratch (no rank gathers more than `cap` rows); a token's result
+  // does not depend on its chunk.
+  std::vector<int64_t> load(size);
+  for (int64_t c0 = 0, c1 = 0; c0 < T; c0 = c1) {
+    std::fill(load.begin(), load.end(), 0);
+    for (c1 = c0; c1 < T; ++c1) {
+      bool fits = true;
+      for (int k = 0; k < K; ++k) {
+        const int r = owner[ws.ids[c1 * K + k]];
+        if (++load[r] > cap) fits = false;
+      }
+      if (!fits) break;  // c1 > c0: one token's K entries always fit (cap >= K)
+    }
+    const int64_t n_tok = c1 - c0;
+    const int32_t* ids = ws.ids + c0 * K;
+    const float* weights = ws.weights + c0 * K;
+    group_by_expert(ids, n_tok, K, E, ws.offsets, ws.entries);
+    // Rank r's outputs are the grouped entries of its experts, in order: rows
+    // [offsets[first_expert[r]], offsets[first_expert[r + 1]]).
+    int64_t rows = 0;
+    for (int r = 0; r < size; ++r)
+      rows = std::max<int64_t>(rows, ws.offsets[first_expert[r + 1]] - ws.offsets[first_expert[r]]);
+    float* send = scratch;
+    float* recv = scratch + rows * H;
+    const int32_t base = ws.offsets[first_expert[me]];
+    for (int64_t i = 0; i < local_experts(); ++i) {
+      const int64_t e = expert_begin_ + i;
+      const int32_t begin = ws.offsets[e], n = ws.offsets[e + 1] - begin;
+      if (n == 0) continue;
+      const int32_t* entries = ws.entries + begin;
+      pool.parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+        for (int64_t j = i0; j < i1; ++j)
+          std::memcpy(ws.xe + j * H, x + (c0 + entries[j] / K) * ldx, H * sizeof(float));
+      });
+      run_expert(experts_[i], ws.xe, H, n, send + (begin - base) * H, H, ops, pool, ws);
+    }
+    if (rows > 0) STRATA_RETURN_IF_ERROR(all_gather_floats(*comm_, send, rows * H, recv));
+    // The combine of forward(): per token, its experts in increasing id, the same arithmetic.
+    for (int64_t t = c0; t < c0 + n_tok; ++t) std::memset(y + t * ldy, 0, H * sizeof(float));
+    for (int e = 0; e < E; ++e) {
+      const int32_t begin = ws.offsets[e], n = ws.offsets[e + 1] - begin;
+      if (n == 0) continue;
+      const int r = owner[e];
+      const float* out = recv + (r * rows + begin - ws.offsets[first_expert[r]]) * H;
+      const int32_t* entries = ws.entries + begin;
+      pool.parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          add_weighted_row(y + (c0 + entries[i] / K) * ldy, weights[entries[i]], out + i * H, H);
+      });
+    }
+  }
+  return add_shared(x, ldx, T, y, ldy, ops, pool, ws);
 }
 
 void MoeBlock::forward_reference(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
                                  const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const {
+  STRATA_CHECK(comm_ == nullptr) << "forward_reference runs on one process";
   const int K = routing_.top_k;
   ops.matmul(x, T, ldx, gate_, ws.logits, routing_.num_experts, pool);
   route_tokens(routing_, ws.logits, routing_.num_experts, T, bias_.empty() ? nullptr : bias_.data(),
@@ -455,7 +599,7 @@ void MoeBlock::forward_reference(const float* x, int64_t ldx, int64_t T, float* 
     }
     for (int64_t j = 0; j < H; ++j) y[t * ldy + j] = static_cast<float>(acc[j]);
   }
-  add_shared(x, ldx, T, y, ldy, ops, pool, ws);
+  STRATA_CHECK(add_shared(x, ldx, T, y, ldy, ops, pool, ws).ok());  // one process: no errors
 }
 
 }  // namespace strata

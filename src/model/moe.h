@@ -7,8 +7,19 @@
 // its experts' outputs in increasing expert id, then the shared expert, so it never depends on
 // which other tokens share the step. forward_reference() computes the same block token by token,
 // expert by expert in routing order with double sums, written for clarity (tests compare the two).
+//
+// Tensor and expert parallelism (model/parallel.h, exact: no float sum crosses ranks): whole
+// routed experts are split over the ranks of the tensor-parallel group (rank r holds experts
+// shard_range(num_experts, size, r)), with or without --enable-expert-parallel; splitting each
+// expert's rows instead would give the same values at the cost of an all-gather per expert. The
+// router is replicated, so every rank routes every token alike. Each rank runs its experts over
+// the tokens routed to them, the ranks all-gather those outputs, and every rank adds them to each
+// token in increasing expert id with the same arithmetic as one process (bit-identical). The
+// shared expert(s) are split by rows (model/exact_split.h's SplitSwiGlu: at TP 8 a decode step's
+// replicated shared expert would read as many bytes per rank as its share of the routed ones).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -19,10 +30,12 @@
 #include "core/thread_pool.h"
 #include "kernels/moe_routing.h"
 #include "kernels/ops.h"
+#include "model/exact_split.h"
 #include "model/layers.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
 #include "model/model_config.h"
+#include "model/parallel.h"
 #include "model/weight_source.h"
 
 namespace strata {
@@ -64,7 +77,7 @@ class MoeWorkspace {
  public:
   void allocate(const std::optional<MoeSpec>& spec, int64_t hidden, int64_t dense_ffn,
                 int64_t max_tokens);
-  int64_t bytes() const { return static_cast<int64_t>(buf_.size()); }
+  int64_t bytes() const { return static_cast<int64_t>(buf_.size() + tp_buf_.size()); }
   int64_t max_tokens() const { return max_tokens_; }
   // The 4-byte slots allocate() lays out (logits ... gate1, each rounded up to 16), and their
   // total bytes: what bytes() is after allocate() with the same arguments.
@@ -84,9 +97,13 @@ class MoeWorkspace {
   float* eo = nullptr;         // [T, H] one expert's outputs
   float* shared = nullptr;     // [T, H]
   float* gate1 = nullptr;      // [T] Qwen2-MoE shared gate
+  // Tensor/expert parallelism: scratch for the all-gather of the experts' outputs (grown to the
+  // largest request; MoeBlock::parallel_scratch_floats()).
+  float* reserve_parallel(int64_t floats);
+  int64_t parallel_bytes() const { return static_cast<int64_t>(tp_buf_.size()); }
 
  private:
-  AlignedBuffer buf_;
+  AlignedBuffer buf_, tp_buf_;
   int64_t max_tokens_ = 0;
 };
 
@@ -132,17 +149,22 @@ struct DenseMlp {
 
 class MoeBlock {
  public:
+  // With a tensor-parallel group (parallel.tp_size > 1) only this rank's routed experts are read.
   static Result<MoeBlock> load(WeightSource& src, const MoeSpec& spec, const ModelConfig& config,
-                               int64_t layer, std::optional<DType> storage);
+                               int64_t layer, std::optional<DType> storage,
+                               const ModelParallel& parallel = {});
 
   // Adds what load() would build to `out` (router, routed experts, shared expert(s) and gate,
-  // the selection bias), from the tensors' metadata (memory_estimate.h).
+  // the selection bias), from the tensors' metadata (memory_estimate.h); with a group, this
+  // rank's experts.
   static Status plan(WeightSource& src, const MoeSpec& spec, const ModelConfig& config,
-                     int64_t layer, std::optional<DType> storage, WeightBytesByClass* out);
+                     int64_t layer, std::optional<DType> storage, WeightBytesByClass* out,
+                     const ModelParallel& parallel = {});
 
-  // y[T, H] = MoE(x[T, H]) for the normalised hidden states x. T <= ws.max_tokens().
-  void forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy, const KernelOps& ops,
-               ThreadPool& pool, MoeWorkspace& ws) const;
+  // y[T, H] = MoE(x[T, H]) for the normalised hidden states x. T <= ws.max_tokens(). Errors only
+  // from the tensor-parallel group (a rank gone or silent).
+  Status forward(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                 const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
 
   // The same, token by token and expert by expert in routing order, summed in double: the plain
   // reference the tests hold forward() to.
@@ -157,24 +179,51 @@ class MoeBlock {
   // expert-parallel.
   void describe(const std::string& prefix, std::vector<LinearInfo>* out) const;
 
-  // Bytes of every weight held (matmuls and the selection bias).
+  // Under tensor parallelism the step's tokens go in chunks of consecutive tokens, each as long
+  // as no rank's experts get more than parallel_rows() of its (token, slot) entries: the ranks
+  // all-gather parallel_rows() rows of hidden floats at most, and the scratch holds (size + 1) x
+  // parallel_rows() of them, within kParallelScratchBytes (at least top_k rows: one token's).
+  // Each expert's weights are read once per chunk; with balanced routing a chunk holds about
+  // size x parallel_rows() / top_k tokens (~1000 for DeepSeek-V3 at TP 8). A token's result does
+  // not depend on its chunk.
+  static constexpr int64_t kParallelScratchBytes = int64_t{256} << 20;
+  int64_t parallel_rows() const { return parallel_rows_; }
+  // Another bound (tests; at least top_k).
+  void set_parallel_rows(int64_t rows) { parallel_rows_ = std::max<int64_t>(rows, routing_.top_k); }
+  // The scratch floats forward() needs (MoeWorkspace::reserve_parallel; 0 for one process).
+  int64_t parallel_scratch_floats(int64_t max_tokens) const;
+  static int64_t parallel_rows_for(const MoeSpec& spec, int64_t hidden, int tp_size);
+  static int64_t parallel_scratch_floats_for(const MoeSpec& spec, int64_t hidden, int tp_size,
+                                             int64_t max_tokens);
+  // This rank's routed experts [expert_begin(), expert_begin() + local_experts()).
+  int64_t expert_begin() const { return expert_begin_; }
+  int64_t local_experts() const { return static_cast<int64_t>(experts_.size()); }
+
+  // Bytes of every weight held (matmuls and the selection bias; this rank's experts).
   int64_t bytes_total() const;
-  // Bytes one token reads: the gate, top_k experts and the shared expert.
+  // Bytes one token reads: the gate, top_k experts and the shared expert (under expert
+  // parallelism, this rank's expected share of the top_k experts).
   int64_t bytes_active() const;
   int64_t parameters() const;
 
  private:
   void run_expert(const DenseMlp& mlp, const float* x, int64_t ldx, int64_t n, float* y,
                   int64_t ldy, const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
-  void add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
-                  const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
+  Status add_shared(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                    const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
+  Status forward_parallel(const float* x, int64_t ldx, int64_t T, float* y, int64_t ldy,
+                          const KernelOps& ops, ThreadPool& pool, MoeWorkspace& ws) const;
 
   MoeRoutingConfig routing_;
+  Comm* comm_ = nullptr;  // the tensor-parallel group; null: one process
+  int64_t expert_begin_ = 0;
+  int64_t parallel_rows_ = 0;
   int64_t hidden_ = 0;
   PackedWeight gate_;        // [E, H] router, f32
   std::vector<float> bias_;  // [E] selection-only correction bias, or empty
-  std::vector<DenseMlp> experts_;
+  std::vector<DenseMlp> experts_;  // this rank's: expert expert_begin_ + i
   std::optional<DenseMlp> shared_;
+  std::optional<SplitSwiGlu> shared_split_;  // tensor parallel: the shared expert(s) split
   PackedWeight shared_gate_;  // [1, H] f32 (Qwen2-MoE), or empty
 };
 

@@ -44,6 +44,14 @@ class ModelHarness {
   // last new token ([seqs.size(), vocab]).
   std::vector<float> step(const std::vector<int>& seqs,
                           const std::vector<std::vector<int32_t>>& tokens, const KernelOps& ops) {
+    std::vector<float> logits;
+    Status st = try_step(seqs, tokens, ops, &logits);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return logits;
+  }
+  // The same, returning forward()'s status (the sequences advance either way).
+  Status try_step(const std::vector<int>& seqs, const std::vector<std::vector<int32_t>>& tokens,
+                  const KernelOps& ops, std::vector<float>* out) {
     std::vector<int32_t> ids, pos, qs = {0}, lens, tables, rows;
     std::vector<int64_t> slots;
     for (size_t k = 0; k < seqs.size(); ++k) {
@@ -62,10 +70,8 @@ class ModelHarness {
       rows.push_back(qs.back() - 1);
     }
     ForwardBatch b{ids, pos, slots, qs, lens, tables, blocks_per_seq_, rows};
-    std::vector<float> logits(rows.size() * model_.config().vocab_size);
-    Status st = model_.forward(b, layers_, ops, logits.data());
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    return logits;
+    out->assign(rows.size() * model_.config().vocab_size, 0.0f);
+    return model_.forward(b, layers_, ops, out->data());
   }
 
   std::vector<float> step1(int seq, const std::vector<int32_t>& tokens, const KernelOps& ops) {

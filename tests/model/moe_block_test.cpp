@@ -48,12 +48,12 @@ TEST(MoeBlock, FastForwardMatchesTheReferenceForEveryFamilyAndVariant) {
     for (float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
     ASSERT_GT(scale, 1e-4) << arch.name << ": degenerate output";
     for (const KernelVariantInfo* v : supported_kernel_variants(/*with_reference=*/true)) {
-      block->forward(x.data(), H, T, got.data(), H, v->ops(), pool, ws);
+      ASSERT_TRUE(block->forward(x.data(), H, T, got.data(), H, v->ops(), pool, ws).ok());
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(got[i], want[i], 1e-4 * scale) << arch.name << " " << v->name << " " << i;
       // Batch invariance: token 5 alone gives bit-identical output to token 5 in the batch.
       std::vector<float> one(static_cast<size_t>(H));
-      block->forward(x.data() + 5 * H, H, 1, one.data(), H, v->ops(), pool, ws);
+      ASSERT_TRUE(block->forward(x.data() + 5 * H, H, 1, one.data(), H, v->ops(), pool, ws).ok());
       for (int64_t h = 0; h < H; ++h)
         ASSERT_EQ(one[h], got[5 * H + h]) << arch.name << " " << v->name << " " << h;
     }

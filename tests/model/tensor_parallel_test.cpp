@@ -423,7 +423,7 @@ TEST(TensorParallel, DummyLlamaLogitsAreBitIdentical) {
 
 TEST(TensorParallel, TinyArchitecturesUnderTp2AndPp2) {
   // Qwen2 biases with one KV head (replicated), Qwen3 q/k norms, Mistral's 8 heads over 2 KV
-  // heads, Mixtral's MoE blocks (replicated on every rank for now).
+  // heads, Mixtral's MoE blocks (routed experts split over the ranks, model/moe.h).
   for (const char* name : {"qwen2_bias", "qwen3_qknorm", "mistral", "mixtral", "llama3_untied"}) {
     const testing::TinyArch* arch = nullptr;
     for (const auto& a : testing::tiny_archs())
@@ -450,16 +450,21 @@ TEST(TensorParallel, QuantizedGgufUnderTp2) {
   check_parallel_equals_single(o, 2, 2, "TinyLLama-v0 Q4_0");
 }
 
-TEST(TensorParallel, DeepseekUnderTpWithReplicatedAttentionAndUnderPp) {
-  // MLA and the MoE blocks ignore the tensor-parallel place for now (replicated on every rank);
-  // the skeleton's vocabulary split, dense MLP split and pipeline stages still apply.
+TEST(TensorParallel, DeepseekUnderTpAndPp) {
+  // MLA splits its heads and the MoE blocks their routed experts over the tensor-parallel ranks
+  // (deepseek_parallel_tests holds them to one process in more detail); the skeleton's vocabulary
+  // split, dense MLP split and pipeline stages around them. 4 heads (the tiny configs' 3 and 5
+  // do not divide by 2).
   for (const char* name : {"deepseek_v2_lite", "deepseek_v3_fp8", "deepseek_v32"}) {
     const testing::TinyArch* arch = nullptr;
     for (const auto& a : testing::tiny_archs())
       if (std::string(a.name) == name) arch = &a;
     ASSERT_NE(arch, nullptr) << name;
+    Json config = Json::parse(arch->config_json);
+    config["num_attention_heads"] = 4;
+    config["num_key_value_heads"] = 4;
     LoadOptions o;
-    o.model = testing::write_tiny_config(arch->config_json);
+    o.model = testing::write_tiny_config(config.dump());
     o.load_format = "dummy";
     o.dtype = "float32";
     o.seed = 42;
@@ -589,8 +594,12 @@ TEST(TensorParallel, MtpModuleUnderTp2) {
     if (std::string(a.name) == "deepseek_v3_fp8") json = a.config_json;
   ASSERT_FALSE(json.empty());
   json.insert(json.find('{') + 1, R"("num_nextn_predict_layers":1,)");
+  // 4 heads: MLA splits whole heads over the ranks (the tiny config's 5 do not divide by 2).
+  Json config = Json::parse(json);
+  config["num_attention_heads"] = 4;
+  config["num_key_value_heads"] = 4;
   LoadOptions o;
-  o.model = testing::write_tiny_config(json);
+  o.model = testing::write_tiny_config(config.dump());
   o.load_format = "dummy";
   o.dtype = "float32";
   o.seed = 3;
