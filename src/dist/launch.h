@@ -1,0 +1,57 @@
+// Starting a multi-rank deployment: the parallelism flags (--tensor-parallel-size,
+// --pipeline-parallel-size, --enable-expert-parallel, --distributed-interface), what the launcher
+// (mpirun, srun) told this process, the network interface checks, and the self-launch of
+// `strata serve MODEL --tensor-parallel-size 2` on one host through `mpirun -np 2` (vLLM's
+// single-host behaviour).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/options.h"
+#include "core/status.h"
+
+namespace strata::dist {
+
+struct ParallelOptions {
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  bool enable_expert_parallel = false;
+  // The network interface the ranks talk over (--distributed-interface, or STRATA_SOCKET_IFNAME);
+  // empty: OpenMPI's choice.
+  std::string interface;
+  int world_size() const { return tensor_parallel_size * pipeline_parallel_size; }
+};
+
+void add_parallel_options(OptionSet& options);
+Result<ParallelOptions> parallel_options_from_args(const Args& args);
+
+// What the launcher set in this process's environment (read before MPI_Init).
+struct LaunchEnv {
+  std::string launcher;  // "mpirun", "srun" or "" (started by hand)
+  int world_size = 1, world_rank = 0;
+  int local_size = 1;  // ranks on this host
+  bool under_launcher() const { return !launcher.empty(); }
+};
+LaunchEnv detect_launch_env();
+
+// The network interfaces of this host.
+std::vector<std::string> interface_names();
+// Ok when `name` is an interface of this host; otherwise an error naming the ones there are.
+Status check_interface(const std::string& name);
+// The interface this host would use to reach `host` (a name or address); "" when it cannot tell.
+std::string interface_towards(const std::string& host);
+
+// Before MPI_Init in a rank: restricts OpenMPI's TCP traffic to `interface` (checked first), through
+// OMPI_MCA_btl_tcp_if_include and OMPI_MCA_oob_tcp_if_include.
+Status use_interface(const std::string& interface);
+
+// The self-launch: runs this very command line (/proc/self/cmdline) again as `world_size` ranks
+// under `mpirun` on this host, forwarding SIGINT/SIGTERM to it, and returns the exit code rank 0
+// reported (STRATA_DIST_EXIT_FILE), or 1 when it reported none. Prints why and returns 2 when
+// mpirun is missing.
+int self_launch(const ParallelOptions& options);
+// Rank 0 of a self-launched job: records the process's exit code for the launching process.
+void report_exit_code(int code);
+
+}  // namespace strata::dist
