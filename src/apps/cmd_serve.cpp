@@ -31,9 +31,29 @@ void add_options(OptionSet& o) {
   dist::add_parallel_options(o);
 }
 
-// Set (before SIGUSR2 is raised) when a rank of a multi-process deployment failed.
+// A rank of a multi-process deployment failed: g_failure says why, and the signal thread (once
+// it runs) gets SIGUSR2. Guarded by g_failure_mu.
 std::mutex g_failure_mu;
 std::string g_failure;
+bool g_signal_thread_started = false;
+pthread_t g_signal_thread;
+
+void on_rank_failure(const Status& why) {
+  std::lock_guard<std::mutex> lock(g_failure_mu);
+  g_failure = why.message();
+  if (g_signal_thread_started) pthread_kill(g_signal_thread, SIGUSR2);
+}
+
+// Testing aid: with STRATA_DEBUG_HOLD_AFTER_FAILURE_FILE=PATH a server whose ranks failed keeps
+// answering (/health: 503) until PATH exists, so a test can see the unhealthy state before the
+// exit. Never set in production.
+void hold_after_failure() {
+  const char* path = std::getenv("STRATA_DEBUG_HOLD_AFTER_FAILURE_FILE");
+  if (path == nullptr || *path == '\0') return;
+  STRATA_LOG(WARNING) << "STRATA_DEBUG_HOLD_AFTER_FAILURE_FILE is set: waiting for " << path
+                      << " before stopping (a testing aid)";
+  while (!file_exists(path)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
 
 // Waits for SIGINT/SIGTERM (blocked in every thread) and starts the shutdown; SIGUSR1 ends it.
 // SIGUSR2: a rank failed (g_failure): the server shuts down and the process exits non-zero.
@@ -54,6 +74,7 @@ void signal_loop(server::OpenAiServer* server, net::EventLoop* loop) {
         std::lock_guard<std::mutex> lock(g_failure_mu);
         STRATA_LOG(ERROR) << "stopping the server: " << g_failure;
       }
+      hold_after_failure();
       if (!shutting_down) server->shutdown([loop] { loop->stop(); });
       shutting_down = true;
       continue;
@@ -170,13 +191,7 @@ int run(const Args& args) {
   Result<std::unique_ptr<engine::EngineClient>> client = internal_error("no engine");
   if (dist.deployment) {
     auto engine = engine::Engine::create(
-        *ecfg, dist.deployment->executor_factory([](const Status& why) {
-          {
-            std::lock_guard<std::mutex> lock(g_failure_mu);
-            g_failure = why.message();
-          }
-          kill(getpid(), SIGUSR2);
-        }));
+        *ecfg, dist.deployment->executor_factory(on_rank_failure));
     if (engine.ok())
       client = engine::EngineClient::start(std::move(engine).value());
     else
@@ -206,8 +221,19 @@ int run(const Args& args) {
     return 1;
   }
   std::thread signals(signal_loop, server->get(), loop->get());
+  {
+    // A failure before the signal thread ran is passed on now.
+    std::lock_guard<std::mutex> lock(g_failure_mu);
+    g_signal_thread = signals.native_handle();
+    g_signal_thread_started = true;
+    if (!g_failure.empty()) pthread_kill(g_signal_thread, SIGUSR2);
+  }
   (*loop)->run();
-  pthread_kill(signals.native_handle(), SIGUSR1);
+  {
+    std::lock_guard<std::mutex> lock(g_failure_mu);
+    g_signal_thread_started = false;
+    pthread_kill(signals.native_handle(), SIGUSR1);
+  }
   signals.join();
   server->reset();
   step_limit.reset();

@@ -1,5 +1,7 @@
 #include "dist/deployment.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -197,7 +199,16 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
   d->timeout_ = *timeout;
   d->start_timeout_ = start_timeout_seconds(*timeout);
   d->num_experts_ = routed_experts(*mc);
+  // MPI_Init starts OpenMPI's own threads: they must not take the signals the command handles
+  // (SIGINT/SIGTERM for a graceful stop, SIGUSR1/SIGUSR2 for its own wake-ups), or a signal
+  // aimed at the process could land there. They inherit this thread's mask, blocked here around
+  // the call.
+  sigset_t blocked, previous;
+  sigemptyset(&blocked);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&blocked, sig);
+  pthread_sigmask(SIG_BLOCK, &blocked, &previous);
   auto world = MpiWorld::init(d->start_timeout_);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (!world.ok()) {
     std::cerr << command << ": " << world.status().message() << "\n";
     return early(1);

@@ -1,0 +1,145 @@
+// `strata serve --tensor-parallel-size 2` on one host (it starts its own ranks through mpirun), driven
+// by the official openai client: the same greedy output as one process, the world table at start,
+// refused structured outputs, a graceful stop; and a rank killed while serving: /health turns 503
+// naming the rank and its host, requests fail with that message, and the server exits non-zero.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { sourceDir, startServer } from './server.mjs';
+
+const model = path.join(sourceDir, 'models/strata-tiny');
+const common = ['--load-format', 'dummy', '--kv-cache-memory', '32MiB', '--max-model-len', '512',
+                '--served-model-name', 'tiny'];
+const prompts = ['Once upon a time', 'The quick brown fox', 'x'];
+
+function clientFor(server) {
+  return new OpenAI({ baseURL: `http://127.0.0.1:${server.port}/v1`, apiKey: 'none', maxRetries: 0 });
+}
+
+async function greedy(client) {
+  const out = [];
+  for (const prompt of prompts) {
+    const r = await client.completions.create({ model: 'tiny', prompt, max_tokens: 24, temperature: 0,
+                                                ignore_eos: true, logprobs: 1 });
+    out.push({ text: r.choices[0].text, tokens: r.choices[0].logprobs.tokens });
+  }
+  return out;
+}
+
+// "rank R on host H (pid P)" from the world table.
+function rankOf(output, r) {
+  const m = output.match(new RegExp(`rank ${r} on host (\\S+) \\(pid (\\d+)\\)`));
+  assert.ok(m, `no world table line for rank ${r}:\n${output}`);
+  return { host: m[1], pid: Number(m[2]) };
+}
+
+describe('tensor parallel 2 on one host (replicated weights until sharding lands)', () => {
+  let one;
+  let two;
+  before(async () => {
+    one = await startServer([model, ...common, '--threads', '1']);
+    two = await startServer([model, ...common, '--tensor-parallel-size', '2']);
+  });
+  after(async () => {
+    if (one) assert.equal(await one.stop(), 0);
+  });
+
+  test('the world table names every rank, its host, layers and weight bytes', () => {
+    const out = two.output();
+    assert.match(out, /starting 2 ranks on this host: \S*mpirun -np 2/);
+    assert.match(out, /world: 2 ranks/);
+    for (const r of [0, 1]) {
+      rankOf(out, r);
+      assert.match(out, new RegExp(`rank ${r} on host \\S+ \\(pid \\d+\\), interface [^,]+, layers 0\\.\\.3 \\(4\\), 1 threads, weights [\\d.]+ MiB \\(\\d+ bytes\\)`));
+    }
+  });
+
+  test('greedy completions are the ones of one process', async () => {
+    const a = await greedy(clientFor(one));
+    const b = await greedy(clientFor(two));
+    assert.deepEqual(b, a);
+    assert.ok(a.every((x) => x.tokens.length === 24));
+  });
+
+  test('streamed chat works across ranks', async () => {
+    const stream = await clientFor(two).chat.completions.create({
+      model: 'tiny', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 0,
+      ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+    let usage = null;
+    for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
+    assert.equal(usage.completion_tokens, 8);
+  });
+
+  test('structured outputs are refused with a clear 400', async () => {
+    await assert.rejects(
+      clientFor(two).chat.completions.create({
+        model: 'tiny', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }),
+      (e) => e.status === 400 && /not supported with tensor or pipeline parallelism/.test(e.message));
+  });
+
+  test('SIGTERM stops every rank gracefully (exit code 0)', async () => {
+    const r1 = rankOf(two.output(), 1);
+    assert.equal(await two.stop(), 0, two.output());
+    // Rank 1 is gone too.
+    assert.throws(() => process.kill(r1.pid, 0));
+  });
+});
+
+describe('a rank that dies while serving', () => {
+  let server;
+  let hold;
+  before(async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-dist-e2e-'));
+    hold = path.join(dir, 'hold');
+    process.env.STRATA_DIST_TIMEOUT = '3';
+    process.env.STRATA_DEBUG_HOLD_AFTER_FAILURE_FILE = hold;
+    try {
+      server = await startServer([model, ...common, '--tensor-parallel-size', '2']);
+    } finally {
+      delete process.env.STRATA_DIST_TIMEOUT;
+      delete process.env.STRATA_DEBUG_HOLD_AFTER_FAILURE_FILE;
+    }
+  });
+  after(async () => {
+    if (server && hold && !fs.existsSync(hold)) fs.writeFileSync(hold, '');
+  });
+
+  test('turns /health 503, fails requests naming the rank and host, exits non-zero', async () => {
+    const client = clientFor(server);
+    const base = `http://127.0.0.1:${server.port}`;
+    assert.equal((await fetch(`${base}/health`)).status, 200);
+    const ok = await client.completions.create({ model: 'tiny', prompt: 'Hello', max_tokens: 4 });
+    assert.equal(ok.choices.length, 1);
+
+    const { host, pid } = rankOf(server.output(), 1);
+    process.kill(pid, 'SIGKILL');
+    const named = new RegExp(`rank 1 on host ${host.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} did not answer within 3 s`);
+
+    // A request now fails (it does not hang) and says which rank is gone.
+    await assert.rejects(
+      client.completions.create({ model: 'tiny', prompt: 'Hello', max_tokens: 4 }),
+      (e) => named.test(e.message));
+
+    // /health is unhealthy with the same message (the server holds here until `hold` exists).
+    let health;
+    for (;;) {
+      health = await fetch(`${base}/health`);
+      if (health.status !== 200) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(health.status, 503);
+    assert.match((await health.json()).error.message, named);
+
+    // Let it go: it stops and exits non-zero, its output naming the rank and host.
+    const exited = new Promise((resolve) => server.child.once('exit', (code) => resolve(code)));
+    fs.writeFileSync(hold, '');
+    const code = server.child.exitCode ?? await exited;
+    assert.notEqual(code, 0);
+    assert.match(server.output(), named);
+    assert.match(server.output(), /stopping the server: rank 1 on host/);
+  });
+});
