@@ -35,7 +35,9 @@ std::vector<engine::EngineRequest> workload(bool sampled) {
   for (int i = 0; i < 5; ++i) {
     std::vector<int32_t> p = {256};
     for (int k = 1; k < 5 + 37 * i; ++k) p.push_back(static_cast<int32_t>((k * 13 + i * 29) % 256));
-    auto r = testing::greedy_request("r" + std::to_string(i), std::move(p), 10 + 4 * i);
+    std::string id = "r";
+    id += std::to_string(i);
+    auto r = testing::greedy_request(id, std::move(p), 10 + 4 * i);
     if (sampled) {
       r.params.temperature = 0.9;
       r.params.seed = 100 + i;
