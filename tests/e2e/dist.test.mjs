@@ -4,11 +4,12 @@
 // naming the rank and its host, requests fail with that message, and the server exits non-zero.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { sourceDir, startServer } from './server.mjs';
+import { binary, sourceDir, startServer } from './server.mjs';
 
 const model = path.join(sourceDir, 'models/strata-tiny');
 const common = ['--load-format', 'dummy', '--kv-cache-memory', '32MiB', '--max-model-len', '512',
@@ -53,7 +54,7 @@ describe('tensor parallel 2 on one host (replicated weights until sharding lands
     assert.match(out, /world: 2 ranks/);
     for (const r of [0, 1]) {
       rankOf(out, r);
-      assert.match(out, new RegExp(`rank ${r} on host \\S+ \\(pid \\d+\\), interface [^,]+, layers 0\\.\\.3 \\(4\\), 1 threads, weights [\\d.]+ MiB \\(\\d+ bytes\\)`));
+      assert.match(out, new RegExp(`rank ${r} on host \\S+ \\(pid \\d+\\), interface [^,]+, layers 0\\.\\.3 \\(4\\), \\d+ threads, weights [\\d.]+ MiB \\(\\d+ bytes\\)`));
     }
   });
 
@@ -141,5 +142,38 @@ describe('a rank that dies while serving', () => {
     assert.notEqual(code, 0);
     assert.match(server.output(), named);
     assert.match(server.output(), /stopping the server: rank 1 on host/);
+  });
+});
+
+describe('strata generate and the launch checks', () => {
+  const run = (args, env = {}) => spawnSync(binary, args, { encoding: 'utf8', env: { ...process.env, ...env } });
+  const generateArgs = [model, '--load-format', 'dummy', '--kv-cache-memory', '32MiB', '--max-model-len',
+                        '512', '--prompt-ids', '256,10,20,30', '--prompt-ids', '256,99', '--max-tokens', '20',
+                        '--temperature', '0', '--ignore-eos', '--json'];
+
+  test('generate with --tensor-parallel-size 2 gives the ids of one process', () => {
+    const one = run(['generate', ...generateArgs, '--threads', '1']);
+    assert.equal(one.status, 0, one.stderr);
+    const two = run(['generate', ...generateArgs, '--tensor-parallel-size', '2']);
+    assert.equal(two.status, 0, two.stderr);
+    assert.match(two.stderr, /world: 2 ranks/);
+    const ids = (r) => JSON.parse(r.stdout).map((o) => o.generated_ids);
+    assert.deepEqual(ids(two), ids(one));
+    assert.equal(ids(one)[0].length, 20);
+  });
+
+  test('under mpirun the world size must be TP x PP', () => {
+    const r = spawnSync('mpirun', ['--oversubscribe', '--allow-run-as-root', '-np', '2', binary, 'generate',
+                                   ...generateArgs, '--tensor-parallel-size', '3'], { encoding: 'utf8' });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stdout + r.stderr,
+                 /mpirun started 2 ranks, but --tensor-parallel-size 3 x --pipeline-parallel-size 1 = 3: start 3 ranks \(mpirun -np 3\)/);
+  });
+
+  test('a network interface that does not exist is refused before anything starts', () => {
+    const r = run(['generate', ...generateArgs, '--tensor-parallel-size', '2'], { STRATA_SOCKET_IFNAME: 'nosuch0' });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /STRATA_SOCKET_IFNAME: no network interface named 'nosuch0' on this host \(it has: .*lo/);
+    assert.doesNotMatch(r.stderr, /starting 2 ranks/);
   });
 });
