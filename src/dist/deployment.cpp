@@ -84,9 +84,7 @@ engine::ExecutorFactory Deployment::executor_factory(
     STRATA_LOG(INFO) << "tensor parallel " << parallel_.tp_size << " x pipeline parallel "
                      << parallel_.pp_size
                      << (options_.enable_expert_parallel ? " with expert parallelism" : "")
-                     << "; network interface "
-                     << (options_.interface.empty() ? "chosen by OpenMPI"
-                                                    : options_.interface + " (set)")
+                     << "; network interface " << interface_choice_
                      << "; timeout " << timeout_ << " s\n"
                      << format_world_table(world_->world(), *reports);
     DistExecutorOptions eo;
@@ -171,9 +169,18 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
     config->threads = std::max(1, cores / env.local_size);
   }
   config->cache.gpu_memory_utilization /= env.local_size;
-  if (Status s = use_interface(options->interface); !s.ok()) {
-    std::cerr << command << ": " << s.message() << "\n";
-    return early(2);
+  std::string chosen, why;
+  {
+    auto c = choose_rank_interface(options->interface, &why);
+    if (!c.ok()) {
+      std::cerr << command << ": " << c.status().message() << "\n";
+      return early(2);
+    }
+    chosen = *c;
+    if (Status s = use_interface(chosen); !s.ok()) {
+      std::cerr << command << ": " << s.message() << "\n";
+      return early(2);
+    }
   }
   auto timeout = dist_timeout_seconds();
   if (!timeout.ok()) {
@@ -196,6 +203,7 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
 
   std::unique_ptr<Deployment> d(new Deployment());
   d->options_ = *options;
+  d->interface_choice_ = chosen.empty() ? "chosen by OpenMPI (" + why + ")" : chosen + " (" + why + ")";
   d->timeout_ = *timeout;
   d->start_timeout_ = start_timeout_seconds(*timeout);
   d->num_experts_ = routed_experts(*mc);
@@ -239,8 +247,8 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
   }
   if (towards.empty())
     d->interface_ = "shared memory";
-  else if (!options->interface.empty())
-    d->interface_ = options->interface;
+  else if (!chosen.empty())
+    d->interface_ = chosen;
   else
     d->interface_ = interface_towards(towards);
 

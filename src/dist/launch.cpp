@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -22,6 +20,7 @@
 
 #include "core/file_util.h"
 #include "core/strings.h"
+#include "net/interfaces.h"
 
 namespace strata::dist {
 namespace {
@@ -103,25 +102,9 @@ LaunchEnv detect_launch_env() {
   return e;
 }
 
-std::vector<std::string> interface_names() {
-  std::vector<std::string> names;
-  struct ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return names;
-  for (struct ifaddrs* a = list; a != nullptr; a = a->ifa_next)
-    if (a->ifa_name != nullptr &&
-        std::find(names.begin(), names.end(), a->ifa_name) == names.end())
-      names.emplace_back(a->ifa_name);
-  freeifaddrs(list);
-  return names;
-}
-
 Status check_interface(const std::string& name) {
-  const auto names = interface_names();
-  if (std::find(names.begin(), names.end(), name) != names.end()) return ok_status();
-  std::string have;
-  for (const auto& n : names) have += (have.empty() ? "" : ", ") + n;
-  return invalid_argument("no network interface named '" + name + "' on this host (it has: " +
-                          (have.empty() ? std::string("none") : have) + ")");
+  return net::choose_interface(name, net::list_interfaces(), {}, net::route_source_address)
+      .status();
 }
 
 std::string interface_towards(const std::string& host) {
@@ -129,41 +112,36 @@ std::string interface_towards(const std::string& host) {
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
   struct addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
-  std::string found;
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0) {
-    // A UDP connect sends nothing: it only picks the route and so the local address.
-    struct sockaddr_in local {};
-    socklen_t len = sizeof(local);
-    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      struct ifaddrs* list = nullptr;
-      if (getifaddrs(&list) == 0) {
-        for (struct ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-          if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
-          const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
-          if (in->sin_addr.s_addr == local.sin_addr.s_addr) {
-            char ip[INET_ADDRSTRLEN] = {};
-            inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-            found = std::string(a->ifa_name) + " " + ip;
-            break;
-          }
-        }
-        freeifaddrs(list);
-      }
-    }
-    close(fd);
-  }
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return "";
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr, ip,
+            sizeof(ip));
   freeaddrinfo(res);
-  return found;
+  const std::optional<std::string> src = net::route_source_address(ip);
+  if (!src) return "";
+  for (const net::LocalInterface& i : net::list_interfaces())
+    if (i.address == *src) return i.name + " " + i.address;
+  return "";
+}
+
+Result<std::string> choose_rank_interface(const std::string& requested, std::string* why) {
+  const char* uri = std::getenv("OMPI_MCA_orte_hnp_uri");
+  STRATA_ASSIGN_OR_RETURN(
+      net::InterfaceChoice c,
+      net::choose_interface(requested, net::list_interfaces(),
+                            net::parse_launcher_addresses(uri != nullptr ? uri : ""),
+                            net::route_source_address));
+  if (why != nullptr) *why = c.reason;
+  return c.name;
 }
 
 Status use_interface(const std::string& interface) {
   if (interface.empty()) return ok_status();
   STRATA_RETURN_IF_ERROR(check_interface(interface));
+  // MPI's data between hosts (the TCP transport). Its launcher's own connections (oob) are set
+  // up before this process starts: mpirun's --mca oob_tcp_if_include, which the self-launch
+  // passes.
   setenv("OMPI_MCA_btl_tcp_if_include", interface.c_str(), 1);
-  setenv("OMPI_MCA_oob_tcp_if_include", interface.c_str(), 1);
   return ok_status();
 }
 
@@ -179,12 +157,8 @@ std::string find_in_path(const std::string& name) {
   return "";
 }
 
-std::atomic<pid_t> g_forward_to{0};
-
-void forward_signal(int sig) {
-  const pid_t p = g_forward_to.load();
-  if (p > 0) kill(p, sig);
-}
+// The last SIGINT/SIGTERM the launching process got, for its wait loop to pass on.
+std::atomic<int> g_pending_signal{0};
 
 }  // namespace
 
@@ -257,29 +231,26 @@ int self_launch(const ParallelOptions& options) {
     std::fprintf(stderr, "strata: cannot run %s: %s\n", cargv[0], std::strerror(errno));
     _exit(127);
   }
-  g_forward_to = child;
   struct sigaction sa {};
-  sa.sa_handler = [](int sig) {
-    // Rank 0's pid once it has written it: it shuts down gracefully and stops the others.
-    forward_signal(sig);
-  };
+  sa.sa_handler = [](int sig) { g_pending_signal = sig; };
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // Waits for mpirun, passing SIGINT/SIGTERM on: to rank 0 once it has written its pid (it
+  // shuts down gracefully and stops the others), to mpirun before that.
+  pid_t rank0 = 0;
   int status = 0;
   for (;;) {
-    // Point the signals at rank 0 as soon as it is known.
-    if (g_forward_to.load() == child) {
+    if (rank0 == 0) {
       auto pid_text = read_file(run_dir + "/rank0.pid");
       if (pid_text.ok() && !trim(*pid_text).empty())
-        g_forward_to = static_cast<pid_t>(std::atoll(std::string(trim(*pid_text)).c_str()));
+        rank0 = static_cast<pid_t>(std::atoll(std::string(trim(*pid_text)).c_str()));
     }
-    const pid_t w = waitpid(child, &status, g_forward_to.load() == child ? WNOHANG : 0);
-    if (w == child) break;
-    if (w < 0 && errno != EINTR) break;
-    if (w == 0) usleep(100 * 1000);
+    if (const int sig = g_pending_signal.exchange(0); sig != 0) kill(rank0 > 0 ? rank0 : child, sig);
+    const pid_t w = waitpid(child, &status, WNOHANG);
+    if (w == child || (w < 0 && errno != EINTR)) break;
+    usleep(20 * 1000);
   }
-  g_forward_to = 0;
   int code = 1;
   auto reported = read_file(run_dir + "/exit_code");
   if (reported.ok() && !trim(*reported).empty()) {

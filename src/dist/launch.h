@@ -35,15 +35,18 @@ struct LaunchEnv {
 };
 LaunchEnv detect_launch_env();
 
-// The network interfaces of this host.
-std::vector<std::string> interface_names();
-// Ok when `name` is an interface of this host; otherwise an error naming the ones there are.
+// Ok when `name` is an interface of this host that is up with an IPv4 address; otherwise an error
+// naming the usable ones (net/interfaces.h).
 Status check_interface(const std::string& name);
-// The interface this host would use to reach `host` (a name or address); "" when it cannot tell.
+// The interface this host would use to reach `host` (a name or address), as "eth0 10.0.0.2"; ""
+// when it cannot tell.
 std::string interface_towards(const std::string& host);
+// A rank under a launcher, before MPI_Init: the interface to use (net::choose_interface: the named
+// one, or the one whose route reaches mpirun's addresses; "" for MPI's default), why in *why.
+Result<std::string> choose_rank_interface(const std::string& requested, std::string* why);
 
-// Before MPI_Init in a rank: restricts OpenMPI's TCP traffic to `interface` (checked first), through
-// OMPI_MCA_btl_tcp_if_include and OMPI_MCA_oob_tcp_if_include.
+// Before MPI_Init in a rank: restricts OpenMPI's TCP transport to `interface` (checked first),
+// through OMPI_MCA_btl_tcp_if_include.
 Status use_interface(const std::string& interface);
 
 // The self-launch: runs this very command line (/proc/self/cmdline) again as `world_size` ranks

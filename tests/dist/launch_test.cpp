@@ -69,10 +69,11 @@ TEST(Launch, AnInterfaceThatDoesNotExistIsAnErrorNamingTheOnesThatDo) {
   EXPECT_TRUE(dist::check_interface("lo").ok());
   Status s = dist::check_interface("nosuch0");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("no network interface named 'nosuch0' on this host (it has: "),
+  EXPECT_NE(s.message().find("network interface 'nosuch0' does not exist on this host"),
             std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("lo"), std::string::npos);
+  EXPECT_NE(s.message().find("interfaces here: "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("lo (127.0.0.1)"), std::string::npos) << s.message();
   {
     ScopedEnv env({{"STRATA_SOCKET_IFNAME", "nosuch0"}});
     auto p = parse({"--tensor-parallel-size", "2"});
@@ -86,6 +87,21 @@ TEST(Launch, AnInterfaceThatDoesNotExistIsAnErrorNamingTheOnesThatDo) {
   auto f = parse({"--distributed-interface", "nosuch0"});
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.status().message().find("--distributed-interface"), std::string::npos);
+}
+
+TEST(Launch, ARankOnTheLaunchersHostLeavesTheChoiceToMpiUnlessOneIsNamed) {
+  std::string why;
+  {
+    ScopedEnv env({{"OMPI_MCA_orte_hnp_uri", "123.0;tcp://127.0.0.1:5000"}});
+    auto c = dist::choose_rank_interface("", &why);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(*c, "");
+    EXPECT_NE(why.find("MPI's default"), std::string::npos) << why;
+    auto named = dist::choose_rank_interface("lo", &why);
+    ASSERT_TRUE(named.ok());
+    EXPECT_EQ(*named, "lo");
+    EXPECT_FALSE(dist::choose_rank_interface("nosuch0", &why).ok());
+  }
 }
 
 TEST(Launch, TheInterfaceTowardsLoopbackIsLo) {

@@ -123,7 +123,7 @@ out=$(on0 "$bin" "${serve_args[@]}" --pipeline-parallel-size 3 --distributed-int
 rc=$?
 set -e
 [ $rc -ne 0 ] || fail "a bad interface was accepted"
-echo "$out" | grep -q "no network interface named 'nope0' on this host (it has: .*eth0" ||
+echo "$out" | grep -q "network interface 'nope0' does not exist on this host.*interfaces here: .*eth0 ($net.1)" ||
   fail "unclear bad-interface error: $out"
 
 echo "== 3. rank 2 hangs while serving (SIGSTOP): Strata notices"

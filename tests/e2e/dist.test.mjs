@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { binary, sourceDir, startServer } from './server.mjs';
+import { binary, sharedData, sourceDir, startServer } from './server.mjs';
 
 const model = path.join(sourceDir, 'models/strata-tiny');
 const common = ['--load-format', 'dummy', '--kv-cache-memory', '32MiB', '--max-model-len', '512',
@@ -37,7 +37,7 @@ function rankOf(output, r) {
   return { host: m[1], pid: Number(m[2]) };
 }
 
-describe('tensor parallel 2 on one host (replicated weights until sharding lands)', () => {
+describe('tensor parallel 2 on one host', () => {
   let one;
   let two;
   before(async () => {
@@ -46,6 +46,7 @@ describe('tensor parallel 2 on one host (replicated weights until sharding lands
   });
   after(async () => {
     if (one) assert.equal(await one.stop(), 0);
+    if (two && two.child.exitCode === null) await two.stop();
   });
 
   test('the world table names every rank, its host, layers and weight bytes', () => {
@@ -173,7 +174,89 @@ describe('strata generate and the launch checks', () => {
   test('a network interface that does not exist is refused before anything starts', () => {
     const r = run(['generate', ...generateArgs, '--tensor-parallel-size', '2'], { STRATA_SOCKET_IFNAME: 'nosuch0' });
     assert.equal(r.status, 2);
-    assert.match(r.stderr, /STRATA_SOCKET_IFNAME: no network interface named 'nosuch0' on this host \(it has: .*lo/);
+    assert.match(r.stderr, /STRATA_SOCKET_IFNAME: network interface 'nosuch0' does not exist on this host.*interfaces here: .*lo \(127\.0\.0\.1\)/);
     assert.doesNotMatch(r.stderr, /starting 2 ranks/);
   });
+});
+
+// Sharded Llama (exact tensor and pipeline parallelism): the same greedy ids as one process.
+const layouts = [['--tensor-parallel-size', '2'], ['--pipeline-parallel-size', '2'],
+                 ['--tensor-parallel-size', '2', '--pipeline-parallel-size', '2']];
+
+// The world table's weight bytes, by rank.
+function weightBytes(output) {
+  return [...output.matchAll(/rank (\d+) on host \S+ \(pid \d+\), .* weights [\d.]+ \S+ \((\d+) bytes\)/g)]
+    .map((m) => [Number(m[1]), Number(m[2])]).sort((a, b) => a[0] - b[0]).map((x) => x[1]);
+}
+
+async function greedyIds(server, prompt, maxTokens) {
+  const r = await clientFor(server).completions.create({
+    model: 'tiny', prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, logprobs: 0,
+    return_tokens_as_token_ids: true });
+  return r.choices[0].logprobs.tokens.map((t) => Number(t.replace(/^token_id:/, '')));
+}
+
+describe('sharded stories260K: TP 2, PP 2 and TP 2 x PP 2 give the golden greedy ids', () => {
+  const goldenPath = path.join(sharedData, 'golden/stories260K.json');
+  const modelDir = path.join(sharedData, 'models/stories260K-hf');
+  for (const layout of layouts) {
+    test(layout.join(' '), async () => {
+      assert.ok(fs.existsSync(goldenPath), `missing shared test data ${goldenPath}`);
+      const golden = JSON.parse(fs.readFileSync(goldenPath, 'utf8'));
+      const server = await startServer([modelDir, '--kv-cache-memory', '8MiB', '--served-model-name', 'tiny',
+                                        ...layout]);
+      try {
+        for (const c of golden.cases)
+          assert.deepEqual(await greedyIds(server, c.prompt, c.generated_ids.length), c.generated_ids,
+                           `prompt ${JSON.stringify(c.prompt)}`);
+        const ranks = layout.includes('--tensor-parallel-size') && layout.includes('--pipeline-parallel-size') ? 4 : 2;
+        assert.equal(weightBytes(server.output()).length, ranks, server.output());
+      } finally {
+        const code = await server.stop();
+        assert.equal(code, 0, server.output());
+      }
+    });
+  }
+});
+
+describe('sharded llama-134m (dummy weights): 64 greedy tokens as one process, 1/TP of the weights per rank', () => {
+  const modelDir = path.join(sourceDir, 'models/llama-134m');
+  const args = [modelDir, '--load-format', 'dummy', '--kv-cache-memory', '16MiB', '--max-model-len', '256',
+                '--served-model-name', 'tiny'];
+  const prompts = [[1, 450, 4996, 17354, 1701], [1, 9038, 2501, 263, 931, 29892, 727]];
+  let expected;
+  let oneWeights;
+  before(async () => {
+    const one = await startServer([...args, '--threads', '1']);
+    try {
+      expected = [];
+      for (const p of prompts) expected.push(await greedyIds(one, p, 64));
+      const m = one.output().match(/Memory plan: .* weights ([\d.]+) MiB/);
+      assert.ok(m, one.output());
+      oneWeights = Number(m[1]) * 1024 * 1024;
+    } finally {
+      assert.equal(await one.stop(), 0);
+    }
+  });
+  for (const layout of [layouts[0], layouts[2]]) {
+    test(layout.join(' '), async () => {
+      const server = await startServer([...args, ...layout]);
+      try {
+        for (let i = 0; i < prompts.length; ++i)
+          assert.deepEqual(await greedyIds(server, prompts[i], 64), expected[i]);
+        const bytes = weightBytes(server.output());
+        const tp = 2;
+        const pp = layout.includes('--pipeline-parallel-size') ? 2 : 1;
+        assert.equal(bytes.length, tp * pp);
+        // Every rank holds about 1/(TP x PP) of the weights; together about one copy.
+        const total = bytes.reduce((a, b) => a + b, 0);
+        assert.ok(total > 0.95 * oneWeights && total < 1.1 * oneWeights, `${total} vs ${oneWeights}`);
+        for (const b of bytes) assert.ok(b < 0.6 * total / (tp * pp) * 2 && b > 0.3 * total / (tp * pp),
+                                         `rank bytes ${bytes} of ${total}`);
+      } finally {
+        const code = await server.stop();
+        assert.equal(code, 0, server.output());
+      }
+    });
+  }
 });
