@@ -190,8 +190,7 @@ int run(const Args& args) {
 
   Result<std::unique_ptr<engine::EngineClient>> client = internal_error("no engine");
   if (dist.deployment) {
-    auto engine = engine::Engine::create(
-        *ecfg, dist.deployment->executor_factory(on_rank_failure));
+    auto engine = engine::Engine::create(*ecfg, dist.deployment->executor_factory(on_rank_failure));
     if (engine.ok())
       client = engine::EngineClient::start(std::move(engine).value());
     else

@@ -84,8 +84,8 @@ engine::ExecutorFactory Deployment::executor_factory(
     STRATA_LOG(INFO) << "tensor parallel " << parallel_.tp_size << " x pipeline parallel "
                      << parallel_.pp_size
                      << (options_.enable_expert_parallel ? " with expert parallelism" : "")
-                     << "; network interface " << interface_choice_
-                     << "; timeout " << timeout_ << " s\n"
+                     << "; network interface " << interface_choice_ << "; timeout " << timeout_
+                     << " s\n"
                      << format_world_table(world_->world(), *reports);
     DistExecutorOptions eo;
     eo.heartbeat_seconds = std::clamp(timeout_ / 6, 0.1, 5.0);
@@ -203,7 +203,8 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
 
   std::unique_ptr<Deployment> d(new Deployment());
   d->options_ = *options;
-  d->interface_choice_ = chosen.empty() ? "chosen by OpenMPI (" + why + ")" : chosen + " (" + why + ")";
+  d->interface_choice_ =
+      chosen.empty() ? "chosen by OpenMPI (" + why + ")" : chosen + " (" + why + ")";
   d->timeout_ = *timeout;
   d->start_timeout_ = start_timeout_seconds(*timeout);
   d->num_experts_ = routed_experts(*mc);
@@ -257,8 +258,7 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
     d.reset();
     return done(code);
   }
-  if (const char* dir = std::getenv("STRATA_DIST_RUN_DIR"); dir != nullptr && *dir != '\0')
-  {
+  if (const char* dir = std::getenv("STRATA_DIST_RUN_DIR"); dir != nullptr && *dir != '\0') {
     // Written whole, then renamed: the launching process reads it while it waits.
     const std::string path = std::string(dir) + "/rank0.pid";
     if (write_file(path + ".tmp", std::to_string(getpid()) + "\n").ok())

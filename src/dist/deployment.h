@@ -60,7 +60,7 @@ class Deployment {
   ParallelOptions options_;
   ModelParallel parallel_;
   std::unique_ptr<MpiWorld> world_;
-  std::string interface_;  // towards rank 0, for the world table
+  std::string interface_;         // towards rank 0, for the world table
   std::string interface_choice_;  // which, and why (rank 0's log)
   int64_t num_experts_ = 0;
   double timeout_ = 30, start_timeout_ = 600;

@@ -161,7 +161,8 @@ Status DistExecutor::round_trip(MessageKind kind, const std::string& payload,
       return s;
     }
     const std::string msg(reply.message, std::clamp<int32_t>(reply.length, 0, 504));
-    if (reply.code != static_cast<int32_t>(mine.code()) || (reply.code != 0 && msg != mine.message())) {
+    if (reply.code != static_cast<int32_t>(mine.code()) ||
+        (reply.code != 0 && msg != mine.message())) {
       differ = true;
       if (first_other.empty())
         first_other = world_->describe_rank(r) + ": " + (reply.code == 0 ? "ok" : msg);
@@ -169,9 +170,9 @@ Status DistExecutor::round_trip(MessageKind kind, const std::string& payload,
   }
   last_contact_ = now_seconds();
   if (differ) {
-    Status s = internal_error("the ranks disagree on a step (rank 0: " +
-                              (mine.ok() ? std::string("ok") : mine.message()) + "; " +
-                              first_other + ")");
+    Status s =
+        internal_error("the ranks disagree on a step (rank 0: " +
+                       (mine.ok() ? std::string("ok") : mine.message()) + "; " + first_other + ")");
     fail(s);
     return s;
   }

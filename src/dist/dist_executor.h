@@ -90,7 +90,8 @@ class DistExecutor final : public engine::Executor {
   void heartbeat_loop();
   // Sends `kind` (and `payload`) to every other rank, runs `own` (if any) and collects the
   // replies. Called with mu_ held. Group failures go to fail().
-  Status round_trip(MessageKind kind, const std::string& payload, const std::function<Status()>& own);
+  Status round_trip(MessageKind kind, const std::string& payload,
+                    const std::function<Status()>& own);
   void fail(const Status& why);
 
   Comm* world_ = nullptr;

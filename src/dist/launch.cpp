@@ -114,8 +114,7 @@ std::string interface_towards(const std::string& host) {
   struct addrinfo* res = nullptr;
   if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return "";
   char ip[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr, ip,
-            sizeof(ip));
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr, ip, sizeof(ip));
   freeaddrinfo(res);
   const std::optional<std::string> src = net::route_source_address(ip);
   if (!src) return "";
@@ -246,7 +245,8 @@ int self_launch(const ParallelOptions& options) {
       if (pid_text.ok() && !trim(*pid_text).empty())
         rank0 = static_cast<pid_t>(std::atoll(std::string(trim(*pid_text)).c_str()));
     }
-    if (const int sig = g_pending_signal.exchange(0); sig != 0) kill(rank0 > 0 ? rank0 : child, sig);
+    if (const int sig = g_pending_signal.exchange(0); sig != 0)
+      kill(rank0 > 0 ? rank0 : child, sig);
     const pid_t w = waitpid(child, &status, WNOHANG);
     if (w == child || (w < 0 && errno != EINTR)) break;
     usleep(20 * 1000);

@@ -17,7 +17,9 @@
 
 namespace strata::dist {
 
-bool have_mpi() { return STRATA_HAVE_MPI != 0; }
+bool have_mpi() {
+  return STRATA_HAVE_MPI != 0;
+}
 
 Result<double> dist_timeout_seconds() {
   const char* v = std::getenv("STRATA_DIST_TIMEOUT");
@@ -165,8 +167,8 @@ class MpiComm final : public Comm {
       const size_t n = std::min(kChunk, bytes - off);
       Op op;
       op.peer = peer;
-      const int rc = MPI_Isend(d + off, static_cast<int>(n), MPI_BYTE, peer, tag, comm_,
-                               &op.request);
+      const int rc =
+          MPI_Isend(d + off, static_cast<int>(n), MPI_BYTE, peer, tag, comm_, &op.request);
       if (rc != MPI_SUCCESS) return mpi_failure(rc, peer, "send");
       p->ops.push_back(op);
       off += n;
@@ -183,8 +185,8 @@ class MpiComm final : public Comm {
       op.peer = peer;
       op.is_recv = true;
       op.expected = static_cast<int>(n);
-      const int rc = MPI_Irecv(d + off, static_cast<int>(n), MPI_BYTE, peer, tag, comm_,
-                               &op.request);
+      const int rc =
+          MPI_Irecv(d + off, static_cast<int>(n), MPI_BYTE, peer, tag, comm_, &op.request);
       if (rc != MPI_SUCCESS) return mpi_failure(rc, peer, "receive");
       p->ops.push_back(op);
       off += n;
@@ -195,9 +197,8 @@ class MpiComm final : public Comm {
   // Polls every operation until all are done or the deadline passes.
   Status wait(Pending* p, const char* what) {
     using Clock = std::chrono::steady_clock;
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(timeout_));
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_));
     size_t left = p->ops.size();
     int idle_rounds = 0;
     while (left > 0) {
@@ -258,8 +259,8 @@ class MpiComm final : public Comm {
       who += (i == 0 ? "" : (i + 1 == peers.size() ? " and " : ", "));
       who += "rank " + std::to_string(world_ranks_[r]) + " on host " + hosts_[r];
     }
-    broken_ = unavailable(who +  " did not answer within " +
-                          seconds_text(timeout_) + " (" + what + " in the " + name_ + ")");
+    broken_ = unavailable(who + " did not answer within " + seconds_text(timeout_) + " (" + what +
+                          " in the " + name_ + ")");
     return broken_;
   }
 
@@ -292,9 +293,9 @@ Result<std::unique_ptr<MpiWorld>> MpiWorld::init(double timeout_seconds) {
   MPI_Comm_size(dup, &size);
   std::vector<int> ranks(size);
   for (int r = 0; r < size; ++r) ranks[r] = r;
-  w->world_ = std::make_unique<MpiComm>(dup, ranks, std::vector<std::string>(size, "?"),
-                                        std::vector<long>(size, 0), timeout_seconds, "world group",
-                                        true);
+  w->world_ =
+      std::make_unique<MpiComm>(dup, ranks, std::vector<std::string>(size, "?"),
+                                std::vector<long>(size, 0), timeout_seconds, "world group", true);
   // Where every rank runs.
   constexpr size_t kName = MPI_MAX_PROCESSOR_NAME + 16;
   std::vector<char> mine(kName, 0), all(kName * size, 0);
@@ -324,9 +325,15 @@ MpiWorld::~MpiWorld() {
   if (!finalized) MPI_Finalize();
 }
 
-int MpiWorld::rank() const { return world_->rank(); }
-int MpiWorld::size() const { return world_->size(); }
-Comm& MpiWorld::world() { return *world_; }
+int MpiWorld::rank() const {
+  return world_->rank();
+}
+int MpiWorld::size() const {
+  return world_->size();
+}
+Comm& MpiWorld::world() {
+  return *world_;
+}
 void MpiWorld::set_timeout(double seconds) {
   timeout_ = seconds;
   for (MpiComm* c : {world_.get(), tp_.get(), pp_.get()})
@@ -363,8 +370,7 @@ Status MpiWorld::split(ModelParallel* parallel) {
         group_pids.push_back(pids_[w]);
       }
     }
-    *out = std::make_unique<MpiComm>(c, world_ranks, hosts, group_pids, timeout_, name,
-                                     true);
+    *out = std::make_unique<MpiComm>(c, world_ranks, hosts, group_pids, timeout_, name, true);
     return ok_status();
   };
   STRATA_RETURN_IF_ERROR(make(parallel->pp_rank, parallel->tp_rank, "tensor-parallel group", &tp_));
@@ -390,12 +396,22 @@ Result<std::unique_ptr<MpiWorld>> MpiWorld::init(double) {
       "libopenmpi-dev) and rebuild");
 }
 MpiWorld::~MpiWorld() = default;
-int MpiWorld::rank() const { return 0; }
-int MpiWorld::size() const { return 1; }
-Comm& MpiWorld::world() { std::abort(); }
+int MpiWorld::rank() const {
+  return 0;
+}
+int MpiWorld::size() const {
+  return 1;
+}
+Comm& MpiWorld::world() {
+  std::abort();
+}
 void MpiWorld::set_timeout(double) {}
-Status MpiWorld::split(ModelParallel*) { return failed_precondition("this build has no MPI"); }
-void MpiWorld::abort(int code) { std::_Exit(code); }
+Status MpiWorld::split(ModelParallel*) {
+  return failed_precondition("this build has no MPI");
+}
+void MpiWorld::abort(int code) {
+  std::_Exit(code);
+}
 
 #endif
 

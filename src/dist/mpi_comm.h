@@ -1,9 +1,10 @@
 // The MPI runtime of one process (MpiWorld) and strata::Comm over MPI communicators (MpiComm).
 //
 // MpiWorld::init() starts MPI (MPI_Init_thread, MPI_ERRORS_RETURN on every communicator), learns
-// where each rank runs (MPI_Get_processor_name, all-gathered) and hands out the world group; split()
-// cuts it into the groups of a tensor x pipeline deployment (model/parallel.h: tp = the ranks of one
-// stage, pp = the ranks with one tp_rank across stages; world rank = pp_rank * tp_size + tp_rank).
+// where each rank runs (MPI_Get_processor_name, all-gathered) and hands out the world group;
+// split() cuts it into the groups of a tensor x pipeline deployment (model/parallel.h: tp = the
+// ranks of one stage, pp = the ranks with one tp_rank across stages; world rank = pp_rank * tp_size
+// + tp_rank).
 //
 // No call waits forever: every operation is non-blocking MPI (MPI_Isend/MPI_Irecv) polled with
 // MPI_Test against a deadline (the group's timeout: 30 s, or STRATA_DIST_TIMEOUT seconds). On

@@ -111,9 +111,8 @@ Result<WorkerConfig> resolve_worker_config(const EngineConfig& config) {
   auto tok = Tokenizer::load(tok_path);
   if (!tok.ok() && !config.tokenizer.empty()) return tok.status().with_context("--tokenizer");
   sampling::SamplingParams defaults;
-  STRATA_ASSIGN_OR_RETURN(wc.eos_token_ids,
-                          resolve_eos_ids(wc.engine, mc, tok.ok() ? tok->get() : nullptr,
-                                          &defaults));
+  STRATA_ASSIGN_OR_RETURN(
+      wc.eos_token_ids, resolve_eos_ids(wc.engine, mc, tok.ok() ? tok->get() : nullptr, &defaults));
   return wc;
 }
 

@@ -120,7 +120,9 @@ EngineStats EngineClient::stats() const {
   return stats_;
 }
 
-Status EngineClient::health() const { return engine_->executor().health(); }
+Status EngineClient::health() const {
+  return engine_->executor().health();
+}
 
 void EngineClient::set_step_limit(int64_t max_steps) {
   {

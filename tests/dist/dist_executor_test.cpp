@@ -132,13 +132,14 @@ class TwoRanks {
       loop_done_ = true;
     });
     auto engine = engine::Engine::create(
-        config, [this, options](const engine::WorkerConfig& wc)
-                    -> Result<std::unique_ptr<engine::Executor>> {
+        config,
+        [this,
+         options](const engine::WorkerConfig& wc) -> Result<std::unique_ptr<engine::Executor>> {
           STRATA_ASSIGN_OR_RETURN(auto w, engine::Worker::create(wc));
           STRATA_ASSIGN_OR_RETURN(auto reports, dist::exchange_reports(comm0_, report_of(*w)));
           reports_ = reports;
-          STRATA_ASSIGN_OR_RETURN(auto e, DistExecutor::create(&comm0_, std::move(w),
-                                                               std::move(reports), options));
+          STRATA_ASSIGN_OR_RETURN(
+              auto e, DistExecutor::create(&comm0_, std::move(w), std::move(reports), options));
           executor_ = e.get();
           return std::unique_ptr<engine::Executor>(std::move(e));
         });

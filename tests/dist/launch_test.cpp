@@ -134,9 +134,8 @@ TEST(Launch, TheLauncherIsReadFromTheEnvironment) {
     EXPECT_EQ(e.local_size, 4);
   }
   {
-    ScopedEnv env({{"OMPI_COMM_WORLD_SIZE", nullptr},
-                   {"PMI_SIZE", nullptr},
-                   {"SLURM_STEP_ID", nullptr}});
+    ScopedEnv env(
+        {{"OMPI_COMM_WORLD_SIZE", nullptr}, {"PMI_SIZE", nullptr}, {"SLURM_STEP_ID", nullptr}});
     auto e = dist::detect_launch_env();
     EXPECT_FALSE(e.under_launcher());
     EXPECT_EQ(e.world_size, 1);

@@ -104,9 +104,9 @@ TEST(MpiComm, ASilentPeerIsAnErrorNamingItAfterTheTimeoutNotAHang) {
     Status s = tp.recv(1, &v, sizeof(v));  // rank 1 never sends this
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.code(), StatusCode::kUnavailable);
-    EXPECT_NE(s.message().find("rank 1 on host " + g_world->hosts()[1] +
-                               " did not answer within 0.5 s"),
-              std::string::npos)
+    EXPECT_NE(
+        s.message().find("rank 1 on host " + g_world->hosts()[1] + " did not answer within 0.5 s"),
+        std::string::npos)
         << s.message();
     EXPECT_NE(s.message().find("tensor-parallel group"), std::string::npos) << s.message();
     // The group stays broken: the next call fails at once with the same error.
