@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/logging.h"
 #include "core/strings.h"
+#include "dist/deployment.h"
 #include "engine/engine.h"
 
 namespace strata::apps {
@@ -48,6 +49,7 @@ void add_options(OptionSet& o) {
              "streamed text",
              g);
   engine::add_engine_options(o);
+  dist::add_parallel_options(o);
 }
 
 struct Result1 {
@@ -91,7 +93,19 @@ int run(const Args& args) {
     return 2;
   }
   sampling::SamplingParams params;
-  auto client_or = engine::EngineClient::create(*cfg);
+  // Several ranks: this process may be the launcher or a rank > 0, done when this returns.
+  dist::DistStart dist = dist::start_distributed(args, &*cfg, "strata generate");
+  if (dist.exit_code) return *dist.exit_code;
+  Result<std::unique_ptr<engine::EngineClient>> client_or = internal_error("no engine");
+  if (dist.deployment) {
+    auto engine = engine::Engine::create(*cfg, dist.deployment->executor_factory(nullptr));
+    if (engine.ok())
+      client_or = engine::EngineClient::start(std::move(engine).value());
+    else
+      client_or = engine.status();
+  } else {
+    client_or = engine::EngineClient::create(*cfg);
+  }
   if (!client_or.ok()) {
     std::cerr << "strata generate: " << client_or.status().message() << "\n";
     return 1;
@@ -214,6 +228,11 @@ int run(const Args& args) {
   std::fprintf(stderr, "prompt: %lld tokens, %.1f tokens/s; decode: %lld tokens, %.1f tokens/s\n",
                static_cast<long long>(prompt_tokens), prompt_tps,
                static_cast<long long>(decode_tokens), decode_tps);
+  client_or->reset();  // stops the other ranks (several ranks)
+  if (dist.deployment) {
+    if (dist.deployment->failed()) rc = 1;
+    return dist.deployment->finish(rc);
+  }
   return rc;
 }
 

@@ -2,6 +2,7 @@
 // it down gracefully (exit 0); a second signal exits at once.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/strings.h"
+#include "dist/deployment.h"
 #include "engine/engine.h"  // EngineConfig and its options
 #include "net/event_loop.h"
 #include "server/openai_server.h"
@@ -26,20 +28,57 @@ namespace {
 void add_options(OptionSet& o) {
   server::add_server_options(o);
   engine::add_engine_options(o);
+  dist::add_parallel_options(o);
+}
+
+// A rank of a multi-process deployment failed: g_failure says why, and the signal thread (once
+// it runs) gets SIGUSR2. Guarded by g_failure_mu.
+std::mutex g_failure_mu;
+std::string g_failure;
+bool g_signal_thread_started = false;
+pthread_t g_signal_thread;
+
+void on_rank_failure(const Status& why) {
+  std::lock_guard<std::mutex> lock(g_failure_mu);
+  g_failure = why.message();
+  if (g_signal_thread_started) pthread_kill(g_signal_thread, SIGUSR2);
+}
+
+// Testing aid: with STRATA_DEBUG_HOLD_AFTER_FAILURE_FILE=PATH a server whose ranks failed keeps
+// answering (/health: 503) until PATH exists, so a test can see the unhealthy state before the
+// exit. Never set in production.
+void hold_after_failure() {
+  const char* path = std::getenv("STRATA_DEBUG_HOLD_AFTER_FAILURE_FILE");
+  if (path == nullptr || *path == '\0') return;
+  STRATA_LOG(WARNING) << "STRATA_DEBUG_HOLD_AFTER_FAILURE_FILE is set: waiting for " << path
+                      << " before stopping (a testing aid)";
+  while (!file_exists(path)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 // Waits for SIGINT/SIGTERM (blocked in every thread) and starts the shutdown; SIGUSR1 ends it.
+// SIGUSR2: a rank failed (g_failure): the server shuts down and the process exits non-zero.
 void signal_loop(server::OpenAiServer* server, net::EventLoop* loop) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
   bool shutting_down = false;
   for (;;) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
     if (sig == SIGUSR1) return;
+    if (sig == SIGUSR2) {
+      {
+        std::lock_guard<std::mutex> lock(g_failure_mu);
+        STRATA_LOG(ERROR) << "stopping the server: " << g_failure;
+      }
+      hold_after_failure();
+      if (!shutting_down) server->shutdown([loop] { loop->stop(); });
+      shutting_down = true;
+      continue;
+    }
     if (shutting_down) {
       STRATA_LOG(WARNING) << "second " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
                           << ": exiting now without waiting for requests";
@@ -126,6 +165,10 @@ int run(const Args& args) {
   }
   for (const auto& w : warnings) STRATA_LOG(WARNING) << w;
   scfg->version = STRATA_VERSION;
+  // Several ranks: this process may be the launcher or a rank > 0, done when this returns.
+  dist::DistStart dist = dist::start_distributed(args, &*ecfg, "strata serve");
+  if (dist.exit_code) return *dist.exit_code;
+  auto finish = [&](int code) { return dist.deployment ? dist.deployment->finish(code) : code; };
 
   // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded even
   // when blocked: install a (never run) handler so sigwait() sees it.
@@ -141,10 +184,20 @@ int run(const Args& args) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto client = engine::EngineClient::create(*ecfg);
+  Result<std::unique_ptr<engine::EngineClient>> client = internal_error("no engine");
+  if (dist.deployment) {
+    auto engine = engine::Engine::create(*ecfg, dist.deployment->executor_factory(on_rank_failure));
+    if (engine.ok())
+      client = engine::EngineClient::start(std::move(engine).value());
+    else
+      client = engine.status();
+  } else {
+    client = engine::EngineClient::create(*ecfg);
+  }
   if (!client.ok()) {
     std::cerr << "strata serve: " << client.status().message() << "\n";
     return 1;
@@ -167,14 +220,31 @@ int run(const Args& args) {
     return 1;
   }
   std::thread signals(signal_loop, server->get(), loop->get());
+  {
+    // A failure before the signal thread ran is passed on now.
+    std::lock_guard<std::mutex> lock(g_failure_mu);
+    g_signal_thread = signals.native_handle();
+    g_signal_thread_started = true;
+    if (!g_failure.empty()) pthread_kill(g_signal_thread, SIGUSR2);
+  }
   (*loop)->run();
-  pthread_kill(signals.native_handle(), SIGUSR1);
+  {
+    std::lock_guard<std::mutex> lock(g_failure_mu);
+    g_signal_thread_started = false;
+    pthread_kill(signals.native_handle(), SIGUSR1);
+  }
   signals.join();
   server->reset();
   step_limit.reset();
   client->reset();
-  STRATA_LOG(INFO) << "server stopped";
-  return 0;
+  if (dist.deployment && dist.deployment->failed()) {
+    std::lock_guard<std::mutex> lock(g_failure_mu);
+    STRATA_LOG(ERROR) << "server stopped after a rank failed: " << g_failure;
+    std::cerr << "strata serve: " << g_failure << "\n";
+  } else {
+    STRATA_LOG(INFO) << "server stopped";
+  }
+  return finish(0);
 }
 
 STRATA_REGISTER_COMMAND(kServe, "serve", "MODEL [options]",

@@ -80,7 +80,41 @@ sched::StopConfig stop_config(const sampling::SamplingParams& p, const std::vect
   return s;
 }
 
+// The EOS ids of the model (config.json, generation_config.json per --generation-config, the
+// tokenizer's), sorted and unique; the generation config's sampling defaults go to *defaults.
+Result<std::vector<int32_t>> resolve_eos_ids(const EngineConfig& c, const ModelConfig& mc,
+                                             const Tokenizer* tokenizer,
+                                             sampling::SamplingParams* defaults) {
+  std::vector<int32_t> eos = mc.eos_token_ids;
+  if (c.generation_config == "auto") {
+    if (is_directory(c.model.model)) apply_generation_config(c.model.model, defaults, &eos);
+  } else if (c.generation_config != "vllm" && c.generation_config != "none") {
+    if (!file_exists(path_join(c.generation_config, "generation_config.json")))
+      return invalid_argument("--generation-config " + c.generation_config +
+                              ": no generation_config.json in that folder");
+    apply_generation_config(c.generation_config, defaults, &eos);
+  }
+  if (tokenizer != nullptr && tokenizer->eos_token_id()) eos.push_back(*tokenizer->eos_token_id());
+  std::sort(eos.begin(), eos.end());
+  eos.erase(std::unique(eos.begin(), eos.end()), eos.end());
+  return eos;
+}
+
 }  // namespace
+
+Result<WorkerConfig> resolve_worker_config(const EngineConfig& config) {
+  WorkerConfig wc;
+  wc.engine = config;
+  STRATA_ASSIGN_OR_RETURN(ModelConfig mc, load_model_config(wc.engine.model));
+  STRATA_RETURN_IF_ERROR(resolve_engine_config(mc, &wc.engine));
+  const std::string tok_path = config.tokenizer.empty() ? config.model.model : config.tokenizer;
+  auto tok = Tokenizer::load(tok_path);
+  if (!tok.ok() && !config.tokenizer.empty()) return tok.status().with_context("--tokenizer");
+  sampling::SamplingParams defaults;
+  STRATA_ASSIGN_OR_RETURN(
+      wc.eos_token_ids, resolve_eos_ids(wc.engine, mc, tok.ok() ? tok->get() : nullptr, &defaults));
+  return wc;
+}
 
 Engine::~Engine() = default;
 
@@ -114,20 +148,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   }
 
   // EOS ids: config.json, generation_config.json and the tokenizer.
-  e->eos_ids_ = mc.eos_token_ids;
-  if (c.generation_config == "auto") {
-    if (is_directory(c.model.model))
-      apply_generation_config(c.model.model, &e->defaults_, &e->eos_ids_);
-  } else if (c.generation_config != "vllm" && c.generation_config != "none") {
-    if (!file_exists(path_join(c.generation_config, "generation_config.json")))
-      return invalid_argument("--generation-config " + c.generation_config +
-                              ": no generation_config.json in that folder");
-    apply_generation_config(c.generation_config, &e->defaults_, &e->eos_ids_);
-  }
-  if (e->tokenizer_ && e->tokenizer_->eos_token_id())
-    e->eos_ids_.push_back(*e->tokenizer_->eos_token_id());
-  std::sort(e->eos_ids_.begin(), e->eos_ids_.end());
-  e->eos_ids_.erase(std::unique(e->eos_ids_.begin(), e->eos_ids_.end()), e->eos_ids_.end());
+  STRATA_ASSIGN_OR_RETURN(e->eos_ids_, resolve_eos_ids(c, mc, e->tokenizer_.get(), &e->defaults_));
 
   // The workers load the model and size the KV pool.
   WorkerConfig wc;
@@ -209,6 +230,13 @@ Status Engine::validate(const EngineRequest& r, std::string* bad_field) const {
   if (r.detokenize && !tokenizer_ && !r.params.stop.empty()) {
     if (bad_field != nullptr) *bad_field = "stop";
     return invalid_argument("stop strings need a tokenizer, and this model has none");
+  }
+  if (r.constraint != nullptr && !executor_->supports_constraints()) {
+    if (bad_field != nullptr) *bad_field = "response_format";
+    return invalid_argument(
+        "structured outputs (response_format, guided decoding, required or named tool calls) are "
+        "not supported with tensor or pipeline parallelism yet: serve the model on one rank for "
+        "them");
   }
   return ok_status();
 }

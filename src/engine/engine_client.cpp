@@ -120,6 +120,10 @@ EngineStats EngineClient::stats() const {
   return stats_;
 }
 
+Status EngineClient::health() const {
+  return engine_->executor().health();
+}
+
 void EngineClient::set_step_limit(int64_t max_steps) {
   {
     std::lock_guard<std::mutex> lock(mu_);

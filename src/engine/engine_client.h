@@ -65,6 +65,9 @@ class EngineClient {
   void shutdown(double grace_seconds, const Status& why);
 
   EngineStats stats() const;
+  // Ok while the engine's workers can run steps; why not otherwise (a rank of a multi-process
+  // deployment died). Thread-safe.
+  Status health() const;
   // Requests submitted and not finished (queued in the client or the engine).
   int64_t num_unfinished() const { return unfinished_.load(); }
 

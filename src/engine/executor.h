@@ -23,6 +23,12 @@ class Executor {
   virtual Status execute(const StepInput& input, StepOutput* output) = 0;
   // The KV tiers the scheduler looks blocks up in (rank 0's worker's); nullptr when none.
   virtual kv::KvTiers* kv_tiers() { return nullptr; }
+  // Ok while the workers can run steps; an executor whose workers are gone (a dead rank) returns
+  // why, for good. Thread-safe: the server's /health calls it.
+  virtual Status health() const { return ok_status(); }
+  // Whether requests with an output grammar (NewRequestData::constraint) can run: an executor
+  // that ships steps to other processes cannot send the compiled grammar yet.
+  virtual bool supports_constraints() const { return true; }
 };
 
 class UniprocExecutor final : public Executor {

@@ -153,6 +153,8 @@ Worker::~Worker() = default;
 Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   std::unique_ptr<Worker> w(new Worker());
   w->config_ = config;
+  // The rank's place goes with the model options: the memory estimate and the load see it.
+  w->config_.engine.model.parallel = config.parallel;
   const EngineConfig& c = w->config_.engine;
   const auto& sc = c.scheduler;
   STRATA_ASSIGN_OR_RETURN(w->backend_, CpuBackend::create({.kernels = c.kernels,

@@ -24,6 +24,7 @@
 #include "kv/kv_tiers.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
+#include "model/parallel.h"
 #include "sampling/sampler.h"
 
 namespace strata::engine {
@@ -44,7 +45,15 @@ Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& config, 
 struct WorkerConfig {
   EngineConfig engine;                 // resolved (max_model_len set, limits filled in)
   std::vector<int32_t> eos_token_ids;  // masked until min_tokens
+  // This worker's rank in a tensor/pipeline parallel deployment (model/parallel.h), passed to the
+  // model's LoadOptions. Default: the whole model in one process.
+  ModelParallel parallel;
 };
+
+// The WorkerConfig that Engine::create(config) gives its executor (the resolved engine config and
+// the EOS ids from the model, its generation config and tokenizer): ranks > 0 of a multi-process
+// deployment build their workers from it, with parallel left at its default.
+Result<WorkerConfig> resolve_worker_config(const EngineConfig& config);
 
 // What a worker reports once it is ready.
 struct WorkerInfo {

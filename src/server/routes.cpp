@@ -103,6 +103,8 @@ void Routes::dispatch(net::HttpRequest req, net::ResponseWriter w, size_t num_co
   }
   if (path == "/metrics") return w.send(metrics(num_connections));
   if (path == "/health") {
+    if (Status h = st->engine->health(); !h.ok())
+      return w.send(error_response({503, "the engine failed: " + h.message(), ""}));
     if (st->draining) return w.send(error_response({503, "the server is shutting down", ""}));
     return w.send(net::HttpResponse::text(200, ""));
   }

@@ -87,9 +87,9 @@ struct SizeFlag {
   const char* name;
   const char* what;
 };
+// Tensor and pipeline parallelism are real (dist/launch.h declares their flags for serve and
+// generate); data parallelism is not built.
 constexpr SizeFlag kParallelSizes[] = {
-    {"tensor-parallel-size", "tensor parallelism"},
-    {"pipeline-parallel-size", "pipeline parallelism"},
     {"data-parallel-size", "data parallelism"},
 };
 
@@ -196,7 +196,6 @@ void add_server_options(OptionSet& o) {
                   " size; Strata runs one process, sizes above 1 are accepted "
                   "with a warning",
               kCompat);
-  o.add_ignored("enable-expert-parallel", false, "expert parallelism is not built yet", kCompat);
   for (const auto& f : kIgnored) o.add_ignored(f.name, f.takes_value, f.reason, kCompat);
   o.add({.name = "ssl-keyfile",
          .help = "TLS is not supported: refused (terminate TLS in a reverse proxy)",

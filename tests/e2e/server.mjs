@@ -8,7 +8,7 @@ export const sourceDir = process.env.STRATA_SOURCE_DIR ?? path.resolve(here, '..
 export const binary = process.env.STRATA_BIN ?? path.join(sourceDir, 'build', 'strata');
 export const sharedData = process.env.STRATA_SHARED_DATA ?? path.resolve(sourceDir, '../shared/data');
 
-// Resolves to {port, output(), stop()} once the server logs its listening line.
+// Resolves to {port, child, output(), stop()} once the server logs its listening line.
 // The start deadline is a safety net against a hang, far longer than a start takes on a loaded host.
 export function startServer(args, { timeoutMs = 300000 } = {}) {
   return new Promise((resolve, reject) => {
@@ -31,6 +31,7 @@ export function startServer(args, { timeoutMs = 300000 } = {}) {
         clearTimeout(timer);
         resolve({
           port: Number(m[1]),
+          child,
           output: () => out,
           stop: () =>
             new Promise((done) => {

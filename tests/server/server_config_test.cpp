@@ -36,10 +36,8 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
                        "cpu",
                        "--distributed-executor-backend",
                        "mp",
-                       "--tensor-parallel-size",
+                       "--data-parallel-size",
                        "2",
-                       "--pipeline-parallel-size",
-                       "1",
                        "--tool-call-parser",
                        "hermes",
                        "--enable-auto-tool-choice",
@@ -66,11 +64,11 @@ TEST(ServerConfig, VllmCommandLineIsAcceptedWithWarnings) {
   std::vector<std::string> warnings = args->warnings();
   auto c = server_config_from_args(*args, &warnings);
   ASSERT_TRUE(c.ok()) << c.status().message();
-  // One line per ignored flag, each naming it; --pipeline-parallel-size 1 is not worth one.
+  // One line per ignored flag, each naming it.
   for (const char* flag :
        {"--trust-remote-code", "--enforce-eager", "--compilation-config",
         "--enable-flashinfer-autotune", "--device", "--distributed-executor-backend",
-        "--tensor-parallel-size 2", "--cpu-offload-gb"}) {
+        "--data-parallel-size 2", "--cpu-offload-gb"}) {
     int n = 0;
     for (const auto& w : warnings) n += w.rfind(flag, 0) == 0;
     EXPECT_EQ(n, 1) << flag;
@@ -149,7 +147,7 @@ TEST(ServerConfig, DefaultsAndErrors) {
   for (std::vector<std::string> bad : {std::vector<std::string>{"m", "--port", "70000"},
                                        {"m", "--max-queued-requests", "-1"},
                                        {"m", "--ssl-keyfile", "k.pem"},
-                                       {"m", "--tensor-parallel-size", "0"},
+                                       {"m", "--data-parallel-size", "0"},
                                        {"m", "--max-request-body-size", "12"},
                                        {"m", "--stream-buffer-size", "100"},
                                        {"m", "--stream-stall-timeout", "-1"},

@@ -27,13 +27,13 @@ net::ClientResponse post(int port, const std::string& path, const std::string& b
 
 TEST(ServeBinary, VllmFlagsWarnOnceAndServe) {
   ServerProcess p(tiny_serve_args(
-      {"--trust-remote-code", "--enforce-eager", "--tensor-parallel-size", "2", "--cpu-offload-gb",
+      {"--trust-remote-code", "--enforce-eager", "--data-parallel-size", "2", "--cpu-offload-gb",
        "4", "--served-model-name", "tiny", "--max-log-len", "4", "--log-stats-interval", "0.2"}));
   ASSERT_TRUE(p.ok()) << p.output();
   const std::string out = p.output();
   for (const char* f : {"--trust-remote-code is accepted but has no effect",
                         "--enforce-eager is accepted but has no effect",
-                        "--tensor-parallel-size 2 is accepted but has no effect",
+                        "--data-parallel-size 2 is accepted but has no effect",
                         "--cpu-offload-gb is accepted but has no effect"}) {
     size_t first = out.find(f);
     EXPECT_NE(first, std::string::npos) << f << "\n" << out;

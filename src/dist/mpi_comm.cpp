@@ -1,0 +1,418 @@
+#include "dist/mpi_comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/strings.h"
+
+#if STRATA_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace strata::dist {
+
+bool have_mpi() {
+  return STRATA_HAVE_MPI != 0;
+}
+
+Result<double> dist_timeout_seconds() {
+  const char* v = std::getenv("STRATA_DIST_TIMEOUT");
+  if (v == nullptr || *v == '\0') return 30.0;
+  char* end = nullptr;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(t > 0))
+    return invalid_argument(std::string("STRATA_DIST_TIMEOUT=") + v +
+                            ": expected a number of seconds above 0");
+  return t;
+}
+
+namespace {
+std::string seconds_text(double s) {
+  std::string t = std::to_string(s);
+  t.erase(t.find_last_not_of('0') + 1);
+  if (!t.empty() && t.back() == '.') t.pop_back();
+  return t + " s";
+}
+}  // namespace
+
+#if STRATA_HAVE_MPI
+
+namespace {
+
+constexpr int kTagP2P = 1, kTagGather = 2, kTagBcast = 3;
+constexpr size_t kChunk = size_t{1} << 30;  // MPI counts are int: bigger messages go in chunks
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, len);
+}
+
+}  // namespace
+
+class MpiComm final : public Comm {
+ public:
+  // `world_ranks[r]` and `hosts[r]`: the world rank and host of group rank r.
+  MpiComm(MPI_Comm comm, std::vector<int> world_ranks, std::vector<std::string> hosts,
+          std::vector<long> pids, double timeout, std::string name, bool owned)
+      : comm_(comm),
+        world_ranks_(std::move(world_ranks)),
+        hosts_(std::move(hosts)),
+        pids_(std::move(pids)),
+        timeout_(timeout),
+        name_(std::move(name)),
+        owned_(owned) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiComm() override {
+    if (owned_) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string describe_rank(int r) const override {
+    if (r < 0 || r >= size_) return "rank ?";
+    return "rank " + std::to_string(world_ranks_[r]) + " on host " + hosts_[r] +
+           (pids_[r] > 0 ? " (pid " + std::to_string(pids_[r]) + ")" : "");
+  }
+  void set_where(std::vector<std::string> hosts, std::vector<long> pids) {
+    hosts_ = std::move(hosts);
+    pids_ = std::move(pids);
+  }
+  void set_timeout(double t) { timeout_ = t; }
+  MPI_Comm handle() const { return comm_; }
+
+  Status all_gather(const void* send, size_t bytes, void* recv) override {
+    STRATA_RETURN_IF_ERROR(broken_);
+    Pending p;
+    auto* out = static_cast<char*>(recv);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      STRATA_RETURN_IF_ERROR(post_recv(&p, r, out + r * bytes, bytes, kTagGather));
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      STRATA_RETURN_IF_ERROR(post_send(&p, r, send, bytes, kTagGather));
+    }
+    STRATA_RETURN_IF_ERROR(wait(&p, "all-gather"));
+    if (out + rank_ * bytes != send) std::memmove(out + rank_ * bytes, send, bytes);
+    return ok_status();
+  }
+
+  Status broadcast(void* data, size_t bytes, int root) override {
+    STRATA_RETURN_IF_ERROR(broken_);
+    if (root < 0 || root >= size_) return invalid_argument("broadcast: bad root");
+    Pending p;
+    if (rank_ == root) {
+      for (int r = 0; r < size_; ++r)
+        if (r != root) STRATA_RETURN_IF_ERROR(post_send(&p, r, data, bytes, kTagBcast));
+    } else {
+      STRATA_RETURN_IF_ERROR(post_recv(&p, root, data, bytes, kTagBcast));
+    }
+    return wait(&p, "broadcast");
+  }
+
+  Status barrier() override {
+    char none = 0;
+    std::vector<char> all(size_);
+    return all_gather(&none, 1, all.data());
+  }
+
+  Status send(int dst, const void* data, size_t bytes) override {
+    STRATA_RETURN_IF_ERROR(broken_);
+    if (dst < 0 || dst >= size_ || dst == rank_) return invalid_argument("send: bad destination");
+    Pending p;
+    STRATA_RETURN_IF_ERROR(post_send(&p, dst, data, bytes, kTagP2P));
+    return wait(&p, "send");
+  }
+
+  Status recv(int src, void* data, size_t bytes) override {
+    STRATA_RETURN_IF_ERROR(broken_);
+    if (src < 0 || src >= size_ || src == rank_) return invalid_argument("recv: bad source");
+    Pending p;
+    STRATA_RETURN_IF_ERROR(post_recv(&p, src, data, bytes, kTagP2P));
+    return wait(&p, "receive");
+  }
+
+ private:
+  struct Op {
+    MPI_Request request = MPI_REQUEST_NULL;
+    int peer = 0;
+    bool is_recv = false;
+    int expected = 0;  // bytes (receives)
+    bool done = false;
+  };
+  struct Pending {
+    std::vector<Op> ops;
+  };
+
+  Status mpi_failure(int code, int peer, const char* what) {
+    broken_ = unavailable("MPI " + std::string(what) + " with " + describe_rank(peer) +
+                          " failed: " + mpi_error_text(code));
+    return broken_;
+  }
+
+  Status post_send(Pending* p, int peer, const void* data, size_t bytes, int tag) {
+    const char* d = static_cast<const char*>(data);
+    size_t off = 0;
+    do {
+      const size_t n = std::min(kChunk, bytes - off);
+      Op op;
+      op.peer = peer;
+      const int rc =
+          MPI_Isend(d + off, static_cast<int>(n), MPI_BYTE, peer, tag, comm_, &op.request);
+      if (rc != MPI_SUCCESS) return mpi_failure(rc, peer, "send");
+      p->ops.push_back(op);
+      off += n;
+    } while (off < bytes);
+    return ok_status();
+  }
+
+  Status post_recv(Pending* p, int peer, void* data, size_t bytes, int tag) {
+    char* d = static_cast<char*>(data);
+    size_t off = 0;
+    do {
+      const size_t n = std::min(kChunk, bytes - off);
+      Op op;
+      op.peer = peer;
+      op.is_recv = true;
+      op.expected = static_cast<int>(n);
+      const int rc =
+          MPI_Irecv(d + off, static_cast<int>(n), MPI_BYTE, peer, tag, comm_, &op.request);
+      if (rc != MPI_SUCCESS) return mpi_failure(rc, peer, "receive");
+      p->ops.push_back(op);
+      off += n;
+    } while (off < bytes);
+    return ok_status();
+  }
+
+  // Polls every operation until all are done or the deadline passes.
+  Status wait(Pending* p, const char* what) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_));
+    size_t left = p->ops.size();
+    int idle_rounds = 0;
+    while (left > 0) {
+      bool progressed = false;
+      for (Op& op : p->ops) {
+        if (op.done) continue;
+        int flag = 0;
+        MPI_Status st;
+        const int rc = MPI_Test(&op.request, &flag, &st);
+        if (rc != MPI_SUCCESS) return mpi_failure(rc, op.peer, what);
+        if (!flag) continue;
+        op.done = true;
+        progressed = true;
+        --left;
+        if (op.is_recv) {
+          int count = 0;
+          MPI_Get_count(&st, MPI_BYTE, &count);
+          if (count != op.expected)
+            return broken_ = internal_error(describe_rank(op.peer) + " sent " +
+                                            std::to_string(count) + " bytes in a " + what + ", " +
+                                            std::to_string(op.expected) + " expected");
+        }
+      }
+      if (left == 0) break;
+      if (progressed) {
+        idle_rounds = 0;
+        continue;
+      }
+      if (Clock::now() >= deadline) return timed_out(p, what);
+      // Spin briefly (a reply is usually close), then back off to sleeps of up to 1 ms so an
+      // idle rank does not hold a core.
+      ++idle_rounds;
+      if (idle_rounds < 200) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, idle_rounds - 180)));
+      }
+    }
+    return ok_status();
+  }
+
+  Status timed_out(Pending* p, const char* what) {
+    std::vector<int> peers;
+    for (Op& op : p->ops) {
+      if (op.done) continue;
+      if (std::find(peers.begin(), peers.end(), op.peer) == peers.end()) peers.push_back(op.peer);
+      // Receives can be cancelled; sends to a dead peer stay posted (the group is broken and the
+      // process is about to stop).
+      if (op.is_recv) {
+        MPI_Cancel(&op.request);
+        MPI_Request_free(&op.request);
+      }
+    }
+    std::sort(peers.begin(), peers.end());
+    std::string who;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      const int r = peers[i];
+      who += (i == 0 ? "" : (i + 1 == peers.size() ? " and " : ", "));
+      who += "rank " + std::to_string(world_ranks_[r]) + " on host " + hosts_[r];
+    }
+    broken_ = unavailable(who + " did not answer within " + seconds_text(timeout_) + " (" + what +
+                          " in the " + name_ + ")");
+    return broken_;
+  }
+
+  MPI_Comm comm_;
+  std::vector<int> world_ranks_;
+  std::vector<std::string> hosts_;
+  std::vector<long> pids_;
+  double timeout_;
+  std::string name_;
+  bool owned_;
+  int rank_ = 0, size_ = 1;
+  Status broken_;
+};
+
+Result<std::unique_ptr<MpiWorld>> MpiWorld::init(double timeout_seconds) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return failed_precondition("MPI is already initialized in this process");
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+    return unavailable("MPI_Init_thread failed");
+  if (provided < MPI_THREAD_SERIALIZED)
+    return unavailable("this MPI library gives no thread support (MPI_THREAD_SERIALIZED needed)");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm dup;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS) return unavailable("MPI_Comm_dup failed");
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  std::unique_ptr<MpiWorld> w(new MpiWorld());
+  int size = 1;
+  MPI_Comm_size(dup, &size);
+  std::vector<int> ranks(size);
+  for (int r = 0; r < size; ++r) ranks[r] = r;
+  w->world_ =
+      std::make_unique<MpiComm>(dup, ranks, std::vector<std::string>(size, "?"),
+                                std::vector<long>(size, 0), timeout_seconds, "world group", true);
+  // Where every rank runs.
+  constexpr size_t kName = MPI_MAX_PROCESSOR_NAME + 16;
+  std::vector<char> mine(kName, 0), all(kName * size, 0);
+  int len = 0;
+  MPI_Get_processor_name(mine.data(), &len);
+  const long pid = static_cast<long>(getpid());
+  std::memcpy(mine.data() + MPI_MAX_PROCESSOR_NAME + 4, &pid, sizeof(pid));
+  STRATA_RETURN_IF_ERROR(w->world_->all_gather(mine.data(), kName, all.data()));
+  std::vector<long> pids(size);
+  for (int r = 0; r < size; ++r) {
+    const char* e = all.data() + r * kName;
+    w->hosts_.emplace_back(e, strnlen(e, MPI_MAX_PROCESSOR_NAME));
+    std::memcpy(&pids[r], e + MPI_MAX_PROCESSOR_NAME + 4, sizeof(long));
+  }
+  w->world_->set_where(w->hosts_, pids);
+  w->pids_ = pids;
+  w->timeout_ = timeout_seconds;
+  return w;
+}
+
+MpiWorld::~MpiWorld() {
+  tp_.reset();
+  pp_.reset();
+  world_.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+int MpiWorld::rank() const {
+  return world_->rank();
+}
+int MpiWorld::size() const {
+  return world_->size();
+}
+Comm& MpiWorld::world() {
+  return *world_;
+}
+void MpiWorld::set_timeout(double seconds) {
+  timeout_ = seconds;
+  for (MpiComm* c : {world_.get(), tp_.get(), pp_.get()})
+    if (c != nullptr) c->set_timeout(seconds);
+}
+
+Status MpiWorld::split(ModelParallel* parallel) {
+  const int tp = parallel->tp_size, pp = parallel->pp_size;
+  if (tp < 1 || pp < 1 || tp * pp != size())
+    return invalid_argument("tensor parallel size " + std::to_string(tp) + " x pipeline parallel " +
+                            "size " + std::to_string(pp) + " does not match the " +
+                            std::to_string(size()) + " MPI ranks");
+  const int me = rank();
+  parallel->tp_rank = me % tp;
+  parallel->pp_rank = me / tp;
+  // Everyone is there (with a deadline) before the blocking MPI_Comm_split calls.
+  STRATA_RETURN_IF_ERROR(world_->barrier());
+  auto make = [&](int color, int key, const char* name, std::unique_ptr<MpiComm>* out) -> Status {
+    MPI_Comm c;
+    if (MPI_Comm_split(world_->handle(), color, key, &c) != MPI_SUCCESS)
+      return unavailable(std::string("MPI_Comm_split of the ") + name + " failed");
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    int n = 0;
+    MPI_Comm_size(c, &n);
+    // The world ranks of the group, in group order (rank r = key r).
+    std::vector<int> world_ranks;
+    std::vector<std::string> hosts;
+    std::vector<long> group_pids;
+    for (int w = 0; w < size(); ++w) {
+      const int w_color = std::string(name) == "tensor-parallel group" ? w / tp : w % tp;
+      if (w_color == color) {
+        world_ranks.push_back(w);
+        hosts.push_back(hosts_[w]);
+        group_pids.push_back(pids_[w]);
+      }
+    }
+    *out = std::make_unique<MpiComm>(c, world_ranks, hosts, group_pids, timeout_, name, true);
+    return ok_status();
+  };
+  STRATA_RETURN_IF_ERROR(make(parallel->pp_rank, parallel->tp_rank, "tensor-parallel group", &tp_));
+  STRATA_RETURN_IF_ERROR(
+      make(parallel->tp_rank, parallel->pp_rank, "pipeline-parallel group", &pp_));
+  parallel->tp = tp > 1 ? tp_.get() : nullptr;
+  parallel->pp = pp > 1 ? pp_.get() : nullptr;
+  return ok_status();
+}
+
+void MpiWorld::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+#else  // !STRATA_HAVE_MPI
+
+class MpiComm {};
+
+Result<std::unique_ptr<MpiWorld>> MpiWorld::init(double) {
+  return failed_precondition(
+      "this build has no MPI: run scripts/install-deps.sh (it installs OpenMPI: openmpi-bin and "
+      "libopenmpi-dev) and rebuild");
+}
+MpiWorld::~MpiWorld() = default;
+int MpiWorld::rank() const {
+  return 0;
+}
+int MpiWorld::size() const {
+  return 1;
+}
+Comm& MpiWorld::world() {
+  std::abort();
+}
+void MpiWorld::set_timeout(double) {}
+Status MpiWorld::split(ModelParallel*) {
+  return failed_precondition("this build has no MPI");
+}
+void MpiWorld::abort(int code) {
+  std::_Exit(code);
+}
+
+#endif
+
+}  // namespace strata::dist

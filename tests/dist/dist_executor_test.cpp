@@ -1,0 +1,325 @@
+// DistExecutor and run_worker_loop over a group of ranks that are threads of this process
+// (core/comm.h's local group): the same code paths as under MPI, without processes. The model is
+// replicated (tp_size 1 per rank), so every rank computes the whole step, as it will with exact
+// tensor parallelism.
+#include "dist/dist_executor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "../engine/engine_test_util.h"
+#include "engine/engine.h"
+#include "grammar/grammar.h"
+#include "grammar/vocabulary.h"
+
+namespace strata {
+namespace {
+
+using dist::DistExecutor;
+using dist::RankReport;
+
+engine::EngineConfig tiny_config() {
+  auto c = testing::engine_config(testing::repo_path("models/strata-tiny"), "dummy", 1 << 20);
+  c.scheduler.max_model_len = 512;
+  c.scheduler.max_num_batched_tokens = 96;  // long prompts in chunks beside other decodes
+  c.scheduler.max_num_seqs = 6;
+  c.seed = 11;
+  return c;
+}
+
+std::vector<engine::EngineRequest> workload(bool sampled) {
+  std::vector<engine::EngineRequest> out;
+  for (int i = 0; i < 5; ++i) {
+    std::vector<int32_t> p = {256};
+    for (int k = 1; k < 5 + 37 * i; ++k) p.push_back(static_cast<int32_t>((k * 13 + i * 29) % 256));
+    std::string id = "r";
+    id += std::to_string(i);
+    auto r = testing::greedy_request(id, std::move(p), 10 + 4 * i);
+    if (sampled) {
+      r.params.temperature = 0.9;
+      r.params.seed = 100 + i;
+      r.params.logprobs = 2;
+      r.params.n = i % 2 == 0 ? 2 : 1;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// A Comm that counts what passes and can be cut: once cut() is called every call fails the way
+// MpiComm's do when a peer is gone.
+class WatchedComm final : public Comm {
+ public:
+  explicit WatchedComm(Comm* inner) : inner_(inner) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string describe_rank(int r) const override { return inner_->describe_rank(r); }
+  Status all_gather(const void* s, size_t b, void* r) override {
+    STRATA_RETURN_IF_ERROR(check());
+    return inner_->all_gather(s, b, r);
+  }
+  Status broadcast(void* d, size_t b, int root) override {
+    STRATA_RETURN_IF_ERROR(check());
+    return inner_->broadcast(d, b, root);
+  }
+  Status barrier() override {
+    STRATA_RETURN_IF_ERROR(check());
+    return inner_->barrier();
+  }
+  Status send(int dst, const void* d, size_t b) override {
+    STRATA_RETURN_IF_ERROR(check());
+    return inner_->send(dst, d, b);
+  }
+  Status recv(int src, void* d, size_t b) override {
+    STRATA_RETURN_IF_ERROR(check());
+    Status s = inner_->recv(src, d, b);
+    if (s.ok() && b == sizeof(dist::MessageHeader)) {
+      dist::MessageHeader h;
+      std::memcpy(&h, d, sizeof(h));
+      if (h.kind == dist::MessageKind::kHeartbeat) heartbeats++;
+      if (h.kind == dist::MessageKind::kStep) steps++;
+    }
+    return s;
+  }
+  void cut() { cut_ = true; }
+  std::atomic<int> heartbeats{0}, steps{0};
+
+ private:
+  Status check() const {
+    if (cut_) return unavailable("rank 1 on host test did not answer within 30 s (test cut)");
+    return ok_status();
+  }
+  Comm* inner_;
+  std::atomic<bool> cut_{false};
+};
+
+RankReport report_of(engine::Worker& w) {
+  RankReport r;
+  r.num_blocks = w.info().memory.num_blocks;
+  r.weight_bytes = w.model().weight_bytes_total();
+  r.threads = w.info().threads;
+  return r;
+}
+
+// Two ranks: rank 1 on a thread running its worker loop, rank 0 behind an engine.
+class TwoRanks {
+ public:
+  explicit TwoRanks(engine::EngineConfig config, int64_t rank1_kv_bytes = 0,
+                    dist::DistExecutorOptions options = {})
+      : group_(make_local_group(2)), comm0_(group_[0].get()), comm1_(group_[1].get()) {
+    rank1_ = std::thread([this, config, rank1_kv_bytes] {
+      // A rank 1 that cannot start still takes part in the start-up exchange (with an empty
+      // report), so rank 0 does not wait for it forever.
+      auto bail = [&](const Status& s) {
+        loop_status_ = s;
+        (void)dist::exchange_reports(comm1_, RankReport{});
+      };
+      auto wc = engine::resolve_worker_config(config);
+      if (!wc.ok()) return bail(wc.status());
+      if (rank1_kv_bytes > 0) wc->engine.cache.kv_cache_memory_bytes = rank1_kv_bytes;
+      auto w = engine::Worker::create(*wc);
+      if (!w.ok()) return bail(w.status());
+      rank1_blocks_ = (*w)->info().memory.num_blocks;
+      auto reports = dist::exchange_reports(comm1_, report_of(**w));
+      if (!reports.ok()) {
+        loop_status_ = reports.status();
+        return;
+      }
+      loop_status_ = dist::run_worker_loop(comm1_, **w);
+      loop_done_ = true;
+    });
+    auto engine = engine::Engine::create(
+        config,
+        [this,
+         options](const engine::WorkerConfig& wc) -> Result<std::unique_ptr<engine::Executor>> {
+          STRATA_ASSIGN_OR_RETURN(auto w, engine::Worker::create(wc));
+          STRATA_ASSIGN_OR_RETURN(auto reports, dist::exchange_reports(comm0_, report_of(*w)));
+          reports_ = reports;
+          STRATA_ASSIGN_OR_RETURN(
+              auto e, DistExecutor::create(&comm0_, std::move(w), std::move(reports), options));
+          executor_ = e.get();
+          return std::unique_ptr<engine::Executor>(std::move(e));
+        });
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    if (engine.ok()) client_ = engine::EngineClient::start(std::move(engine).value());
+  }
+  ~TwoRanks() {
+    client_.reset();
+    if (rank1_.joinable()) rank1_.join();
+  }
+  // Ends the rank 1 loop by hand (after a failure the executor no longer talks to it).
+  void stop_rank1() {
+    dist::MessageHeader h;
+    h.kind = dist::MessageKind::kShutdown;
+    ASSERT_TRUE(group_[0]->send(1, &h, sizeof(h)).ok());
+    rank1_.join();
+  }
+  Status join_rank1() {
+    client_.reset();
+    rank1_.join();
+    return loop_status_;
+  }
+
+  std::vector<std::unique_ptr<Comm>> group_;
+  WatchedComm comm0_, comm1_;
+  std::thread rank1_;
+  std::unique_ptr<engine::EngineClient> client_;
+  DistExecutor* executor_ = nullptr;
+  std::vector<RankReport> reports_;
+  Status loop_status_;
+  std::atomic<bool> loop_done_{false};
+  int64_t rank1_blocks_ = 0;
+};
+
+std::vector<testing::Completion> run_all(engine::EngineClient& client, bool sampled) {
+  auto streams = testing::submit_together(client, workload(sampled));
+  std::vector<testing::Completion> out;
+  for (auto& s : streams)
+    for (auto& c : testing::collect(*s)) {
+      EXPECT_TRUE(c.error.ok()) << c.error.to_string();
+      out.push_back(std::move(c));
+    }
+  EXPECT_TRUE(testing::wait_idle(client));
+  return out;
+}
+
+std::vector<testing::Completion> run_one_process(bool sampled) {
+  auto client = engine::EngineClient::create(tiny_config());
+  EXPECT_TRUE(client.ok()) << client.status().to_string();
+  if (!client.ok()) return {};
+  return run_all(**client, sampled);
+}
+
+void expect_same(const std::vector<testing::Completion>& a,
+                 const std::vector<testing::Completion>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_FALSE(a[i].tokens.empty()) << "choice " << i;
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "choice " << i;
+    EXPECT_EQ(a[i].logprobs, b[i].logprobs) << "choice " << i;
+    EXPECT_EQ(a[i].finish_reason, b[i].finish_reason) << "choice " << i;
+  }
+}
+
+TEST(DistExecutor, TwoRanksGiveTheOutputsOfOneProcessAndRank1RunsEveryStep) {
+  for (bool sampled : {false, true}) {
+    auto one = run_one_process(sampled);
+    TwoRanks two(tiny_config());
+    ASSERT_NE(two.client_, nullptr);
+    auto out = run_all(*two.client_, sampled);
+    expect_same(one, out);
+    EXPECT_GT(two.comm1_.steps.load(), 5);
+    EXPECT_TRUE(two.executor_->health().ok());
+    EXPECT_TRUE(two.client_->health().ok());
+    // Destroying the engine tells rank 1 to stop: its loop ends cleanly.
+    EXPECT_TRUE(two.join_rank1().ok()) << two.loop_status_.to_string();
+    EXPECT_TRUE(two.loop_done_.load());
+  }
+}
+
+TEST(DistExecutor, TheSchedulerGetsTheSmallestKvPoolOfAllRanks) {
+  auto c = tiny_config();
+  c.cache.kv_cache_memory_bytes = 2 << 20;
+  TwoRanks two(c, /*rank1_kv_bytes=*/1 << 20);
+  ASSERT_NE(two.client_, nullptr) << two.loop_status_.to_string();
+  ASSERT_EQ(two.reports_.size(), 2u);
+  EXPECT_GT(two.rank1_blocks_, 0);
+  EXPECT_LT(two.rank1_blocks_, two.reports_[0].num_blocks);
+  EXPECT_EQ(two.reports_[1].num_blocks, two.rank1_blocks_);
+  EXPECT_EQ(two.executor_->info().memory.num_blocks, two.rank1_blocks_);
+  // Every rank reported its weights; the table names each rank.
+  EXPECT_GT(two.reports_[1].weight_bytes, 0);
+  const std::string table = dist::format_world_table(*two.group_[0], two.reports_);
+  EXPECT_NE(table.find("thread 0"), std::string::npos) << table;
+  EXPECT_NE(table.find("thread 1"), std::string::npos) << table;
+  EXPECT_NE(table.find(std::to_string(two.reports_[1].weight_bytes) + " bytes"), std::string::npos)
+      << table;
+}
+
+TEST(DistExecutor, AnIdleRank0SendsHeartbeats) {
+  dist::DistExecutorOptions o;
+  o.heartbeat_seconds = 0.01;
+  TwoRanks two(tiny_config(), 0, o);
+  ASSERT_NE(two.client_, nullptr);
+  // No request at all: only heartbeats reach rank 1, and each is answered.
+  EXPECT_TRUE(testing::wait_until([&] { return two.comm1_.heartbeats.load() >= 3; }));
+  EXPECT_EQ(two.comm1_.steps.load(), 0);
+  EXPECT_TRUE(two.executor_->health().ok());
+  EXPECT_TRUE(two.join_rank1().ok());
+}
+
+TEST(DistExecutor, ALostRankFailsTheExecutorForGoodAndCallsBackOnce) {
+  dist::DistExecutorOptions o;
+  o.heartbeat_seconds = 0.01;
+  TwoRanks two(tiny_config(), 0, o);
+  ASSERT_NE(two.client_, nullptr);
+  std::atomic<int> calls{0};
+  std::string why;
+  std::mutex mu;
+  two.executor_->set_failure_callback([&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    why = s.message();
+    calls++;
+  });
+  // A request completes first, then the group is cut while idle: the heartbeat finds out.
+  auto before = run_all(*two.client_, false);
+  EXPECT_EQ(before.size(), 5u);
+  two.comm0_.cut();
+  ASSERT_TRUE(testing::wait_until([&] { return calls.load() > 0; }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_NE(why.find("rank 1 on host test"), std::string::npos) << why;
+  }
+  Status h = two.client_->health();
+  EXPECT_EQ(h.code(), StatusCode::kUnavailable);
+  EXPECT_NE(h.message().find("rank 1 on host test"), std::string::npos) << h.message();
+  // A request after the failure ends with the error instead of hanging.
+  auto s = two.client_->submit(testing::greedy_request("late", {256, 1, 2}, 4));
+  ASSERT_TRUE(s.ok());
+  auto late = testing::collect(**s);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_FALSE(late[0].error.ok());
+  EXPECT_NE(late[0].error.message().find("rank 1 on host test"), std::string::npos)
+      << late[0].error.message();
+  EXPECT_EQ(calls.load(), 1);
+  two.stop_rank1();
+}
+
+TEST(DistExecutor, GrammarConstrainedRequestsAreRefusedWithSeveralRanks) {
+  TwoRanks two(tiny_config());
+  ASSERT_NE(two.client_, nullptr);
+  const auto& info = two.client_->info();
+  ASSERT_NE(info.tokenizer, nullptr);
+  auto vocab = grammar::make_token_vocabulary(*info.tokenizer, info.vocab_size, info.eos_token_ids);
+  auto g = grammar::Grammar::parse_ebnf(R"(root ::= "yes" | "no")");
+  ASSERT_TRUE(g.ok());
+  auto r = testing::greedy_request("g", {256, 1, 2}, 4);
+  r.constraint = grammar::CompiledGrammar::compile(*g, vocab);
+  std::string field;
+  auto s = two.client_->submit(std::move(r), &field);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(field, "response_format");
+  EXPECT_NE(s.status().message().find("not supported with tensor or pipeline parallelism"),
+            std::string::npos);
+  EXPECT_FALSE(two.executor_->supports_constraints());
+}
+
+TEST(DistExecutor, OneRankIsTheWorkerItself) {
+  auto group = make_local_group(1);
+  auto wc = engine::resolve_worker_config(tiny_config());
+  ASSERT_TRUE(wc.ok()) << wc.status().to_string();
+  auto w = engine::Worker::create(*wc);
+  ASSERT_TRUE(w.ok());
+  auto reports = dist::exchange_reports(*group[0], report_of(**w));
+  ASSERT_TRUE(reports.ok());
+  auto e = DistExecutor::create(group[0].get(), std::move(w).value(), *reports);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE((*e)->supports_constraints());
+}
+
+}  // namespace
+}  // namespace strata

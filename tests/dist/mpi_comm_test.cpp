@@ -1,0 +1,163 @@
+// MpiComm and MpiWorld under `mpirun -np 4` (ctest runs it so): the world group, its split into
+// a 2 x 2 tensor x pipeline layout, every collective, and the errors instead of hangs. Every rank
+// runs the same tests in the same order; the process exits non-zero when any rank failed one.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dist/mpi_comm.h"
+
+namespace strata {
+namespace {
+
+dist::MpiWorld* g_world = nullptr;
+ModelParallel g_parallel;
+
+TEST(MpiComm, TheWorldKnowsEveryRankAndHost) {
+  ASSERT_EQ(g_world->size(), 4);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  EXPECT_EQ(g_world->hosts()[g_world->rank()], host);
+  const std::string me = g_world->world().describe_rank(g_world->rank());
+  EXPECT_NE(me.find("rank " + std::to_string(g_world->rank()) + " on host " + host),
+            std::string::npos)
+      << me;
+  EXPECT_NE(me.find("pid " + std::to_string(getpid())), std::string::npos) << me;
+}
+
+TEST(MpiComm, AllGatherBroadcastBarrierAndPointToPoint) {
+  Comm& w = g_world->world();
+  const int me = w.rank(), n = w.size();
+  // all_gather: each rank's 3 ints, in rank order; the send buffer may alias the own slot.
+  std::vector<int32_t> all(3 * n, -1);
+  for (int k = 0; k < 3; ++k) all[3 * me + k] = 100 * me + k;
+  ASSERT_TRUE(w.all_gather(&all[3 * me], 3 * sizeof(int32_t), all.data()).ok());
+  for (int r = 0; r < n; ++r)
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(all[3 * r + k], 100 * r + k);
+  // broadcast from a root other than 0, and a string of any length.
+  std::string s = me == 2 ? std::string(100000, 'x') + "end" : "";
+  ASSERT_TRUE(broadcast_string(w, &s, 2).ok());
+  EXPECT_EQ(s.size(), 100003u);
+  EXPECT_EQ(s.substr(s.size() - 3), "end");
+  ASSERT_TRUE(w.barrier().ok());
+  // A ring: each rank sends to the next and receives from the previous, twice, in order.
+  for (int round = 0; round < 2; ++round) {
+    int64_t out = me * 10 + round, in = -1;
+    if (me % 2 == 0) {
+      ASSERT_TRUE(w.send((me + 1) % n, &out, sizeof(out)).ok());
+      ASSERT_TRUE(w.recv((me + n - 1) % n, &in, sizeof(in)).ok());
+    } else {
+      ASSERT_TRUE(w.recv((me + n - 1) % n, &in, sizeof(in)).ok());
+      ASSERT_TRUE(w.send((me + 1) % n, &out, sizeof(out)).ok());
+    }
+    EXPECT_EQ(in, ((me + n - 1) % n) * 10 + round);
+  }
+  // Empty messages are fine.
+  ASSERT_TRUE(w.all_gather(nullptr, 0, nullptr).ok());
+}
+
+TEST(MpiComm, TheSplitGivesTensorParallelNeighboursAndPipelineStages) {
+  const int me = g_world->rank();
+  EXPECT_EQ(g_parallel.tp_rank, me % 2);
+  EXPECT_EQ(g_parallel.pp_rank, me / 2);
+  EXPECT_EQ(g_parallel.world_rank(), me);
+  ASSERT_NE(g_parallel.tp, nullptr);
+  ASSERT_NE(g_parallel.pp, nullptr);
+  Comm& tp = *g_parallel.tp;
+  Comm& pp = *g_parallel.pp;
+  EXPECT_EQ(tp.size(), 2);
+  EXPECT_EQ(pp.size(), 2);
+  EXPECT_EQ(tp.rank(), g_parallel.tp_rank);
+  EXPECT_EQ(pp.rank(), g_parallel.pp_rank);
+  int32_t mine = me, got[2] = {-1, -1};
+  ASSERT_TRUE(tp.all_gather(&mine, sizeof(mine), got).ok());
+  EXPECT_EQ(got[0], 2 * g_parallel.pp_rank);  // the stage's ranks are neighbours
+  EXPECT_EQ(got[1], 2 * g_parallel.pp_rank + 1);
+  ASSERT_TRUE(pp.all_gather(&mine, sizeof(mine), got).ok());
+  EXPECT_EQ(got[0], g_parallel.tp_rank);  // one rank per stage with this tp_rank
+  EXPECT_EQ(got[1], g_parallel.tp_rank + 2);
+  // Messages name world ranks.
+  EXPECT_NE(pp.describe_rank(1).find("rank " + std::to_string(g_parallel.tp_rank + 2) + " on host"),
+            std::string::npos)
+      << pp.describe_rank(1);
+  // Point to point inside a stage.
+  int64_t v = 7 + me, w = -1;
+  if (tp.rank() == 0) {
+    ASSERT_TRUE(tp.send(1, &v, sizeof(v)).ok());
+  } else {
+    ASSERT_TRUE(tp.recv(0, &w, sizeof(w)).ok());
+    EXPECT_EQ(w, 7 + me - 1);
+  }
+  EXPECT_FALSE(tp.send(tp.rank(), &v, sizeof(v)).ok());  // to itself: a usage error
+}
+
+// The last tests break groups on purpose: a silent peer, a wrong size.
+TEST(MpiComm, ASilentPeerIsAnErrorNamingItAfterTheTimeoutNotAHang) {
+  const int me = g_world->rank();
+  Comm& tp = *g_parallel.tp;
+  if (me == 0) {
+    g_world->set_timeout(0.5);
+    int64_t v = 0;
+    Status s = tp.recv(1, &v, sizeof(v));  // rank 1 never sends this
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+    EXPECT_NE(
+        s.message().find("rank 1 on host " + g_world->hosts()[1] + " did not answer within 0.5 s"),
+        std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("tensor-parallel group"), std::string::npos) << s.message();
+    // The group stays broken: the next call fails at once with the same error.
+    Status again = tp.barrier();
+    EXPECT_EQ(again.message(), s.message());
+    g_world->set_timeout(30);
+  }
+}
+
+TEST(MpiComm, AMessageOfTheWrongSizeIsAnError) {
+  const int me = g_world->rank();
+  Comm& pp = *g_parallel.pp;
+  if (me == 3) {
+    int64_t small = 5;
+    ASSERT_TRUE(pp.send(0, &small, sizeof(small)).ok());
+  } else if (me == 1) {
+    char big[16];
+    Status s = pp.recv(1, big, sizeof(big));
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("rank 3 on host"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("sent 8 bytes"), std::string::npos) << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto world = strata::dist::MpiWorld::init(30);
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s\n", world.status().message().c_str());
+    return 1;
+  }
+  strata::g_world = world->get();
+  if ((*world)->size() != 4) {
+    std::fprintf(stderr, "run this test with mpirun -np 4 (it has %d ranks)\n", (*world)->size());
+    (*world)->abort(1);
+  }
+  strata::g_parallel.tp_size = 2;
+  strata::g_parallel.pp_size = 2;
+  if (auto s = (*world)->split(&strata::g_parallel); !s.ok()) {
+    std::fprintf(stderr, "split: %s\n", s.message().c_str());
+    (*world)->abort(1);
+  }
+  int rc = RUN_ALL_TESTS() == 0 ? 0 : 1;
+  // Every rank's verdict: the process fails when any rank failed.
+  std::vector<int32_t> all((*world)->size());
+  int32_t mine = rc;
+  if (!(*world)->world().all_gather(&mine, sizeof(mine), all.data()).ok()) (*world)->abort(1);
+  for (int32_t r : all) rc |= r;
+  world->reset();
+  return rc;
+}
