@@ -5,10 +5,11 @@ set -euo pipefail
 # clang with its compiler-rt runtimes (libclang-rt-dev: ASan, UBSan, TSan and libFuzzer, which
 # clang only recommends) builds the sanitizer and fuzzing stages of scripts/test.sh; llvm supplies
 # llvm-symbolizer, which turns sanitizer stack traces into file:line. OpenMPI (mpirun and the
-# headers) runs tensor and pipeline parallel ranks (src/dist/).
+# headers) runs tensor and pipeline parallel ranks (src/dist/); iproute2 and curl drive its
+# network-namespace test.
 packages=(build-essential cmake ninja-build ccache pkg-config git libgtest-dev libgmock-dev
           libpcre2-dev nlohmann-json3-dev libxxhash-dev libicu-dev clang libclang-rt-dev llvm
-          openmpi-bin libopenmpi-dev iproute2)
+          openmpi-bin libopenmpi-dev iproute2 curl python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

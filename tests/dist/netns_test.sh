@@ -8,15 +8,20 @@
 #   2. A bad --distributed-interface is a clear error naming the interfaces there are.
 #   3. Killing rank 2 while serving: /health turns 503 naming "rank 2 on host strata-mpi-2", a
 #      request fails with that message, and the server exits non-zero.
-# Needs root, iproute2, unshare, curl and OpenMPI. Usage: netns_test.sh STRATA_BIN SOURCE_DIR
+# Needs root (else skipped), iproute2, unshare, curl and OpenMPI. Usage: netns_test.sh STRATA_BIN SOURCE_DIR
 set -euo pipefail
 bin=$(readlink -f "$1")
 src=$(readlink -f "$2")
 model=$src/models/strata-tiny
-[ "$(id -u)" -eq 0 ] || { echo "netns_test: needs root (ip netns)"; exit 1; }
+# Skipped (77) where namespaces cannot be made; a missing tool is a failure (install-deps.sh).
+[ "$(id -u)" -eq 0 ] || { echo "netns_test: skipped: needs root (ip netns)"; exit 77; }
 for t in ip unshare curl mpirun; do
   command -v $t >/dev/null || { echo "netns_test: $t is missing (scripts/install-deps.sh)"; exit 1; }
 done
+if ! ip netns add strata-mpi-probe 2>/dev/null; then
+  echo "netns_test: skipped: this system does not allow network namespaces"; exit 77
+fi
+ip netns del strata-mpi-probe
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ns=(strata-mpi-0 strata-mpi-1 strata-mpi-2)
 hub=strata-mpi-hub
@@ -51,6 +56,13 @@ for i in 0 1 2; do
   ip -n "$n" addr add "$net.$((i + 1))/24" dev eth0
   ip -n "$n" link set eth0 up
   ip -n "$n" link set lo up
+  # A decoy, as docker0 is on real clusters: the same private address on every host, on an
+  # interface that leads nowhere. OpenMPI offered it makes a rank connect to its own copy and
+  # wait: the automatic choice (the interface that routes to mpirun) must never pick it.
+  ip -n "$n" link add dock0 type veth peer name dock1
+  ip -n "$n" addr add 172.17.0.1/16 dev dock0
+  ip -n "$n" link set dock0 up
+  ip -n "$n" link set dock1 up
 done
 # (no ping on minimal systems: the first mpirun below is the connectivity check)
 
@@ -74,8 +86,9 @@ on0() { exec ip netns exec ${ns[0]} unshare --uts sh -c "hostname ${ns[0]}; exec
 
 serve_args=(serve "$model" --load-format dummy --kv-cache-memory 32MiB --max-model-len 512
             --threads 1 --host 0.0.0.0)
-mpi_args=(--hostfile "$work/hosts" -np 3 --mca plm_rsh_agent "$work/agent" --bind-to none
-          --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0)
+mpi_auto=(--hostfile "$work/hosts" -np 3 --mca plm_rsh_agent "$work/agent" --bind-to none
+          --mca btl tcp,self)
+mpi_args=("${mpi_auto[@]}" --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0)
 
 # Starts a server; sets server_pid and port once it listens.
 start() {
@@ -102,12 +115,14 @@ texts() {  # PORT -> one line per prompt: the completion text and tokens
 }
 fail() { echo "netns_test: FAILED: $*"; exit 1; }
 
-echo "== 1. one process, then 3 ranks on 3 hosts (pipeline parallel 3)"
+echo "== 1. one process, then 3 ranks on 3 hosts (pipeline parallel 3), the interface chosen"
 start "$work/one.log" on0 "$bin" "${serve_args[@]}" --served-model-name m --port 0
 expected=$(texts "$port")
 kill -TERM "$server_pid"; wait "$server_pid" || fail "the single process did not exit 0"
-start "$work/three.log" on0 mpirun "${mpi_args[@]}" "$bin" "${serve_args[@]}" --served-model-name m \
-  --port 0 --pipeline-parallel-size 3 --distributed-interface eth0
+# No interface named anywhere: the ranks on hosts 1 and 2 choose eth0 (the route to mpirun),
+# never the decoy; without that choice this launch hangs on dock0.
+start "$work/three.log" on0 mpirun "${mpi_auto[@]}" "$bin" "${serve_args[@]}" \
+  --served-model-name m --port 0 --pipeline-parallel-size 3
 got=$(texts "$port")
 [ "$got" = "$expected" ] || fail "greedy outputs differ:\n$expected\n---\n$got"
 for i in 0 1 2; do
@@ -115,6 +130,15 @@ for i in 0 1 2; do
     fail "no world table line for rank $i on ${ns[$i]}"; done
 grep -q "rank 1 on host ${ns[1]} (pid [0-9]*), interface eth0, layers 1..2 (2)" "$work/three.log" ||
   fail "rank 1's line lacks its interface or layers"
+grep -q "rank 2 on host ${ns[2]} (pid [0-9]*), interface eth0" "$work/three.log" ||
+  fail "rank 2 did not choose eth0"
+kill -TERM "$server_pid"; wait "$server_pid" || true
+
+echo "== 1b. the same with the interface named"
+start "$work/named.log" on0 mpirun "${mpi_args[@]}" "$bin" "${serve_args[@]}" \
+  --served-model-name m --port 0 --pipeline-parallel-size 3 --distributed-interface eth0
+got=$(texts "$port")
+[ "$got" = "$expected" ] || fail "greedy outputs differ with the interface named"
 kill -TERM "$server_pid"; wait "$server_pid" || true
 
 echo "== 2. a bad interface is a clear error"
