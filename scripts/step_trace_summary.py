@@ -65,6 +65,13 @@ def summarise(steps, max_requests):
         share = totals[p] / grand if grand > 0 else 0.0
         print(f"{p:<10} {ms(totals[p])} {share * 100:6.1f}%  {totals[p] / n * 1e3:10.3f}")
     print(f"{'all':<10} {ms(grand)} {100.0:6.1f}%")
+    comm = [s.get("comm", 0.0) for s in steps]
+    if any(c > 0 for c in comm):
+        # Several ranks: the part of forward + sample spent in the parallel groups' calls.
+        inside = totals["forward"] + totals["sample"]
+        share = sum(comm) / inside if inside > 0 else 0.0
+        print(f"{'comm':<10} {ms(sum(comm))} {share * 100:6.1f}% of forward+sample, "
+              f"median {statistics.median(comm) * 1e3:.3f} ms/step")
 
     with_prefill = [s["dur"] for s in steps if s.get("prefill_tokens", 0) > 0]
     without = [s["dur"] for s in steps if s.get("prefill_tokens", 0) == 0]

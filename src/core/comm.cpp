@@ -1,5 +1,7 @@
 #include "core/comm.h"
 
+#include "core/clock.h"
+
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -50,8 +52,10 @@ class LocalComm final : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return shared_->size; }
   std::string describe_rank(int r) const override { return "thread " + std::to_string(r); }
+  double busy_seconds() const override { return busy_; }
 
   Status all_gather(const void* send, size_t bytes, void* recv) override {
+    const Timed timed(&busy_);
     // Publish, wait for all, copy every slot out, wait until all have copied (the senders'
     // buffers may change after the call).
     {
@@ -70,6 +74,7 @@ class LocalComm final : public Comm {
   }
 
   Status broadcast(void* data, size_t bytes, int root) override {
+    const Timed timed(&busy_);
     if (root < 0 || root >= size()) return invalid_argument("broadcast: bad root");
     {
       std::lock_guard<std::mutex> lock(shared_->mu);
@@ -95,6 +100,7 @@ class LocalComm final : public Comm {
   }
 
   Status recv(int src, void* data, size_t bytes) override {
+    const Timed timed(&busy_);
     if (src < 0 || src >= size() || src == rank_) return invalid_argument("recv: bad source");
     std::unique_lock<std::mutex> lock(shared_->mu);
     auto& box = shared_->mail[{src, rank_}];
@@ -110,8 +116,16 @@ class LocalComm final : public Comm {
   }
 
  private:
+  // Adds the scope's duration to *total.
+  struct Timed {
+    explicit Timed(double* total) : total(total), t0(now_seconds()) {}
+    ~Timed() { *total += now_seconds() - t0; }
+    double* total;
+    double t0;
+  };
   std::shared_ptr<LocalShared> shared_;
   int rank_;
+  double busy_ = 0;
 };
 
 }  // namespace

@@ -36,6 +36,10 @@ class Comm {
   // Point to point: `bytes` must match on both sides.
   virtual Status send(int dst, const void* data, size_t bytes) = 0;
   virtual Status recv(int src, void* data, size_t bytes) = 0;
+
+  // Seconds this rank has spent inside the calls of this group so far (the transfers and the wait
+  // for slower peers): the communication time the step trace reports.
+  virtual double busy_seconds() const { return 0; }
 };
 
 // Helpers over the interface.

@@ -78,6 +78,7 @@ class MpiComm final : public Comm {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  double busy_seconds() const override { return busy_; }
   std::string describe_rank(int r) const override {
     if (r < 0 || r >= size_) return "rank ?";
     return "rank " + std::to_string(world_ranks_[r]) + " on host " + hosts_[r] +
@@ -197,6 +198,12 @@ class MpiComm final : public Comm {
   // Polls every operation until all are done or the deadline passes.
   Status wait(Pending* p, const char* what) {
     using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    struct AddBusy {  // the wait's duration, on every return path
+      double* busy;
+      Clock::time_point start;
+      ~AddBusy() { *busy += std::chrono::duration<double>(Clock::now() - start).count(); }
+    } add_busy{&busy_, start};
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(timeout_));
     size_t left = p->ops.size();
@@ -269,6 +276,7 @@ class MpiComm final : public Comm {
   std::vector<std::string> hosts_;
   std::vector<long> pids_;
   double timeout_;
+  double busy_ = 0;  // seconds in wait(): busy_seconds()
   std::string name_;
   bool owned_;
   int rank_ = 0, size_ = 1;

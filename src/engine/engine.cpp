@@ -547,6 +547,7 @@ Status Engine::step() {
     tr->schedule = t_scheduled - t_start;
     tr->forward = output_.forward_seconds;
     tr->sample = output_.sample_seconds;
+    tr->comm = output_.comm_seconds;
     tr->prepare = (t_execute - t_scheduled) +
                   std::max(0.0, (t_executed - t_execute) - tr->forward - tr->sample);
     tr->output = t_end - t_executed;

@@ -151,6 +151,7 @@ std::string encode_step_output(const StepOutput& out) {
   }
   w.pod(out.forward_seconds);
   w.pod(out.sample_seconds);
+  w.pod(out.comm_seconds);
   w.u64(out.kv_loads_done.size());
   for (const kv::KvLoadResult& l : out.kv_loads_done) {
     w.i32(l.block);
@@ -176,6 +177,7 @@ Result<StepOutput> decode_step_output(std::string_view bytes) {
   }
   out.forward_seconds = r.pod<double>();
   out.sample_seconds = r.pod<double>();
+  out.comm_seconds = r.pod<double>();
   const uint64_t loads = r.count(4 + 1 + 4);
   for (uint64_t i = 0; i < loads && r.ok(); ++i) {
     kv::KvLoadResult l;

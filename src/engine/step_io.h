@@ -63,6 +63,9 @@ struct StepOutput {
   // time with them.
   double forward_seconds = 0;
   double sample_seconds = 0;
+  // Of those, the seconds the worker spent in its tensor/pipeline-parallel groups' calls
+  // (Comm::busy_seconds(): transfers and waits for the other ranks); 0 on one process.
+  double comm_seconds = 0;
   // KV tier loads that finished (plan.kv_loads of this or earlier steps), for
   // Scheduler::finish_kv_loads().
   std::vector<kv::KvLoadResult> kv_loads_done;

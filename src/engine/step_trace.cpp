@@ -84,7 +84,12 @@ void StepTraceWriter::write(const StepTraceRecord& r) {
   append_number(s, r.sample);
   s += ", \"output\": ";
   append_number(s, r.output);
-  s += "}, \"running\": ";
+  s += "}";
+  if (r.comm > 0) {
+    s += ", \"comm\": ";
+    append_number(s, r.comm);
+  }
+  s += ", \"running\": ";
   append_int(s, r.running);
   s += ", \"waiting\": ";
   append_int(s, r.waiting);

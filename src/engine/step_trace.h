@@ -25,6 +25,8 @@
 //   forward   the model's forward pass (to the logits of the sampled rows)
 //   sample    sampling, and prompt logprobs for the requests that asked for them
 //   output    Scheduler::update, detokenization, stop strings and the chunks to the streams
+// comm (only with several ranks): the seconds of forward and sample that rank 0 spent in its
+// tensor/pipeline-parallel groups' calls (all-gathers, sends, waits for slower ranks).
 // running / waiting: the scheduler's queues after schedule(). prefill_requests / prefill_tokens:
 // entries of this step with prompt tokens still to compute, and how many of those ran;
 // decode_tokens: the other scheduled tokens. events: one per scheduled entry ("tokens" it ran,
@@ -60,6 +62,7 @@ struct StepTraceRecord {
   int64_t step = 0;
   double start = 0, duration = 0;
   double wait = 0, between = 0, schedule = 0, prepare = 0, forward = 0, sample = 0, output = 0;
+  double comm = 0;  // of forward + sample: in tensor/pipeline-parallel calls (0: one process)
   int64_t running = 0, waiting = 0;
   int64_t prefill_requests = 0, prefill_tokens = 0, decode_tokens = 0;
   std::vector<StepTraceEvent> events;

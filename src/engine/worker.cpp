@@ -350,7 +350,20 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   return w;
 }
 
+double Worker::comm_busy_seconds() const {
+  const ModelParallel& p = config_.parallel;
+  return (p.tp != nullptr ? p.tp->busy_seconds() : 0.0) +
+         (p.pp != nullptr ? p.pp->busy_seconds() : 0.0);
+}
+
 Status Worker::execute(const StepInput& input, StepOutput* output) {
+  const double comm0 = comm_busy_seconds();
+  const Status s = execute_step(input, output);
+  output->comm_seconds = comm_busy_seconds() - comm0;
+  return s;
+}
+
+Status Worker::execute_step(const StepInput& input, StepOutput* output) {
   for (const auto& id : input.plan.finished_ids) requests_.erase(id);
   for (const NewRequestData& n : input.new_requests) {
     RequestState& r = requests_[n.request_id];

@@ -99,6 +99,8 @@ class Worker {
   };
   Worker() = default;
   Status compute_prompt_logprobs(const sched::StepPlan& plan, StepOutput* output);
+  Status execute_step(const StepInput& input, StepOutput* output);  // execute() without the timing
+  double comm_busy_seconds() const;  // Comm::busy_seconds() of this rank's groups
 
   WorkerConfig config_;
   WorkerInfo info_;

@@ -50,11 +50,12 @@ struct KvSpec {
   int64_t ds_mla_latent(bool fp8_ds_mla) const { return fp8_ds_mla ? latent_dim : 0; }
 };
 
-// How tensor parallelism would split a linear layer's [rows, cols] weight over ranks (vLLM's
-// linear classes): column-parallel splits the output rows (QKV, gate/up; no reduction),
-// row-parallel splits the input columns (O, down; an all-reduce of the partial outputs),
-// vocab-parallel splits the vocabulary rows (embedding, LM head), replicated keeps the whole weight
-// on every rank (small projections, the MoE router), expert-parallel places whole experts on ranks.
+// The role of a linear layer under tensor parallelism, named as vLLM's linear classes are:
+// column-parallel (QKV, gate/up), row-parallel (O, down), vocab-parallel (embedding, LM head),
+// replicated (small projections, the MoE router), expert-parallel (whole experts on ranks).
+// Strata's split is exact (model/parallel.h): every sharded weight, row-parallel ones included, is
+// cut by output rows, and a row-parallel layer all-gathers its input first instead of all-reducing
+// partial sums afterwards, so no float sum crosses ranks.
 enum class Sharding { kReplicated, kColumn, kRow, kVocab, kExpert };
 const char* sharding_name(Sharding s);
 

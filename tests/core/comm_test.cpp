@@ -70,6 +70,19 @@ TEST(LocalComm, BroadcastStringAndPointToPoint) {
   });
 }
 
+TEST(LocalComm, BusySecondsGrowWithEveryCall) {
+  run_group(2, [](int rank, Comm& comm) {
+    EXPECT_EQ(comm.busy_seconds(), 0);
+    double last = 0;
+    for (int round = 0; round < 5; ++round) {
+      int32_t v = rank, all[2];
+      ASSERT_TRUE(comm.all_gather(&v, sizeof(v), all).ok());
+      EXPECT_GT(comm.busy_seconds(), last);
+      last = comm.busy_seconds();
+    }
+  });
+}
+
 TEST(ShardRange, SplitsEvenlyWithTheRemainderFirst) {
   EXPECT_EQ(shard_range(10, 3, 0).begin, 0);
   EXPECT_EQ(shard_range(10, 3, 0).end, 4);

@@ -40,9 +40,10 @@ function rankOf(output, r) {
 describe('tensor parallel 2 on one host', () => {
   let one;
   let two;
+  const trace = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'strata-dist-')), 'steps.jsonl');
   before(async () => {
     one = await startServer([model, ...common, '--threads', '1']);
-    two = await startServer([model, ...common, '--tensor-parallel-size', '2']);
+    two = await startServer([model, ...common, '--tensor-parallel-size', '2', '--step-trace', trace]);
   });
   after(async () => {
     if (one) assert.equal(await one.stop(), 0);
@@ -64,6 +65,20 @@ describe('tensor parallel 2 on one host', () => {
     const b = await greedy(clientFor(two));
     assert.deepEqual(b, a);
     assert.ok(a.every((x) => x.tokens.length === 24));
+  });
+
+  test('the step trace reports the time spent in the ranks\' all-gathers', async () => {
+    // 3 x 72 more steps: the trace writer has flushed its first 64 lines by now (it writes
+    // through a buffer; a line cut at the buffer's end is left out).
+    for (let i = 0; i < 3; ++i) await greedy(clientFor(two));
+    const lines = fs.readFileSync(trace, 'utf8').split('\n').slice(0, -1);
+    const steps = lines.map((l) => JSON.parse(l));
+    assert.ok(steps.length >= 64, `${steps.length} lines`);
+    for (const s of steps) {
+      // Every step runs the sharded layers: some of its forward pass is communication.
+      assert.ok(s.comm > 0, JSON.stringify(s));
+      assert.ok(s.comm <= s.phases.forward + s.phases.sample + 1e-9, JSON.stringify(s));
+    }
   });
 
   test('streamed chat works across ranks', async () => {

@@ -338,6 +338,7 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   out.entries[1].draft_token_ids = {9, 10, 11};
   out.forward_seconds = 0.125;
   out.sample_seconds = 0.0625;
+  out.comm_seconds = 0.03125;
   out.kv_loads_done = {
       {3, true, kv::Tier::kRam}, {70000, true, kv::Tier::kDisk}, {5, false, kv::Tier::kNone}};
   const std::string ob = engine::encode_step_output(out);
@@ -351,6 +352,7 @@ TEST(StepIo, EveryTruncationOrCorruptionOfAnEncodedStepIsAnErrorNotACrash) {
   EXPECT_EQ(oback->entries[1].draft_token_ids, out.entries[1].draft_token_ids);
   EXPECT_EQ(oback->forward_seconds, 0.125);
   EXPECT_EQ(oback->sample_seconds, 0.0625);
+  EXPECT_EQ(oback->comm_seconds, 0.03125);
   EXPECT_EQ(oback->kv_loads_done, out.kv_loads_done);
   for (size_t len = 0; len < ob.size(); ++len)
     EXPECT_FALSE(engine::decode_step_output(ob.substr(0, len)).ok()) << "truncated to " << len;
