@@ -1,0 +1,350 @@
+// DeepSeek-V4 (DeepseekV4ForCausalLM) building blocks: the config, manifold-constrained
+// hyper-connections (mHC) with Sinkhorn mixing, sqrt-softplus / hash MoE routing with the
+// SwiGLU clamp, MXFP4 and ue8m0-scaled FP8 weights, the compressed sparse attention of one layer
+// (compressor, lightning indexer, sliding window + compressed rows + sinks, grouped low-rank O)
+// and the KV-cache sizes of the published FP8 layout.
+//
+// Each op has a plain float64 reference (`*_ref`, loops written from the published description,
+// for tests) and, where the engine needs a different shape, a float32 implementation.
+//
+// Written from the descriptions in (read to understand, no code taken):
+//   - DeepSeek-V4 reference inference code `inference/model.py` and `inference/kernel.py`
+//     (as mirrored in github.com/Nicooo-Wang/DeepSeek-V4-Pro-code, commit 0ec3a03c2fc3 and
+//     20746603cee2), classes Compressor, Indexer, Attention, Gate, Expert, Block, ParallelHead
+//     and the functions hc_split_sinkhorn, sparse_attn, precompute_freqs_cis, fp4_gemm;
+//   - vllm-project/vllm vllm/model_executor/models/deepseek_v4.py and
+//     vllm/model_executor/layers/deepseek_v4_attention.py (KV layout, config handling);
+//   - /work/shared/docs/deepseek-v4-and-serving-notes.md section 1.3.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace strata {
+class ThreadPool;
+}
+
+namespace strata::dsv4 {
+
+// ---------------------------------------------------------------------------------------------
+// Config
+// ---------------------------------------------------------------------------------------------
+
+enum class Scoring { kSqrtSoftplus, kSigmoid, kSoftmax };
+enum class ExpertDtype { kBf16, kFp8, kFp4 };
+// kWindow: sliding window only (compress ratio 0 or 1). kCsa: ratio 4, overlapping compressor
+// plus the lightning indexer choosing index_topk rows. kHca: ratio 128, every complete row.
+enum class AttnKind { kWindow, kCsa, kHca };
+
+// rope_scaling {type: yarn} as V4 uses it: frequency interpolation only (no attention
+// magnitude/mscale), applied to the compressed layers' RoPE.
+struct Yarn {
+  double factor = 1.0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  int64_t original_max_position_embeddings = 0;  // 0: no YaRN
+};
+
+struct DeepseekV4Config {
+  std::string architecture;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t head_dim = 0;           // the single shared K=V head
+  int64_t qk_rope_head_dim = 0;   // rotated tail of each head
+  int64_t q_lora_rank = 0;
+  int64_t o_lora_rank = 0;
+  int64_t o_groups = 0;
+  int64_t sliding_window = 0;
+  // [num_hidden_layers]: 0 (window only; the file's 1 is stored as 0), 4 or 128. The file may list
+  // more entries (the MTP layer's); only the first num_hidden_layers are read, as vLLM does.
+  std::vector<int> compress_ratios;
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
+  int64_t index_topk = 0;
+  int64_t n_routed_experts = 0;
+  int64_t n_shared_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  Scoring scoring = Scoring::kSqrtSoftplus;
+  bool noaux_tc = true;  // topk_method: selection adds the correction bias (ffn.gate.bias)
+  bool norm_topk_prob = true;
+  double routed_scaling_factor = 1.0;
+  double swiglu_limit = 0.0;  // 0: no clamp
+  int64_t num_hash_layers = 0;
+  int64_t hc_mult = 1;
+  int64_t hc_sinkhorn_iters = 1;
+  double hc_eps = 1e-6;
+  double rope_theta = 10000.0;
+  double compress_rope_theta = 10000.0;
+  Yarn yarn;
+  double rms_norm_eps = 1e-6;
+  int64_t max_position_embeddings = 0;
+  int64_t num_nextn_predict_layers = 0;
+  ExpertDtype expert_dtype = ExpertDtype::kBf16;
+  bool fp8_weights = false;   // quantization_config quant_method fp8 (e4m3 blocks)
+  bool ue8m0_scales = false;  // quantization_config scale_fmt ue8m0 (power-of-two scales)
+  int64_t weight_block_n = 128;
+  int64_t weight_block_k = 128;
+
+  int compress_ratio(int64_t layer) const { return compress_ratios[layer]; }
+  AttnKind attn_kind(int64_t layer) const;
+  bool hash_routed(int64_t layer) const { return layer < num_hash_layers; }
+  int64_t nope_head_dim() const { return head_dim - qk_rope_head_dim; }
+  int64_t hc_mix_dim() const { return (2 + hc_mult) * hc_mult; }
+};
+
+// Reads a DeepseekV4ForCausalLM config.json object; `overrides` (may be null) is merged on top
+// first, recursively into objects (vLLM's --hf-overrides). Errors name the offending key.
+Result<DeepseekV4Config> parse_deepseek_v4_config(const nlohmann::json& config,
+                                                  const nlohmann::json* overrides = nullptr);
+
+// ---------------------------------------------------------------------------------------------
+// RoPE: GPT-J interleaved pairs (2i, 2i + 1) of the last qk_rope_head_dim values
+// ---------------------------------------------------------------------------------------------
+
+// inv_freq[i] = theta^(-2i / rope_dim), blended with inv_freq / factor by YaRN's linear ramp
+// between the beta_fast and beta_slow correction dims when `yarn` is non-null and has an original
+// length > 0. [rope_dim / 2]
+std::vector<double> rope_inv_freq(int64_t rope_dim, double theta, const Yarn* yarn);
+// The table a layer uses: compressed layers (and their compressor and indexer) compress_rope_theta
+// with YaRN; window-only layers rope_theta without YaRN.
+std::vector<double> layer_rope_inv_freq(const DeepseekV4Config& c, int64_t layer);
+// Rotates pairs (x[2i], x[2i+1]) by pos * inv_freq[i] (by the negative angle when `inverse`).
+void rope_interleaved_ref(double* x, int64_t rope_dim, int64_t pos, const double* inv_freq,
+                          bool inverse);
+void rope_interleaved(float* x, int64_t rope_dim, int64_t pos, const double* inv_freq,
+                      bool inverse);
+
+// ---------------------------------------------------------------------------------------------
+// Hyper-connections (mHC). The residual is hc streams x [hc, dim] per token. Before each
+// sublayer (attention, FFN), from the RMS-scaled flattened streams:
+//   mixes = (fn @ flat(x)) / rms(flat(x))          fn [(2+hc)*hc, hc*dim], rms with rms_norm_eps
+//   pre   = sigmoid(mixes[0:hc] * scale[0] + base[0:hc]) + hc_eps
+//   post  = 2 * sigmoid(mixes[hc:2hc] * scale[1] + base[hc:2hc])
+//   comb  = Sinkhorn(mixes[2hc:] as [hc, hc] (row j, column k) * scale[2] + base[2hc:])
+//   input = sum_j pre[j] * x[j]
+// and after it, with f the sublayer output:
+//   x'[k] = post[k] * f + sum_j comb[j][k] * x[j]
+// Sinkhorn: row softmax + hc_eps, divide each column by (its sum + hc_eps), then iters - 1 times
+// rows then columns by (sum + hc_eps). The final head collapses with
+//   pre = sigmoid(((hc_head_fn @ flat(x)) / rms) * scale[0] + base) + hc_eps,  y = sum_j pre[j] x[j].
+// ---------------------------------------------------------------------------------------------
+
+void hc_split_sinkhorn_ref(const double* mixes, const double* scale, const double* base, int hc,
+                           int iters, double eps, double* pre, double* post, double* comb);
+// x [hc, dim] -> y [dim], post [hc], comb [hc, hc].
+void hc_pre_ref(const double* x, int hc, int64_t dim, const double* fn, const double* scale,
+                const double* base, int iters, double hc_eps, double norm_eps, double* y,
+                double* post, double* comb);
+// f [dim], residual [hc, dim] -> out [hc, dim].
+void hc_post_ref(const double* f, const double* residual, const double* post, const double* comb,
+                 int hc, int64_t dim, double* out);
+// x [hc, dim] -> y [dim]; fn [hc, hc*dim], scale [1], base [hc].
+void hc_head_ref(const double* x, int hc, int64_t dim, const double* fn, const double* scale,
+                 const double* base, double hc_eps, double norm_eps, double* y);
+
+// Float32, batched over tokens: x [n, hc, dim]; y [n, dim]; post [n, hc]; comb [n, hc, hc].
+// `pool` may be null (single thread).
+struct HcWeights {
+  const float* fn = nullptr;     // [(2+hc)*hc, hc*dim] (hc_head: [hc, hc*dim])
+  const float* base = nullptr;   // [(2+hc)*hc] (hc_head: [hc])
+  const float* scale = nullptr;  // [3] (hc_head: [1])
+};
+void hc_pre(const float* x, int64_t n, int hc, int64_t dim, const HcWeights& w, int iters,
+            float hc_eps, float norm_eps, float* y, float* post, float* comb, ThreadPool* pool);
+// f [n, dim], residual [n, hc, dim] -> out [n, hc, dim] (out may alias residual).
+void hc_post(const float* f, const float* residual, const float* post, const float* comb,
+             int64_t n, int hc, int64_t dim, float* out, ThreadPool* pool);
+void hc_head(const float* x, int64_t n, int hc, int64_t dim, const HcWeights& w, float hc_eps,
+             float norm_eps, float* y, ThreadPool* pool);
+
+// ---------------------------------------------------------------------------------------------
+// MoE routing and the expert activation
+//   score    = sqrt(softplus(logit)) (or sigmoid / softmax)
+//   select   = the top_k of score + bias (bias may be null; ties: the lower id), or, on a hash layer
+//              (layer < num_hash_layers), the token's row of tid2eid [vocab, top_k] (no bias)
+//   weights  = the unbiased scores of the chosen experts, divided by their sum when `normalize`
+//              (softmax scores are never renormalised), times `scaling`
+//   expert   = w2(silu(min(gate, limit)) * clamp(up, -limit, limit)), limit = swiglu_limit > 0
+//              (the shared expert clamps the same way)
+// ---------------------------------------------------------------------------------------------
+
+struct RoutingConfig {
+  int num_experts = 0;
+  int top_k = 0;
+  Scoring scoring = Scoring::kSqrtSoftplus;
+  bool normalize = true;
+  double scaling = 1.0;
+  Status validate() const;
+};
+RoutingConfig routing_config(const DeepseekV4Config& c);
+
+// logits [num_experts]; hash_ids [top_k] (the token's tid2eid row) or null for score routing.
+void route_token_ref(const RoutingConfig& rc, const double* logits, const double* bias,
+                     const int32_t* hash_ids, int32_t* ids, double* weights);
+void route_token(const RoutingConfig& rc, const float* logits, const float* bias,
+                 const int32_t* hash_ids, int32_t* ids, float* weights);
+// A tid2eid table from a checkpoint: every entry must name an expert in [0, num_experts) and no
+// row may repeat an expert.
+Status check_hash_table(const int32_t* tid2eid, int64_t vocab, int top_k, int num_experts);
+
+double swiglu_clamped_ref(double gate, double up, double limit);
+void swiglu_clamped(const float* gate, const float* up, int64_t n, float limit, float* out);
+
+// ---------------------------------------------------------------------------------------------
+// MXFP4 experts (expert_dtype "fp4") and ue8m0-scaled FP8 blocks
+//   weight [n, k] stored as packed [n, k / 2] bytes, element 2j in the low nibble of byte j and
+//   element 2j + 1 in the high nibble (torch float4_e2m1fn_x2 / OCP MX order); e2m1 nibble: sign
+//   bit 3, exponent bits 2..1 (bias 1), mantissa bit 0: {0, .5, 1, 1.5, 2, 3, 4, 6} and negatives.
+//   scales [n, k / 32] e8m0 bytes: value 2^(e - 127), 0xff is NaN.
+//   W[i, j] = e2m1(nibble(i, j)) * e8m0(scales[i, j / 32]).
+// FP8 weights with scale_fmt ue8m0: e4m3 values [n, k] with one e8m0 byte per block_n x block_k
+// block ([ceil(n / block_n), ceil(k / block_k)]) - or f32 scales that are powers of two.
+// ---------------------------------------------------------------------------------------------
+
+inline constexpr int64_t kMxfp4Group = 32;
+double e2m1_value(uint8_t nibble);
+double e8m0_value(uint8_t e);
+// Checks that k is a multiple of 32 (so of the packing too).
+Status check_mxfp4_shape(int64_t n, int64_t k);
+void dequantize_mxfp4_ref(const uint8_t* packed, const uint8_t* scales, int64_t n, int64_t k,
+                          double* w);
+// y [m, n] = x [m, k] @ W^T, dequantising one 32-group at a time (float32 accumulation).
+void mxfp4_matmul(const float* x, const uint8_t* packed, const uint8_t* scales, int64_t m,
+                  int64_t n, int64_t k, float* y, ThreadPool* pool);
+// Rounds w [n, k] to MXFP4 as the reference quantiser does: scale = the power of two >= amax/6
+// of each group (2^-126 for an all-zero group), value rounded to the nearest e2m1 (ties to the
+// even code). For dummy weights and tests.
+void quantize_mxfp4(const float* w, int64_t n, int64_t k, uint8_t* packed, uint8_t* scales);
+// w[i, j] = e4m3(q[i, j]) * 2^(scales[i / bn, j / bk] - 127), row-major [n, k].
+void dequantize_fp8_ue8m0_ref(const uint8_t* q, const uint8_t* scales, int64_t n, int64_t k,
+                              int64_t bn, int64_t bk, double* w);
+// A checkpoint's f32 block scales as e8m0 bytes; fails (naming `what`) unless each is a
+// positive power of two within e8m0's range.
+Status f32_scales_to_e8m0(const float* s, int64_t count, const std::string& what, uint8_t* out);
+
+// ---------------------------------------------------------------------------------------------
+// KV cache sizes
+// ---------------------------------------------------------------------------------------------
+
+// One token of one layer in V4's FP8 KV layout: nope e4m3 bytes + rope bf16 values + one ue8m0
+// scale byte per 64 nope values, padded to a multiple of 8 bytes:
+// 448 + 128 + 7 + 1 = 584 for head_dim 512 / rope 64. Requires nope % 64 == 0.
+Result<int64_t> kv_token_bytes_fp8(int64_t head_dim, int64_t rope_dim);
+
+// Rows each kind of KV holds for one sequence of `context_len` tokens, summed over the layers.
+struct KvCounts {
+  int64_t window_rows = 0;  // min(context, sliding_window) per layer, every layer
+  int64_t c4_rows = 0;      // context / 4 per CSA layer
+  int64_t c128_rows = 0;    // context / 128 per HCA layer
+  int64_t indexer_rows = 0; // context / 4 per CSA layer (index_head_dim values each)
+  int64_t csa_layers = 0, hca_layers = 0, window_layers = 0;
+};
+KvCounts kv_counts(const DeepseekV4Config& c, int64_t context_len);
+
+// ---------------------------------------------------------------------------------------------
+// One attention layer
+// ---------------------------------------------------------------------------------------------
+
+// Weights of one attention layer, row-major [out, in], float64 (the reference's) - names as in
+// the checkpoint (layers.N.attn.*).
+struct AttnWeights {
+  std::vector<double> wq_a;        // [q_lora_rank, dim]
+  std::vector<double> q_norm;      // [q_lora_rank]
+  std::vector<double> wq_b;        // [heads * head_dim, q_lora_rank]
+  std::vector<double> wkv;         // [head_dim, dim]
+  std::vector<double> kv_norm;     // [head_dim]
+  std::vector<double> attn_sink;   // [heads]
+  std::vector<double> wo_a;        // [o_groups * o_lora_rank, heads * head_dim / o_groups]
+  std::vector<double> wo_b;        // [dim, o_groups * o_lora_rank]
+  // compressor.* (ratio > 0); coff = 2 for ratio 4 (overlap) else 1
+  std::vector<double> c_wkv;       // [coff * head_dim, dim]
+  std::vector<double> c_wgate;     // [coff * head_dim, dim]
+  std::vector<double> c_ape;       // [ratio, coff * head_dim]
+  std::vector<double> c_norm;      // [head_dim]
+  // indexer.* (ratio 4): its own overlapping compressor of index_head_dim rows
+  std::vector<double> i_wq_b;      // [index_n_heads * index_head_dim, q_lora_rank]
+  std::vector<double> i_weights;   // [index_n_heads, dim] (weights_proj)
+  std::vector<double> i_c_wkv;     // [2 * index_head_dim, dim]
+  std::vector<double> i_c_wgate;   // [2 * index_head_dim, dim]
+  std::vector<double> i_c_ape;     // [4, 2 * index_head_dim]
+  std::vector<double> i_c_norm;    // [index_head_dim]
+};
+// Random weights of the right shapes for `layer` (tests, dummy loads).
+AttnWeights random_attn_weights(const DeepseekV4Config& c, int64_t layer, uint64_t seed);
+// Checks the vector sizes against the config.
+Status check_attn_weights(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w);
+
+// Compressed rows of a whole sequence x [t, dim] (the layer's normed input): row r pools tokens
+// [r*ratio, (r+1)*ratio) (ratio 4: also the previous 4 tokens through the first half of the
+// channels), per channel softmax(score + ape) weighted sum of kv, then RMSNorm with `norm`, then
+// RoPE at position r*ratio. rows: [t / ratio, out_dim]; returns the row count.
+int64_t compress_ref(const double* x, int64_t t, int64_t dim, int ratio, int64_t out_dim,
+                     int64_t rope_dim, const double* wkv, const double* wgate, const double* ape,
+                     const double* norm, double eps, const double* inv_freq,
+                     std::vector<double>* rows);
+
+// The indexer's choice for the token at position `pos` (0-based, its own row included once
+// complete): scores s[r] = sum_h relu(q_h . k_r) * w_h * index_head_dim^-1/2 * heads^-1/2 over the
+// complete rows r < (pos + 1) / 4, then the index_topk best (ties: the lower row), ascending.
+// q [heads, index_head_dim] (roped), w [heads], keys [rows, index_head_dim].
+std::vector<int64_t> indexer_topk_ref(const double* q, const double* w, const double* keys,
+                                      int64_t pos, int64_t heads, int64_t head_dim, int64_t topk);
+
+// The whole layer on a sequence starting at position 0: x [t, dim] (after attn_norm) -> out
+// [t, dim]. Token p attends to raw tokens max(0, p - window + 1) .. p, to the compressed rows it
+// may see (HCA: every complete row; CSA: the indexer's top-k of the complete rows) and to a
+// per-head sink (a logit with a zero value). The quantisation-aware-training simulations of the
+// reference (FP8 rounding of the KV nope part, FP4 rounding and Hadamard rotation in the indexer)
+// are not applied: the Hadamard rotation is orthogonal and cancels in q.k.
+void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w,
+                   const double* x, int64_t t, double* out);
+
+// The engine-shaped float32 layer: one token at a time, keeping what decode keeps per sequence -
+// a ring of the last sliding_window KV rows, the compressor's pending window (ratio or 2*ratio
+// rows of kv and scores), the compressed rows and, for CSA, the indexer's compressed keys.
+class AttentionDecoder {
+ public:
+  AttentionDecoder(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w);
+  // x [dim] of the token at position tokens_seen() -> out [dim].
+  void step(const float* x, float* out);
+  int64_t tokens_seen() const { return pos_; }
+  int64_t compressed_rows() const;
+  // Rows the last step attended to: window tokens and compressed rows (indexer-selected for CSA).
+  int64_t last_window_rows() const { return last_window_; }
+  int64_t last_compressed_rows() const { return last_compressed_; }
+
+ private:
+  struct Compressor {
+    int ratio = 0;
+    int64_t out_dim = 0;
+    bool overlap = false;
+    std::vector<float> wkv, wgate, ape, norm;
+    std::vector<float> kv_state, score_state;  // [coff*ratio, coff*out_dim]
+    std::vector<float> rows;                   // [n, out_dim]
+    void init(int r, int64_t d, const std::vector<double>& wkv_d,
+              const std::vector<double>& wgate_d, const std::vector<double>& ape_d,
+              const std::vector<double>& norm_d);
+    void push(const float* x, int64_t dim, int64_t pos, float eps, int64_t rope_dim,
+              const double* inv_freq);
+  };
+
+  const DeepseekV4Config& c_;
+  int64_t layer_;
+  int ratio_;
+  std::vector<double> inv_freq_;
+  std::vector<float> wq_a_, q_norm_, wq_b_, wkv_, kv_norm_, sink_, wo_a_, wo_b_, i_wq_b_,
+      i_weights_;
+  Compressor comp_, icomp_;
+  std::vector<float> window_;  // ring [sliding_window, head_dim]
+  int64_t pos_ = 0;
+  int64_t last_window_ = 0, last_compressed_ = 0;
+};
+
+}  // namespace strata::dsv4
