@@ -790,6 +790,111 @@ Status f32_scales_to_e8m0(const float* s, int64_t count, const std::string& what
   return ok_status();
 }
 
+// ------------------------------------------------------------------------- checkpoint
+
+int64_t TensorSpec::bytes() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const int64_t size = dtype == "F32" ? 4 : dtype == "BF16" ? 2 : dtype == "I64" ? 8 : 1;
+  return n * size;
+}
+
+std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool include_mtp) {
+  std::vector<TensorSpec> t;
+  const int64_t dim = c.hidden_size, h = c.num_attention_heads, hd = c.head_dim;
+  const int64_t ql = c.q_lora_rank, inter = c.moe_intermediate_size, hc = c.hc_mult;
+  auto add = [&](const std::string& name, const char* dtype, std::vector<int64_t> shape) {
+    t.push_back({name, dtype, std::move(shape)});
+  };
+  auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
+  auto linear = [&](const std::string& name, int64_t n, int64_t k) {
+    if (!c.fp8_weights) return add(name + ".weight", "BF16", {n, k});
+    add(name + ".weight", "F8_E4M3", {n, k});
+    add(name + ".scale", "F8_E8M0", {blocks(n, c.weight_block_n), blocks(k, c.weight_block_k)});
+  };
+  auto expert = [&](const std::string& name, int64_t n, int64_t k) {
+    switch (c.expert_dtype) {
+      case ExpertDtype::kFp4:
+        add(name + ".weight", "I8", {n, k / 2});
+        add(name + ".scale", "F8_E8M0", {n, k / kMxfp4Group});
+        return;
+      case ExpertDtype::kFp8:
+        add(name + ".weight", "F8_E4M3", {n, k});
+        add(name + ".scale", "F8_E8M0", {blocks(n, c.weight_block_n), blocks(k, c.weight_block_k)});
+        return;
+      case ExpertDtype::kBf16:
+        return linear(name, n, k);
+    }
+  };
+  auto hc_set = [&](const std::string& p, const std::string& kind, int64_t rows, int64_t scales) {
+    add(p + "hc_" + kind + "_base", "F32", {rows});
+    add(p + "hc_" + kind + "_fn", "F32", {rows, hc * dim});
+    add(p + "hc_" + kind + "_scale", "F32", {scales});
+  };
+  auto compressor = [&](const std::string& p, int ratio, int64_t d) {
+    const int64_t coff = ratio == 4 ? 2 : 1;
+    add(p + "ape", "F32", {ratio, coff * d});
+    add(p + "norm.weight", "BF16", {d});
+    add(p + "wgate.weight", "BF16", {coff * d, dim});
+    add(p + "wkv.weight", "BF16", {coff * d, dim});
+  };
+  auto layer = [&](const std::string& p, int ratio, bool hash) {
+    add(p + "attn.attn_sink", "F32", {h});
+    add(p + "attn.q_norm.weight", "BF16", {ql});
+    add(p + "attn.kv_norm.weight", "BF16", {hd});
+    linear(p + "attn.wq_a", ql, dim);
+    linear(p + "attn.wq_b", h * hd, ql);
+    linear(p + "attn.wkv", hd, dim);
+    linear(p + "attn.wo_a", c.o_groups * c.o_lora_rank, h * hd / c.o_groups);
+    linear(p + "attn.wo_b", dim, c.o_groups * c.o_lora_rank);
+    if (ratio != 0) compressor(p + "attn.compressor.", ratio, hd);
+    if (ratio == 4) {
+      compressor(p + "attn.indexer.compressor.", 4, c.index_head_dim);
+      add(p + "attn.indexer.weights_proj.weight", "BF16", {c.index_n_heads, dim});
+      linear(p + "attn.indexer.wq_b", c.index_n_heads * c.index_head_dim, ql);
+    }
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      const std::string q = p + "ffn.experts." + std::to_string(e) + ".";
+      expert(q + "w1", inter, dim);
+      expert(q + "w3", inter, dim);
+      expert(q + "w2", dim, inter);
+    }
+    add(p + "ffn.gate.weight", "BF16", {c.n_routed_experts, dim});
+    if (hash)
+      add(p + "ffn.gate.tid2eid", "I64", {c.vocab_size, c.num_experts_per_tok});
+    else
+      add(p + "ffn.gate.bias", "F32", {c.n_routed_experts});
+    const int64_t shared = inter * c.n_shared_experts;
+    if (shared > 0) {
+      linear(p + "ffn.shared_experts.w1", shared, dim);
+      linear(p + "ffn.shared_experts.w3", shared, dim);
+      linear(p + "ffn.shared_experts.w2", dim, shared);
+    }
+    add(p + "attn_norm.weight", "BF16", {dim});
+    add(p + "ffn_norm.weight", "BF16", {dim});
+    hc_set(p, "attn", c.hc_mix_dim(), 3);
+    hc_set(p, "ffn", c.hc_mix_dim(), 3);
+  };
+  add("embed.weight", "BF16", {c.vocab_size, dim});
+  add("head.weight", "BF16", {c.vocab_size, dim});
+  add("norm.weight", "BF16", {dim});
+  hc_set("", "head", hc, 1);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    layer("layers." + std::to_string(l) + ".", c.compress_ratio(l), c.hash_routed(l));
+  if (include_mtp)
+    for (int64_t k = 0; k < c.num_nextn_predict_layers; ++k) {
+      const std::string p = "mtp." + std::to_string(k) + ".";
+      layer(p, 0, false);  // the MTP layer: ratio 1 (window only), never hash-routed
+      linear(p + "e_proj", dim, dim);
+      linear(p + "h_proj", dim, dim);
+      add(p + "enorm.weight", "BF16", {dim});
+      add(p + "hnorm.weight", "BF16", {dim});
+      add(p + "norm.weight", "BF16", {dim});
+      hc_set(p, "head", hc, 1);
+    }
+  return t;
+}
+
 // ------------------------------------------------------------------------------ KV sizes
 
 Result<int64_t> kv_token_bytes_fp8(int64_t head_dim, int64_t rope_dim) {

@@ -230,6 +230,29 @@ void dequantize_fp8_ue8m0_ref(const uint8_t* q, const uint8_t* scales, int64_t n
 Status f32_scales_to_e8m0(const float* s, int64_t count, const std::string& what, uint8_t* out);
 
 // ---------------------------------------------------------------------------------------------
+// Checkpoint layout (Hugging Face DeepSeek-V4 safetensors names)
+// ---------------------------------------------------------------------------------------------
+
+// One tensor of the checkpoint: its name, safetensors dtype ("BF16", "F32", "F8_E4M3", "F8_E8M0",
+// "I8" for two packed e2m1 values per byte, "I64") and shape.
+struct TensorSpec {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  int64_t bytes() const;
+};
+// Every tensor a checkpoint of this config holds, in a fixed order: embed/head/norm/hc_head_*,
+// then layers.N.* (attn.{wq_a,wq_b,wkv,wo_a,wo_b}.{weight,scale}, attn_sink, q_norm, kv_norm,
+// attn.compressor.* on ratio 4/128 layers, attn.indexer.* on ratio-4 layers, ffn.experts.E.w1-3,
+// ffn.gate.{weight, bias | tid2eid on hash layers}, ffn.shared_experts.w1-3, attn_norm, ffn_norm,
+// hc_{attn,ffn}_{base,fn,scale}), then, with `include_mtp`, mtp.K.* (a window-only, score-routed
+// layer plus e_proj, h_proj, enorm, hnorm, norm, hc_head_*). Linear weights are e4m3 with one
+// e8m0 scale per 128 x 128 block when quantization_config is fp8 (else BF16); routed experts
+// follow expert_dtype (fp4: I8 [n, k/2] + e8m0 [n, k/32]). For the published Flash config this
+// is 69 187 tensors and 159 609 485 896 bytes, as its model.safetensors.index.json lists.
+std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool include_mtp);
+
+// ---------------------------------------------------------------------------------------------
 // KV cache sizes
 // ---------------------------------------------------------------------------------------------
 

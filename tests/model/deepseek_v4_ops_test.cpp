@@ -175,6 +175,49 @@ TEST(DeepseekV4Config, ErrorsNameTheKey) {
   EXPECT_TRUE(n.ok()) << n.status().to_string();
 }
 
+TEST(DeepseekV4Checkpoint, FlashTensorsMatchThePublishedIndex) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-flash/config.json");
+  auto c = parse_deepseek_v4_config(read_config("deepseek-v4-flash"));
+  ASSERT_TRUE(c.ok());
+  // deepseek-ai/DeepSeek-V4-Flash model.safetensors.index.json: 69 187 tensors, total_size
+  // 159 609 485 896 bytes (as reported from the published index; the MTP block included).
+  const auto all = checkpoint_tensors(*c, true);
+  int64_t bytes = 0;
+  for (const auto& t : all) bytes += t.bytes();
+  EXPECT_EQ(all.size(), 69187u);
+  EXPECT_EQ(bytes, 159609485896);
+  auto find = [&](const std::string& name) -> const TensorSpec* {
+    for (const auto& t : all)
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  // Shapes and dtypes of layer 0 as the shard headers give them.
+  const TensorSpec* e = find("layers.0.ffn.experts.0.w1.weight");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->dtype, "I8");
+  EXPECT_EQ(e->shape, (std::vector<int64_t>{2048, 2048}));
+  const TensorSpec* es = find("layers.0.ffn.experts.0.w1.scale");
+  ASSERT_NE(es, nullptr);
+  EXPECT_EQ(es->dtype, "F8_E8M0");
+  EXPECT_EQ(es->shape, (std::vector<int64_t>{2048, 128}));
+  const TensorSpec* wq = find("layers.0.attn.wq_a.scale");
+  ASSERT_NE(wq, nullptr);
+  EXPECT_EQ(wq->shape, (std::vector<int64_t>{8, 32}));
+  ASSERT_NE(find("layers.0.ffn.gate.tid2eid"), nullptr);
+  EXPECT_EQ(find("layers.0.ffn.gate.tid2eid")->shape, (std::vector<int64_t>{129280, 6}));
+  EXPECT_EQ(find("layers.0.ffn.gate.bias"), nullptr);  // hash layers carry no correction bias
+  ASSERT_NE(find("layers.3.ffn.gate.bias"), nullptr);
+  EXPECT_EQ(find("layers.1.attn.compressor.ape"), nullptr);  // window-only layer
+  EXPECT_EQ(find("layers.3.attn.indexer.wq_b.weight"), nullptr);  // HCA: no indexer
+  ASSERT_NE(find("layers.2.attn.indexer.wq_b.weight"), nullptr);
+  EXPECT_EQ(find("layers.2.attn.compressor.ape")->shape, (std::vector<int64_t>{4, 1024}));
+  EXPECT_EQ(find("layers.3.attn.compressor.ape")->shape, (std::vector<int64_t>{128, 512}));
+  EXPECT_EQ(find("layers.0.hc_attn_fn")->shape, (std::vector<int64_t>{24, 16384}));
+  ASSERT_NE(find("mtp.0.ffn.gate.bias"), nullptr);
+  EXPECT_EQ(find("mtp.0.ffn.gate.tid2eid"), nullptr);
+  EXPECT_EQ(checkpoint_tensors(*c, false).size(), 67612u);
+}
+
 // ----------------------------------------------------------------------------------- RoPE
 
 TEST(DeepseekV4Rope, YarnFrequenciesMatchTheEngineTable) {
