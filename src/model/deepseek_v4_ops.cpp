@@ -1380,4 +1380,249 @@ void AttentionDecoder::step(const float* x, float* out) {
   ++pos_;
 }
 
+// ------------------------------------------------------------------ MoE, block, model
+
+namespace {
+
+int64_t shared_dim(const DeepseekV4Config& c) {
+  return c.moe_intermediate_size * c.n_shared_experts;
+}
+
+// SwiGLU expert on dense float64 weights: w2 @ (swiglu_clamped(w1 x, w3 x)).
+void dense_expert_ref(const double* w1, const double* w3, const double* w2, int64_t dim,
+                      int64_t inter, double limit, const double* x, double* y) {
+  std::vector<double> g(inter), u(inter);
+  matvec_ref(w1, x, inter, dim, g.data());
+  matvec_ref(w3, x, inter, dim, u.data());
+  for (int64_t i = 0; i < inter; ++i) g[i] = swiglu_clamped_ref(g[i], u[i], limit);
+  matvec_ref(w2, g.data(), dim, inter, y);
+}
+
+}  // namespace
+
+void moe_ref(const DeepseekV4Config& c, int64_t layer, const MoeWeights& w, const double* x,
+             int32_t token_id, double* y) {
+  const int64_t dim = c.hidden_size, inter = c.moe_intermediate_size;
+  const RoutingConfig rc = routing_config(c);
+  std::vector<double> logits(rc.num_experts), weights(rc.top_k);
+  std::vector<int32_t> ids(rc.top_k);
+  matvec_ref(w.gate.data(), x, rc.num_experts, dim, logits.data());
+  const bool hash = c.hash_routed(layer);
+  route_token_ref(rc, logits.data(), hash || w.bias.empty() ? nullptr : w.bias.data(),
+                  hash ? &w.tid2eid[static_cast<int64_t>(token_id) * rc.top_k] : nullptr,
+                  ids.data(), weights.data());
+  const int64_t shared = shared_dim(c);
+  std::fill(y, y + dim, 0.0);
+  if (shared > 0)
+    dense_expert_ref(w.shared_w1.data(), w.shared_w3.data(), w.shared_w2.data(), dim, shared,
+                     c.swiglu_limit, x, y);
+  std::vector<double> w1(inter * dim), w3(inter * dim), w2(dim * inter), e(dim);
+  for (int i = 0; i < rc.top_k; ++i) {
+    const int32_t id = ids[i];
+    dequantize_mxfp4_ref(w.w1[id].data(), w.w1_scale[id].data(), inter, dim, w1.data());
+    dequantize_mxfp4_ref(w.w3[id].data(), w.w3_scale[id].data(), inter, dim, w3.data());
+    dequantize_mxfp4_ref(w.w2[id].data(), w.w2_scale[id].data(), dim, inter, w2.data());
+    dense_expert_ref(w1.data(), w3.data(), w2.data(), dim, inter, c.swiglu_limit, x, e.data());
+    for (int64_t d = 0; d < dim; ++d) y[d] += weights[i] * e[d];
+  }
+}
+
+ModelWeights random_model_weights(const DeepseekV4Config& c, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t dim = c.hidden_size, hc = c.hc_mult, mix = c.hc_mix_dim();
+  const int64_t inter = c.moe_intermediate_size, shared = shared_dim(c);
+  auto mat = [&](int64_t out, int64_t in) {
+    const double a = std::sqrt(3.0 / static_cast<double>(in));
+    return random_vec(rng, out * in, -a, a);
+  };
+  auto mxfp4 = [&](int64_t n, int64_t k, std::vector<uint8_t>* q, std::vector<uint8_t>* s) {
+    const std::vector<double> d = mat(n, k);
+    const std::vector<float> f(d.begin(), d.end());
+    q->resize(n * k / 2);
+    s->resize(n * k / kMxfp4Group);
+    quantize_mxfp4(f.data(), n, k, q->data(), s->data());
+  };
+  ModelWeights m;
+  m.embed = random_vec(rng, c.vocab_size * dim, -1.0, 1.0);
+  m.head = mat(c.vocab_size, dim);
+  m.norm = random_vec(rng, dim, 0.8, 1.2);
+  m.hc_head_fn = random_vec(rng, hc * hc * dim, -0.1, 0.1);
+  m.hc_head_base = random_vec(rng, hc, -1.0, 1.0);
+  m.hc_head_scale = random_vec(rng, 1, 0.5, 1.5);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    BlockWeights b;
+    b.attn = random_attn_weights(c, l, seed + 17);
+    b.attn_norm = random_vec(rng, dim, 0.8, 1.2);
+    b.ffn_norm = random_vec(rng, dim, 0.8, 1.2);
+    b.hc_attn_fn = random_vec(rng, mix * hc * dim, -0.1, 0.1);
+    b.hc_attn_base = random_vec(rng, mix, -1.0, 1.0);
+    b.hc_attn_scale = random_vec(rng, 3, 0.5, 1.5);
+    b.hc_ffn_fn = random_vec(rng, mix * hc * dim, -0.1, 0.1);
+    b.hc_ffn_base = random_vec(rng, mix, -1.0, 1.0);
+    b.hc_ffn_scale = random_vec(rng, 3, 0.5, 1.5);
+    MoeWeights& f = b.ffn;
+    f.gate = mat(c.n_routed_experts, dim);
+    if (c.hash_routed(l)) {
+      const int64_t k = c.num_experts_per_tok, e = c.n_routed_experts;
+      f.tid2eid.resize(c.vocab_size * k);
+      for (int64_t v = 0; v < c.vocab_size; ++v)  // k distinct experts per token
+        for (int64_t i = 0; i < k; ++i)
+          f.tid2eid[v * k + i] = static_cast<int32_t>((v * 7 + i * (e / k > 0 ? e / k : 1)) % e);
+    } else {
+      f.bias = random_vec(rng, c.n_routed_experts, -0.1, 0.1);
+    }
+    const size_t ne = static_cast<size_t>(c.n_routed_experts);
+    f.w1.resize(ne), f.w1_scale.resize(ne), f.w3.resize(ne), f.w3_scale.resize(ne);
+    f.w2.resize(ne), f.w2_scale.resize(ne);
+    for (size_t e = 0; e < ne; ++e) {
+      mxfp4(inter, dim, &f.w1[e], &f.w1_scale[e]);
+      mxfp4(inter, dim, &f.w3[e], &f.w3_scale[e]);
+      mxfp4(dim, inter, &f.w2[e], &f.w2_scale[e]);
+    }
+    if (shared > 0) {
+      f.shared_w1 = mat(shared, dim);
+      f.shared_w3 = mat(shared, dim);
+      f.shared_w2 = mat(dim, shared);
+    }
+    m.layers.push_back(std::move(b));
+  }
+  return m;
+}
+
+void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const int32_t* tokens,
+                       int64_t t, double* logits) {
+  const int64_t dim = c.hidden_size, v = c.vocab_size;
+  const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
+  const double eps = c.rms_norm_eps;
+  std::vector<double> h(t * hc * dim);
+  for (int64_t p = 0; p < t; ++p)
+    for (int j = 0; j < hc; ++j)
+      std::copy(&w.embed[tokens[p] * dim], &w.embed[(tokens[p] + 1) * dim],
+                &h[(p * hc + j) * dim]);
+  std::vector<double> in(t * dim), out(t * dim), post(t * hc), comb(t * hc * hc), next(hc * dim);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const BlockWeights& b = w.layers[l];
+    for (int sub = 0; sub < 2; ++sub) {
+      const bool attn = sub == 0;
+      for (int64_t p = 0; p < t; ++p) {
+        hc_pre_ref(&h[p * hc * dim], hc, dim, (attn ? b.hc_attn_fn : b.hc_ffn_fn).data(),
+                   (attn ? b.hc_attn_scale : b.hc_ffn_scale).data(),
+                   (attn ? b.hc_attn_base : b.hc_ffn_base).data(), iters, c.hc_eps, eps,
+                   &in[p * dim], &post[p * hc], &comb[p * hc * hc]);
+        rms_norm_ref(&in[p * dim], dim, (attn ? b.attn_norm : b.ffn_norm).data(), eps);
+      }
+      if (attn)
+        attention_ref(c, l, b.attn, in.data(), t, out.data());
+      else
+        for (int64_t p = 0; p < t; ++p) moe_ref(c, l, b.ffn, &in[p * dim], tokens[p], &out[p * dim]);
+      for (int64_t p = 0; p < t; ++p) {
+        hc_post_ref(&out[p * dim], &h[p * hc * dim], &post[p * hc], &comb[p * hc * hc], hc, dim,
+                    next.data());
+        std::copy(next.begin(), next.end(), &h[p * hc * dim]);
+      }
+    }
+  }
+  std::vector<double> y(dim);
+  for (int64_t p = 0; p < t; ++p) {
+    hc_head_ref(&h[p * hc * dim], hc, dim, w.hc_head_fn.data(), w.hc_head_scale.data(),
+                w.hc_head_base.data(), c.hc_eps, eps, y.data());
+    rms_norm_ref(y.data(), dim, w.norm.data(), eps);
+    matvec_ref(w.head.data(), y.data(), v, dim, logits + p * v);
+  }
+}
+
+struct ModelDecoder::Layer {
+  AttentionDecoder attn;
+  std::vector<float> attn_norm, ffn_norm, hc_attn_fn, hc_attn_base, hc_attn_scale, hc_ffn_fn,
+      hc_ffn_base, hc_ffn_scale, gate, bias, shared_w1, shared_w3, shared_w2;
+  Layer(const DeepseekV4Config& c, int64_t l, const BlockWeights& b)
+      : attn(c, l, b.attn),
+        attn_norm(to_f32(b.attn_norm)),
+        ffn_norm(to_f32(b.ffn_norm)),
+        hc_attn_fn(to_f32(b.hc_attn_fn)),
+        hc_attn_base(to_f32(b.hc_attn_base)),
+        hc_attn_scale(to_f32(b.hc_attn_scale)),
+        hc_ffn_fn(to_f32(b.hc_ffn_fn)),
+        hc_ffn_base(to_f32(b.hc_ffn_base)),
+        hc_ffn_scale(to_f32(b.hc_ffn_scale)),
+        gate(to_f32(b.ffn.gate)),
+        bias(to_f32(b.ffn.bias)),
+        shared_w1(to_f32(b.ffn.shared_w1)),
+        shared_w3(to_f32(b.ffn.shared_w3)),
+        shared_w2(to_f32(b.ffn.shared_w2)) {}
+};
+
+ModelDecoder::ModelDecoder(const DeepseekV4Config& c, const ModelWeights& w)
+    : c_(c),
+      w_(w),
+      embed_(to_f32(w.embed)),
+      head_(to_f32(w.head)),
+      norm_(to_f32(w.norm)),
+      hc_head_fn_(to_f32(w.hc_head_fn)),
+      hc_head_base_(to_f32(w.hc_head_base)),
+      hc_head_scale_(to_f32(w.hc_head_scale)) {
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) layers_.push_back(new Layer(c, l, w.layers[l]));
+}
+
+ModelDecoder::~ModelDecoder() {
+  for (Layer* l : layers_) delete l;
+}
+
+void ModelDecoder::step(int32_t token, float* logits) {
+  const int64_t dim = c_.hidden_size, inter = c_.moe_intermediate_size, sh = shared_dim(c_);
+  const int hc = static_cast<int>(c_.hc_mult), iters = static_cast<int>(c_.hc_sinkhorn_iters);
+  const float eps = static_cast<float>(c_.rms_norm_eps), hc_eps = static_cast<float>(c_.hc_eps);
+  const float limit = static_cast<float>(c_.swiglu_limit);
+  std::vector<float> h(hc * dim), in(dim), out(dim), post(hc), comb(hc * hc);
+  for (int j = 0; j < hc; ++j)
+    std::copy(&embed_[token * dim], &embed_[(token + 1) * dim], &h[j * dim]);
+  const RoutingConfig rc = routing_config(c_);
+  std::vector<float> rl(rc.num_experts), rw(rc.top_k), g(std::max(inter, sh)), u(g.size()),
+      e(dim);
+  std::vector<int32_t> ids(rc.top_k);
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    Layer& L = *layers_[l];
+    const MoeWeights& mw = w_.layers[l].ffn;
+    hc_pre(h.data(), 1, hc, dim, {L.hc_attn_fn.data(), L.hc_attn_base.data(), L.hc_attn_scale.data()},
+           iters, hc_eps, eps, in.data(), post.data(), comb.data(), nullptr);
+    rms_norm(in.data(), dim, L.attn_norm.data(), eps);
+    L.attn.step(in.data(), out.data());
+    hc_post(out.data(), h.data(), post.data(), comb.data(), 1, hc, dim, h.data(), nullptr);
+
+    hc_pre(h.data(), 1, hc, dim, {L.hc_ffn_fn.data(), L.hc_ffn_base.data(), L.hc_ffn_scale.data()},
+           iters, hc_eps, eps, in.data(), post.data(), comb.data(), nullptr);
+    rms_norm(in.data(), dim, L.ffn_norm.data(), eps);
+    matvec(L.gate, in.data(), rc.num_experts, dim, rl.data());
+    const bool hash = c_.hash_routed(l);
+    route_token(rc, rl.data(), hash || L.bias.empty() ? nullptr : L.bias.data(),
+                hash ? &mw.tid2eid[static_cast<int64_t>(token) * rc.top_k] : nullptr, ids.data(),
+                rw.data());
+    std::fill(out.begin(), out.end(), 0.0f);
+    if (sh > 0) {
+      matvec(L.shared_w1, in.data(), sh, dim, g.data());
+      matvec(L.shared_w3, in.data(), sh, dim, u.data());
+      swiglu_clamped(g.data(), u.data(), sh, limit, g.data());
+      matvec(L.shared_w2, g.data(), dim, sh, out.data());
+    }
+    for (int i = 0; i < rc.top_k; ++i) {
+      const int32_t id = ids[i];
+      mxfp4_matmul(in.data(), mw.w1[id].data(), mw.w1_scale[id].data(), 1, inter, dim, g.data(),
+                   nullptr);
+      mxfp4_matmul(in.data(), mw.w3[id].data(), mw.w3_scale[id].data(), 1, inter, dim, u.data(),
+                   nullptr);
+      swiglu_clamped(g.data(), u.data(), inter, limit, g.data());
+      mxfp4_matmul(g.data(), mw.w2[id].data(), mw.w2_scale[id].data(), 1, dim, inter, e.data(),
+                   nullptr);
+      for (int64_t d = 0; d < dim; ++d) out[d] += rw[i] * e[d];
+    }
+    hc_post(out.data(), h.data(), post.data(), comb.data(), 1, hc, dim, h.data(), nullptr);
+  }
+  std::vector<float> y(dim);
+  hc_head(h.data(), 1, hc, dim, {hc_head_fn_.data(), hc_head_base_.data(), hc_head_scale_.data()},
+          hc_eps, eps, y.data(), nullptr);
+  rms_norm(y.data(), dim, norm_.data(), eps);
+  matvec(head_, y.data(), c_.vocab_size, dim, logits);
+  ++pos_;
+}
+
 }  // namespace strata::dsv4

@@ -370,4 +370,66 @@ class AttentionDecoder {
   int64_t last_window_ = 0, last_compressed_ = 0;
 };
 
+// ---------------------------------------------------------------------------------------------
+// MoE layer, decoder block and a whole tiny model
+// ---------------------------------------------------------------------------------------------
+
+// One layer's ffn.*: router, MXFP4 routed experts (the published expert_dtype fp4) and a dense
+// shared expert of moe_intermediate_size * n_shared_experts.
+struct MoeWeights {
+  std::vector<double> gate;      // [n_routed_experts, dim]
+  std::vector<double> bias;      // [n_routed_experts] (score-routed layers; empty on hash layers)
+  std::vector<int32_t> tid2eid;  // [vocab, num_experts_per_tok] (hash layers)
+  // Per expert: w1/w3 [inter, dim] and w2 [dim, inter] as MXFP4 packed bytes and e8m0 scales.
+  std::vector<std::vector<uint8_t>> w1, w1_scale, w3, w3_scale, w2, w2_scale;
+  std::vector<double> shared_w1, shared_w3;  // [shared, dim]
+  std::vector<double> shared_w2;             // [dim, shared]
+};
+
+// y [dim] = sum over the routed experts e of weight_e * w2_e(swiglu_clamped(w1_e x, w3_e x))
+//         + shared(x), for the token `token_id` (read on hash layers). x: after ffn_norm.
+void moe_ref(const DeepseekV4Config& c, int64_t layer, const MoeWeights& w, const double* x,
+             int32_t token_id, double* y);
+
+struct BlockWeights {
+  AttnWeights attn;
+  MoeWeights ffn;
+  std::vector<double> attn_norm, ffn_norm;                   // [dim]
+  std::vector<double> hc_attn_fn, hc_attn_base, hc_attn_scale;  // [mix, hc*dim], [mix], [3]
+  std::vector<double> hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
+};
+struct ModelWeights {
+  std::vector<double> embed, head;                          // [vocab, dim]
+  std::vector<double> norm;                                 // [dim]
+  std::vector<double> hc_head_fn, hc_head_base, hc_head_scale;  // [hc, hc*dim], [hc], [1]
+  std::vector<BlockWeights> layers;
+};
+// Random weights of the right shapes (experts rounded to MXFP4); for tests and dummy runs.
+ModelWeights random_model_weights(const DeepseekV4Config& c, uint64_t seed);
+
+// The whole model on tokens [t] from position 0, float64: embedding copied into hc_mult streams;
+// per layer hc_pre -> attn_norm -> attention -> hc_post, hc_pre -> ffn_norm -> MoE -> hc_post;
+// then hc_head -> norm -> head. logits: [t, vocab].
+void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const int32_t* tokens,
+                       int64_t t, double* logits);
+
+// The same model in float32, one token at a time (decode-shaped: per-layer AttentionDecoder
+// state; MoE experts through mxfp4_matmul).
+class ModelDecoder {
+ public:
+  ModelDecoder(const DeepseekV4Config& c, const ModelWeights& w);
+  ~ModelDecoder();
+  // logits [vocab] of the next token after `token` at position tokens_seen().
+  void step(int32_t token, float* logits);
+  int64_t tokens_seen() const { return pos_; }
+
+ private:
+  struct Layer;
+  const DeepseekV4Config& c_;
+  const ModelWeights& w_;
+  std::vector<Layer*> layers_;
+  std::vector<float> embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_;
+  int64_t pos_ = 0;
+};
+
 }  // namespace strata::dsv4
