@@ -929,6 +929,30 @@ KvCounts kv_counts(const DeepseekV4Config& c, int64_t context_len) {
   return k;
 }
 
+Result<KvBytes> kv_bytes(const DeepseekV4Config& c, int64_t context_len) {
+  STRATA_ASSIGN_OR_RETURN(const int64_t row, kv_token_bytes_fp8(c.head_dim, c.qk_rope_head_dim));
+  const int64_t index_row = c.index_head_dim + 4 * ((c.index_head_dim + 127) / 128);
+  const KvCounts n = kv_counts(c, context_len);
+  KvBytes b;
+  b.window = n.window_rows * row;
+  b.c4 = n.c4_rows * row;
+  b.c128 = n.c128_rows * row;
+  b.indexer = n.indexer_rows * index_row;
+  const int64_t per_csa = (8 * 2 * c.head_dim + 8 * 2 * c.index_head_dim) * 2 * 4;
+  const int64_t per_hca = 128 * c.head_dim * 2 * 4;
+  b.compressor_state = n.csa_layers * per_csa + n.hca_layers * per_hca;
+  const int64_t window_rows = std::min(context_len, c.sliding_window);
+  b.decode_read = n.window_layers * window_rows * row +
+                  n.csa_layers * ((window_rows + std::min(c.index_topk, context_len / 4)) * row +
+                                  (context_len / 4) * index_row) +
+                  n.hca_layers * (window_rows + context_len / 128) * row;
+  return b;
+}
+
+int64_t full_attention_kv_bytes(int64_t num_layers, int64_t context_len) {
+  return num_layers * context_len * 656;
+}
+
 // ----------------------------------------------------------------------- attention (ref)
 
 namespace {

@@ -646,6 +646,27 @@ TEST(DeepseekV4Kv, Fp8BytesPerToken) {
   EXPECT_FALSE(kv_token_bytes_fp8(64, 64).ok());
 }
 
+TEST(DeepseekV4Kv, BytesByKindAndDecodeRead) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-flash/config.json");
+  auto c = parse_deepseek_v4_config(read_config("deepseek-v4-flash"));
+  ASSERT_TRUE(c.ok());
+  const int64_t ctx = 65536;
+  auto b = kv_bytes(*c, ctx);
+  ASSERT_TRUE(b.ok());
+  // Flash: 2 window-only, 21 CSA, 20 HCA layers; 584-byte rows; 132-byte indexer keys.
+  EXPECT_EQ(b->window, 43 * 128 * 584);
+  EXPECT_EQ(b->c4, 21 * (ctx / 4) * 584);
+  EXPECT_EQ(b->c128, 20 * (ctx / 128) * 584);
+  EXPECT_EQ(b->indexer, 21 * (ctx / 4) * 132);
+  EXPECT_EQ(b->decode_read, 2 * 128 * 584 + 21 * ((128 + 512) * 584 + (ctx / 4) * 132) +
+                                20 * (128 + ctx / 128) * 584);
+  // Against every layer keeping and reading all 64k tokens of 656-byte MLA rows: several times
+  // less stored, and over ten times less read per decode step.
+  const int64_t full = full_attention_kv_bytes(43, ctx);
+  EXPECT_GT(full, 3 * b->total());
+  EXPECT_GT(full, 10 * b->decode_read);
+}
+
 // ------------------------------------------------------------------------------ attention
 
 // A tiny V4: three layers, one of each kind.
