@@ -2,6 +2,7 @@
 #include "model/deepseek_v4_ops.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -903,8 +904,60 @@ Result<int64_t> kv_token_bytes_fp8(int64_t head_dim, int64_t rope_dim) {
     return invalid_argument("DeepSeek-V4 FP8 KV layout needs head_dim - qk_rope_head_dim to be a "
                             "positive multiple of 64 (one ue8m0 scale per 64 values), got " +
                             std::to_string(head_dim) + " - " + std::to_string(rope_dim));
-  const int64_t raw = nope + 2 * rope_dim + nope / 64;
-  return (raw + 7) / 8 * 8;
+  return nope + 2 * rope_dim + nope / 64 + 1;  // vLLM's head_bytes: one pad byte
+}
+
+int64_t Fp8KvBlockLayout::block_bytes() const {
+  const int64_t raw = block_tokens * (data_bytes() + scale_bytes());
+  return (raw + data_bytes() - 1) / data_bytes() * data_bytes();
+}
+
+Result<Fp8KvBlockLayout> fp8_kv_block_layout(int64_t head_dim, int64_t rope_dim,
+                                             int64_t block_tokens) {
+  STRATA_ASSIGN_OR_RETURN(const int64_t token_bytes, kv_token_bytes_fp8(head_dim, rope_dim));
+  (void)token_bytes;
+  if (block_tokens <= 0)
+    return invalid_argument("FP8 KV block size must be positive, got " +
+                            std::to_string(block_tokens));
+  Fp8KvBlockLayout l;
+  l.block_tokens = block_tokens;
+  l.nope = head_dim - rope_dim;
+  l.rope = rope_dim;
+  return l;
+}
+
+void pack_kv_token_fp8(const Fp8KvBlockLayout& l, const float* row, int64_t slot, uint8_t* block) {
+  uint8_t* data = block + l.data_offset(slot);
+  uint8_t* scales = block + l.scale_offset(slot);
+  for (int64_t g = 0; g < l.nope / 64; ++g) {
+    float amax = 1e-4f;
+    for (int i = 0; i < 64; ++i) amax = std::max(amax, std::abs(row[g * 64 + i]));
+    const int exp = static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / 448.0)));
+    const int e = std::clamp(exp, -127, 127);
+    scales[g] = static_cast<uint8_t>(e + 127);
+    const float inv = static_cast<float>(std::ldexp(1.0, -e));
+    for (int i = 0; i < 64; ++i) data[g * 64 + i] = f32_to_fp8_e4m3(row[g * 64 + i] * inv);
+  }
+  scales[l.nope / 64] = 0;
+  for (int64_t i = 0; i < l.rope; ++i) {
+    const uint16_t b = f32_to_bf16(row[l.nope + i]);
+    std::memcpy(data + l.nope + 2 * i, &b, 2);
+  }
+}
+
+void unpack_kv_token_fp8(const Fp8KvBlockLayout& l, const uint8_t* block, int64_t slot,
+                         float* row) {
+  const uint8_t* data = block + l.data_offset(slot);
+  const uint8_t* scales = block + l.scale_offset(slot);
+  for (int64_t g = 0; g < l.nope / 64; ++g) {
+    const float s = static_cast<float>(e8m0_value(scales[g]));
+    for (int i = 0; i < 64; ++i) row[g * 64 + i] = fp8_e4m3_to_f32(data[g * 64 + i]) * s;
+  }
+  for (int64_t i = 0; i < l.rope; ++i) {
+    uint16_t b;
+    std::memcpy(&b, data + l.nope + 2 * i, 2);
+    row[l.nope + i] = bf16_to_f32(b);
+  }
 }
 
 KvCounts kv_counts(const DeepseekV4Config& c, int64_t context_len) {
@@ -1253,7 +1306,8 @@ void AttentionDecoder::Compressor::init(int r, int64_t d, const std::vector<doub
 }
 
 void AttentionDecoder::Compressor::push(const float* x, int64_t dim, int64_t pos, float eps,
-                                        int64_t rope_dim, const double* inv_freq) {
+                                        int64_t rope_dim, const double* inv_freq,
+                                        const Fp8KvBlockLayout* fp8) {
   const int64_t coff = overlap ? 2 : 1, width = coff * out_dim;
   const int64_t slot = (overlap ? ratio : 0) + pos % ratio;
   float* kv = &kv_state[slot * width];
@@ -1293,12 +1347,27 @@ void AttentionDecoder::Compressor::push(const float* x, int64_t dim, int64_t pos
   }
   rms_norm(row.data(), out_dim, norm.data(), eps);
   rope_interleaved(row.data() + out_dim - rope_dim, rope_dim, pos + 1 - ratio, inv_freq, false);
+  if (fp8 != nullptr) {  // through the cache's bytes
+    std::vector<uint8_t> block(fp8->block_bytes());
+    pack_kv_token_fp8(*fp8, row.data(), 0, block.data());
+    unpack_kv_token_fp8(*fp8, block.data(), 0, row.data());
+  }
   rows.insert(rows.end(), row.begin(), row.end());
 }
 
-AttentionDecoder::AttentionDecoder(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w)
-    : c_(c), layer_(layer), ratio_(c.compress_ratio(layer)), inv_freq_(layer_rope_inv_freq(c, layer)) {
+AttentionDecoder::AttentionDecoder(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w,
+                                   bool fp8_kv)
+    : c_(c),
+      layer_(layer),
+      ratio_(c.compress_ratio(layer)),
+      inv_freq_(layer_rope_inv_freq(c, layer)),
+      fp8_kv_(fp8_kv) {
   STRATA_CHECK(check_attn_weights(c, layer, w).ok());
+  if (fp8_kv) {
+    auto l = fp8_kv_block_layout(c.head_dim, c.qk_rope_head_dim, 1);
+    STRATA_CHECK(l.ok());
+    fp8_layout_ = *l;
+  }
   wq_a_ = to_f32(w.wq_a);
   q_norm_ = to_f32(w.q_norm);
   wq_b_ = to_f32(w.wq_b);
@@ -1338,16 +1407,21 @@ void AttentionDecoder::step(const float* x, float* out) {
   matvec(wkv_, x, hd, dim, kv);
   rms_norm(kv, hd, kv_norm_.data(), eps);
   rope_interleaved(kv + hd - rd, rd, p, inv_freq_.data(), false);
+  if (fp8_kv_) {  // stored as the FP8 cache stores it
+    std::vector<uint8_t> block(fp8_layout_.block_bytes());
+    pack_kv_token_fp8(fp8_layout_, kv, 0, block.data());
+    unpack_kv_token_fp8(fp8_layout_, block.data(), 0, kv);
+  }
 
   std::vector<const float*> keys;
   const int64_t first = std::max<int64_t>(0, p - win + 1);
   for (int64_t j = first; j <= p; ++j) keys.push_back(&window_[(j % win) * hd]);
   last_window_ = static_cast<int64_t>(keys.size());
-  if (ratio_ != 0) comp_.push(x, dim, p, eps, rd, inv_freq_.data());
+  if (ratio_ != 0) comp_.push(x, dim, p, eps, rd, inv_freq_.data(), fp8_kv_ ? &fp8_layout_ : nullptr);
   if (ratio_ == 128) {
     for (int64_t r = 0; r < compressed_rows(); ++r) keys.push_back(&comp_.rows[r * hd]);
   } else if (ratio_ == 4) {
-    icomp_.push(x, dim, p, eps, rd, inv_freq_.data());
+    icomp_.push(x, dim, p, eps, rd, inv_freq_.data(), nullptr);
     const int64_t ih = c_.index_n_heads, id = c_.index_head_dim;
     std::vector<float> iq(ih * id), iw(ih);
     matvec(i_wq_b_, qr.data(), ih * id, ql, iq.data());

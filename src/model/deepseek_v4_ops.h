@@ -257,9 +257,32 @@ std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool inclu
 // ---------------------------------------------------------------------------------------------
 
 // One token of one layer in V4's FP8 KV layout: nope e4m3 bytes + rope bf16 values + one ue8m0
-// scale byte per 64 nope values, padded to a multiple of 8 bytes:
+// scale byte per 64 nope values + one pad byte (vLLM deepseek_v4_attention.py `head_bytes`):
 // 448 + 128 + 7 + 1 = 584 for head_dim 512 / rope 64. Requires nope % 64 == 0.
 Result<int64_t> kv_token_bytes_fp8(int64_t head_dim, int64_t rope_dim);
+
+// The FP8 KV block as vLLM's quantize_and_insert_k_cache writes it (a block of `block_tokens`
+// tokens): first every token's data - nope e4m3 bytes then rope bf16 values (448 + 128 = 576) -
+// then every token's scales - one ue8m0 byte per 64 nope values then one zero pad byte (7 + 1) -
+// the block padded to a multiple of the data size. A value reads e4m3(byte) * 2^(scale - 127);
+// the scale is the power of two >= amax / 448 of its 64 values (amax at least 1e-4, as the
+// reference's act_quant clamps).
+struct Fp8KvBlockLayout {
+  int64_t block_tokens = 0, nope = 0, rope = 0;
+  int64_t data_bytes() const { return nope + 2 * rope; }
+  int64_t scale_bytes() const { return nope / 64 + 1; }
+  int64_t data_offset(int64_t slot) const { return slot * data_bytes(); }
+  int64_t scale_offset(int64_t slot) const {
+    return block_tokens * data_bytes() + slot * scale_bytes();
+  }
+  int64_t block_bytes() const;
+};
+Result<Fp8KvBlockLayout> fp8_kv_block_layout(int64_t head_dim, int64_t rope_dim,
+                                             int64_t block_tokens);
+// row [nope + rope] -> the token's bytes in `block` at `slot`; and back.
+void pack_kv_token_fp8(const Fp8KvBlockLayout& l, const float* row, int64_t slot, uint8_t* block);
+void unpack_kv_token_fp8(const Fp8KvBlockLayout& l, const uint8_t* block, int64_t slot,
+                         float* row);
 
 // Rows each kind of KV holds for one sequence of `context_len` tokens, summed over the layers.
 struct KvCounts {
@@ -351,7 +374,10 @@ void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& 
 // rows of kv and scores), the compressed rows and, for CSA, the indexer's compressed keys.
 class AttentionDecoder {
  public:
-  AttentionDecoder(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w);
+  // fp8_kv: window and compressed rows go through the FP8 KV layout (pack_kv_token_fp8) when
+  // stored, as an FP8 KV cache keeps them; the indexer keys stay float.
+  AttentionDecoder(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w,
+                   bool fp8_kv = false);
   // x [dim] of the token at position tokens_seen() -> out [dim].
   void step(const float* x, float* out);
   int64_t tokens_seen() const { return pos_; }
@@ -372,7 +398,7 @@ class AttentionDecoder {
               const std::vector<double>& wgate_d, const std::vector<double>& ape_d,
               const std::vector<double>& norm_d);
     void push(const float* x, int64_t dim, int64_t pos, float eps, int64_t rope_dim,
-              const double* inv_freq);
+              const double* inv_freq, const Fp8KvBlockLayout* fp8);
   };
 
   const DeepseekV4Config& c_;
@@ -385,6 +411,8 @@ class AttentionDecoder {
   std::vector<float> window_;  // ring [sliding_window, head_dim]
   int64_t pos_ = 0;
   int64_t last_window_ = 0, last_compressed_ = 0;
+  bool fp8_kv_ = false;
+  Fp8KvBlockLayout fp8_layout_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -639,9 +639,9 @@ TEST(DeepseekV4Kv, Fp8BytesPerToken) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(*b, 448 + 64 * 2 + 7 + 1);
   EXPECT_EQ(*b, 584);
-  auto small = kv_token_bytes_fp8(128, 64);  // 64 + 128 + 1 -> 200 (8-byte records)
+  auto small = kv_token_bytes_fp8(128, 64);  // 64 + 128 + 1 scale + 1 pad
   ASSERT_TRUE(small.ok());
-  EXPECT_EQ(*small, 200);
+  EXPECT_EQ(*small, 194);
   EXPECT_FALSE(kv_token_bytes_fp8(100, 64).ok());
   EXPECT_FALSE(kv_token_bytes_fp8(64, 64).ok());
 }
@@ -665,6 +665,47 @@ TEST(DeepseekV4Kv, BytesByKindAndDecodeRead) {
   const int64_t full = full_attention_kv_bytes(43, ctx);
   EXPECT_GT(full, 3 * b->total());
   EXPECT_GT(full, 10 * b->decode_read);
+}
+
+TEST(DeepseekV4Kv, Fp8BlockLayoutRoundTrip) {
+  auto l = fp8_kv_block_layout(512, 64, 256);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->data_bytes(), 576);
+  EXPECT_EQ(l->scale_bytes(), 8);
+  EXPECT_EQ(l->scale_offset(0), 256 * 576);
+  EXPECT_EQ(l->block_bytes(), 260 * 576);  // 256 * 584 rounded up to whole 576-byte rows
+  EXPECT_EQ(fp8_kv_block_layout(512, 64, 64)->block_bytes(), 65 * 576);
+  EXPECT_FALSE(fp8_kv_block_layout(500, 64, 64).ok());
+  Rng rng(15);
+  std::vector<uint8_t> block(l->block_bytes(), 0xaa);
+  std::vector<float> a(512), b(512), back(512);
+  for (int i = 0; i < 512; ++i) {
+    const float mag = std::ldexp(1.0f, (i / 64) * 3 - 10);  // a different range per group
+    a[i] = rng.uniform(-1.0f, 1.0f) * mag;
+    b[i] = rng.uniform(-5.0f, 5.0f);
+  }
+  a[7] = 0;
+  pack_kv_token_fp8(*l, a.data(), 0, block.data());
+  pack_kv_token_fp8(*l, b.data(), 3, block.data());
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<float>& x = pass == 0 ? a : b;
+    const int64_t slot = pass == 0 ? 0 : 3;
+    unpack_kv_token_fp8(*l, block.data(), slot, back.data());
+    const uint8_t* scales = block.data() + l->scale_offset(slot);
+    EXPECT_EQ(scales[7], 0);  // the pad byte
+    for (int g = 0; g < 7; ++g) {
+      const double s = e8m0_value(scales[g]);
+      double amax = 0;
+      for (int i = 0; i < 64; ++i) amax = std::max(amax, std::abs(double(x[g * 64 + i])));
+      EXPECT_LE(amax / s, 448.0);
+      EXPECT_GT(amax / s, 224.0);
+      for (int i = 0; i < 64; ++i) {
+        const double v = x[g * 64 + i], got = back[g * 64 + i];
+        EXPECT_LE(std::abs(got - v), std::abs(v) / 16 + s / 1024) << g << " " << i;
+      }
+    }
+    for (int i = 448; i < 512; ++i) EXPECT_EQ(back[i], bf16_to_f32(f32_to_bf16(x[i])));
+  }
 }
 
 // ------------------------------------------------------------------------------ attention
@@ -735,6 +776,29 @@ TEST(DeepseekV4Attention, DecoderMatchesTheFloat64ReferenceForEachKind) {
       const int64_t expect = c.compress_ratio(layer) == 4 ? std::min<int64_t>(complete, 3) : complete;
       ASSERT_EQ(seen[p], expect) << "token " << p;
     }
+  }
+}
+
+TEST(DeepseekV4Attention, Fp8KvCacheStaysCloseToTheReference) {
+  // head_dim 136 = 128 nope (two ue8m0 groups) + 8 rope, so the FP8 layout applies.
+  DeepseekV4Config c = tiny_config();
+  c.head_dim = 136;
+  for (int64_t layer : {1, 2}) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    const AttnWeights w = random_attn_weights(c, layer, 16);
+    const int64_t t = layer == 1 ? 40 : 260;
+    const auto x = inputs(t, c.hidden_size, 17);
+    std::vector<double> ref(t * c.hidden_size);
+    attention_ref(c, layer, w, x.data(), t, ref.data());
+    AttentionDecoder dec(c, layer, w, /*fp8_kv=*/true);
+    std::vector<float> out(t * c.hidden_size);
+    for (int64_t p = 0; p < t; ++p) {
+      std::vector<float> xp(x.begin() + p * c.hidden_size, x.begin() + (p + 1) * c.hidden_size);
+      dec.step(xp.data(), &out[p * c.hidden_size]);
+    }
+    const double err = rel_err(out, ref);
+    EXPECT_LT(err, 5e-2);  // e4m3 keeps ~2^-4 relative per value
+    EXPECT_GT(err, 1e-5);  // and the rows did go through it
   }
 }
 
