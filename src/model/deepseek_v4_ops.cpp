@@ -1006,6 +1006,23 @@ int64_t full_attention_kv_bytes(int64_t num_layers, int64_t context_len) {
   return num_layers * context_len * 656;
 }
 
+std::string kv_summary(const DeepseekV4Config& c, int64_t context_len) {
+  auto row = kv_token_bytes_fp8(c.head_dim, c.qk_rope_head_dim);
+  auto b = kv_bytes(c, context_len);
+  if (!row.ok() || !b.ok()) return "DeepSeek-V4 KV: " + (row.ok() ? b.status() : row.status()).message();
+  const KvCounts n = kv_counts(c, context_len);
+  const int64_t index_row = c.index_head_dim + 4 * ((c.index_head_dim + 127) / 128);
+  auto mib = [](int64_t x) { return std::to_string(x / (1024 * 1024)) + " MiB"; };
+  return "DeepSeek-V4 KV (fp8): " + std::to_string(*row) + " B per window/c4/c128 row, " +
+         std::to_string(index_row) + " B per indexer key; layers: " +
+         std::to_string(n.window_layers) + " window-only, " + std::to_string(n.csa_layers) +
+         " c4+indexer, " + std::to_string(n.hca_layers) + " c128; at " +
+         std::to_string(context_len) + " tokens per sequence: window " + mib(b->window) +
+         ", c4 " + mib(b->c4) + ", c128 " + mib(b->c128) + ", indexer " + mib(b->indexer) +
+         ", compressor state " + mib(b->compressor_state) + ", decode step reads " +
+         mib(b->decode_read);
+}
+
 // ----------------------------------------------------------------------- attention (ref)
 
 namespace {

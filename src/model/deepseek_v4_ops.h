@@ -295,12 +295,12 @@ struct KvCounts {
 KvCounts kv_counts(const DeepseekV4Config& c, int64_t context_len);
 
 // Bytes of one sequence's KV at `context_len` tokens, by kind, in the FP8 layout
-// (kv_token_bytes_fp8 per window / compressed row; indexer keys as V3.2's indexer cache:
-// index_head_dim e4m3 + one f32 scale per 128 values - an assumption, V4's own indexer-cache
-// layout is not published beyond vLLM's use_fp4_indexer_cache option), and what one decode step
-// reads: the window rows, index_topk (or fewer) CSA rows plus every indexer key, every HCA row.
-// compressor_state_bytes: the f32 pending-window state per sequence (kv and score, coff*ratio x
-// coff*head_dim per compressed layer, the indexer's too), independent of the context.
+// (kv_token_bytes_fp8 per window / compressed row; indexer keys as vLLM's DeepseekCompressor
+// writes them for head 128 without use_fp4_indexer_cache: index_head_dim e4m3 + one f32 scale
+// per 128 values = 132 bytes), and what one decode step reads: the window rows, index_topk (or
+// fewer) CSA rows plus every indexer key, every HCA row. compressor_state: the f32 pending-window
+// state per sequence (kv and score: coff*ratio rows of 2*coff*head_dim values per compressed
+// layer, the indexer's too; vLLM's CompressorStateCache), independent of the context.
 struct KvBytes {
   int64_t window = 0, c4 = 0, c128 = 0, indexer = 0, compressor_state = 0;
   int64_t total() const { return window + c4 + c128 + indexer + compressor_state; }
@@ -310,6 +310,8 @@ Result<KvBytes> kv_bytes(const DeepseekV4Config& c, int64_t context_len);
 // The same context with every layer keeping full MLA-style rows of fp8_ds_mla (656 bytes: V3's
 // 512 latent + 64 rope) and reading all of them each step: the baseline V4's layout replaces.
 int64_t full_attention_kv_bytes(int64_t num_layers, int64_t context_len);
+// One line for the start-up log: bytes per token per kind and the totals at `context_len`.
+std::string kv_summary(const DeepseekV4Config& c, int64_t context_len);
 
 // ---------------------------------------------------------------------------------------------
 // One attention layer

@@ -665,6 +665,13 @@ TEST(DeepseekV4Kv, BytesByKindAndDecodeRead) {
   const int64_t full = full_attention_kv_bytes(43, ctx);
   EXPECT_GT(full, 3 * b->total());
   EXPECT_GT(full, 10 * b->decode_read);
+  // Compressor state per sequence: c4 layers 8 rows x (2*2*512) f32 plus the indexer's 8 x
+  // (2*2*128); c128 layers 128 rows x (2*512).
+  EXPECT_EQ(b->compressor_state, 21 * (8 * 2048 * 4 + 8 * 512 * 4) + 20 * (128 * 1024 * 4));
+  const std::string line = kv_summary(*c, ctx);
+  EXPECT_NE(line.find("584 B per window/c4/c128 row"), std::string::npos) << line;
+  EXPECT_NE(line.find("132 B per indexer key"), std::string::npos) << line;
+  EXPECT_NE(line.find("2 window-only, 21 c4+indexer, 20 c128"), std::string::npos) << line;
 }
 
 TEST(DeepseekV4Kv, Fp8BlockLayoutRoundTrip) {
