@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <unordered_map>
 
 #include "core/check.h"
 #include "core/dtype.h"
@@ -1599,6 +1600,139 @@ ModelWeights random_model_weights(const DeepseekV4Config& c, uint64_t seed) {
       f.shared_w3 = mat(shared, dim);
       f.shared_w2 = mat(dim, shared);
     }
+    m.layers.push_back(std::move(b));
+  }
+  return m;
+}
+
+Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorReader& read) {
+  if (c.expert_dtype != ExpertDtype::kFp4)
+    return unimplemented("DeepSeek-V4 weights: routed experts in expert_dtype " +
+                         std::string(c.expert_dtype == ExpertDtype::kFp8 ? "fp8" : "bf16") +
+                         " are not supported by this loader yet (fp4 only)");
+  std::vector<TensorSpec> specs = checkpoint_tensors(c, false);
+  std::unordered_map<std::string, const TensorSpec*> by_name;
+  for (const auto& t : specs) by_name[t.name] = &t;
+  auto raw = [&](const std::string& name) -> Result<std::vector<uint8_t>> {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) return internal_error("no tensor " + name + " in the V4 manifest");
+    STRATA_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read(*it->second));
+    if (static_cast<int64_t>(bytes.size()) != it->second->bytes())
+      return data_loss(name + ": " + std::to_string(bytes.size()) + " bytes, expected " +
+                       std::to_string(it->second->bytes()) + " (" + it->second->dtype + ")");
+    return bytes;
+  };
+  // A float tensor (BF16 / F32) as doubles.
+  auto plain = [&](const std::string& name, std::vector<double>* out) -> Status {
+    STRATA_ASSIGN_OR_RETURN(std::vector<uint8_t> b, raw(name));
+    const std::string& dt = by_name[name]->dtype;
+    const size_t n = dt == "F32" ? b.size() / 4 : b.size() / 2;
+    out->resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (dt == "F32") {
+        float f;
+        std::memcpy(&f, &b[4 * i], 4);
+        (*out)[i] = f;
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &b[2 * i], 2);
+        (*out)[i] = bf16_to_f32(h);
+      }
+    }
+    return ok_status();
+  };
+  // A linear layer: `<name>.weight` (+ `.scale` for FP8) as doubles [n, k].
+  auto linear = [&](const std::string& name, std::vector<double>* out) -> Status {
+    const TensorSpec* spec = by_name[name + ".weight"];
+    if (spec == nullptr) return internal_error("no tensor " + name + ".weight in the V4 manifest");
+    if (spec->dtype != "F8_E4M3") return plain(name + ".weight", out);
+    STRATA_ASSIGN_OR_RETURN(std::vector<uint8_t> q, raw(name + ".weight"));
+    STRATA_ASSIGN_OR_RETURN(std::vector<uint8_t> s, raw(name + ".scale"));
+    for (uint8_t e : s)
+      if (e == 0xff) return data_loss(name + ".scale holds an e8m0 NaN (0xff)");
+    out->resize(q.size());
+    dequantize_fp8_ue8m0_ref(q.data(), s.data(), spec->shape[0], spec->shape[1],
+                             c.weight_block_n, c.weight_block_k, out->data());
+    return ok_status();
+  };
+  ModelWeights m;
+  STRATA_RETURN_IF_ERROR(plain("embed.weight", &m.embed));
+  STRATA_RETURN_IF_ERROR(plain("head.weight", &m.head));
+  STRATA_RETURN_IF_ERROR(plain("norm.weight", &m.norm));
+  STRATA_RETURN_IF_ERROR(plain("hc_head_fn", &m.hc_head_fn));
+  STRATA_RETURN_IF_ERROR(plain("hc_head_base", &m.hc_head_base));
+  STRATA_RETURN_IF_ERROR(plain("hc_head_scale", &m.hc_head_scale));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    BlockWeights b;
+    AttnWeights& a = b.attn;
+    STRATA_RETURN_IF_ERROR(plain(p + "attn.attn_sink", &a.attn_sink));
+    STRATA_RETURN_IF_ERROR(plain(p + "attn.q_norm.weight", &a.q_norm));
+    STRATA_RETURN_IF_ERROR(plain(p + "attn.kv_norm.weight", &a.kv_norm));
+    STRATA_RETURN_IF_ERROR(linear(p + "attn.wq_a", &a.wq_a));
+    STRATA_RETURN_IF_ERROR(linear(p + "attn.wq_b", &a.wq_b));
+    STRATA_RETURN_IF_ERROR(linear(p + "attn.wkv", &a.wkv));
+    STRATA_RETURN_IF_ERROR(linear(p + "attn.wo_a", &a.wo_a));
+    STRATA_RETURN_IF_ERROR(linear(p + "attn.wo_b", &a.wo_b));
+    const int ratio = c.compress_ratio(l);
+    if (ratio != 0) {
+      const std::string q = p + "attn.compressor.";
+      STRATA_RETURN_IF_ERROR(plain(q + "ape", &a.c_ape));
+      STRATA_RETURN_IF_ERROR(plain(q + "norm.weight", &a.c_norm));
+      STRATA_RETURN_IF_ERROR(plain(q + "wgate.weight", &a.c_wgate));
+      STRATA_RETURN_IF_ERROR(plain(q + "wkv.weight", &a.c_wkv));
+    }
+    if (ratio == 4) {
+      const std::string q = p + "attn.indexer.";
+      STRATA_RETURN_IF_ERROR(plain(q + "compressor.ape", &a.i_c_ape));
+      STRATA_RETURN_IF_ERROR(plain(q + "compressor.norm.weight", &a.i_c_norm));
+      STRATA_RETURN_IF_ERROR(plain(q + "compressor.wgate.weight", &a.i_c_wgate));
+      STRATA_RETURN_IF_ERROR(plain(q + "compressor.wkv.weight", &a.i_c_wkv));
+      STRATA_RETURN_IF_ERROR(plain(q + "weights_proj.weight", &a.i_weights));
+      STRATA_RETURN_IF_ERROR(linear(q + "wq_b", &a.i_wq_b));
+    }
+    MoeWeights& f = b.ffn;
+    const size_t ne = static_cast<size_t>(c.n_routed_experts);
+    f.w1.resize(ne), f.w1_scale.resize(ne), f.w3.resize(ne), f.w3_scale.resize(ne);
+    f.w2.resize(ne), f.w2_scale.resize(ne);
+    for (size_t e = 0; e < ne; ++e) {
+      const std::string q = p + "ffn.experts." + std::to_string(e) + ".";
+      STRATA_ASSIGN_OR_RETURN(f.w1[e], raw(q + "w1.weight"));
+      STRATA_ASSIGN_OR_RETURN(f.w1_scale[e], raw(q + "w1.scale"));
+      STRATA_ASSIGN_OR_RETURN(f.w3[e], raw(q + "w3.weight"));
+      STRATA_ASSIGN_OR_RETURN(f.w3_scale[e], raw(q + "w3.scale"));
+      STRATA_ASSIGN_OR_RETURN(f.w2[e], raw(q + "w2.weight"));
+      STRATA_ASSIGN_OR_RETURN(f.w2_scale[e], raw(q + "w2.scale"));
+    }
+    STRATA_RETURN_IF_ERROR(plain(p + "ffn.gate.weight", &f.gate));
+    if (c.hash_routed(l)) {
+      STRATA_ASSIGN_OR_RETURN(std::vector<uint8_t> t, raw(p + "ffn.gate.tid2eid"));
+      f.tid2eid.resize(t.size() / 8);
+      for (size_t i = 0; i < f.tid2eid.size(); ++i) {
+        int64_t v;
+        std::memcpy(&v, &t[8 * i], 8);
+        f.tid2eid[i] = v < 0 || v > INT32_MAX ? -1 : static_cast<int32_t>(v);
+      }
+      Status st = check_hash_table(f.tid2eid.data(), c.vocab_size,
+                                   static_cast<int>(c.num_experts_per_tok),
+                                   static_cast<int>(c.n_routed_experts));
+      if (!st.ok()) return Status(st.code(), p + st.message());
+    } else {
+      STRATA_RETURN_IF_ERROR(plain(p + "ffn.gate.bias", &f.bias));
+    }
+    if (shared_dim(c) > 0) {
+      STRATA_RETURN_IF_ERROR(linear(p + "ffn.shared_experts.w1", &f.shared_w1));
+      STRATA_RETURN_IF_ERROR(linear(p + "ffn.shared_experts.w3", &f.shared_w3));
+      STRATA_RETURN_IF_ERROR(linear(p + "ffn.shared_experts.w2", &f.shared_w2));
+    }
+    STRATA_RETURN_IF_ERROR(plain(p + "attn_norm.weight", &b.attn_norm));
+    STRATA_RETURN_IF_ERROR(plain(p + "ffn_norm.weight", &b.ffn_norm));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_attn_fn", &b.hc_attn_fn));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_attn_base", &b.hc_attn_base));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_attn_scale", &b.hc_attn_scale));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_ffn_fn", &b.hc_ffn_fn));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_ffn_base", &b.hc_ffn_base));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_ffn_scale", &b.hc_ffn_scale));
     m.layers.push_back(std::move(b));
   }
   return m;

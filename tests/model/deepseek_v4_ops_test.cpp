@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 
 #include "core/dtype.h"
@@ -1019,6 +1020,169 @@ TEST(DeepseekV4Model, Float32DecoderMatchesTheFloat64Forward) {
   double spread = 0;
   for (int64_t i = 0; i < v; ++i) spread = std::max(spread, std::abs(ref[i] - ref[(t - 1) * v + i]));
   EXPECT_GT(spread, 1e-2);
+}
+
+// ------------------------------------------------------------------------------ loading
+
+// A synthetic FP8 + MXFP4 checkpoint of `c` (every tensor of checkpoint_tensors, random values of
+// sensible magnitude), as name -> bytes.
+std::map<std::string, std::vector<uint8_t>> synthetic_checkpoint(const DeepseekV4Config& c,
+                                                                 uint64_t seed) {
+  Rng rng(seed);
+  std::map<std::string, std::vector<uint8_t>> out;
+  const auto specs = checkpoint_tensors(c, false);
+  auto put_f32 = [&](const TensorSpec& t, float lo, float hi) {
+    std::vector<uint8_t> b(t.bytes());
+    for (size_t i = 0; i < b.size() / 4; ++i) {
+      const float f = rng.uniform(lo, hi);
+      std::memcpy(&b[4 * i], &f, 4);
+    }
+    out[t.name] = std::move(b);
+  };
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& t = specs[i];
+    const bool norm = t.name.find("norm") != std::string::npos;
+    const int64_t k = t.shape.size() == 2 ? t.shape[1] : 1;
+    const float a = t.shape.size() == 2 ? std::sqrt(3.0f / k) : 1.0f;
+    if (t.dtype == "F32") {
+      if (t.name.find("_fn") != std::string::npos)
+        put_f32(t, -0.1f, 0.1f);
+      else if (t.name.find("_scale") != std::string::npos)
+        put_f32(t, 0.5f, 1.5f);
+      else if (t.name.find("gate.bias") != std::string::npos)
+        put_f32(t, -0.1f, 0.1f);
+      else
+        put_f32(t, -1.0f, 1.0f);
+    } else if (t.dtype == "BF16") {
+      std::vector<uint8_t> b(t.bytes());
+      for (size_t j = 0; j < b.size() / 2; ++j) {
+        const uint16_t h = f32_to_bf16(norm ? rng.uniform(0.8f, 1.2f) : rng.uniform(-a, a));
+        std::memcpy(&b[2 * j], &h, 2);
+      }
+      out[t.name] = std::move(b);
+    } else if (t.dtype == "F8_E4M3") {  // values * 2^-6 (the scales below are 121 +- 1)
+      std::vector<uint8_t> b(t.bytes());
+      for (auto& e : b) e = f32_to_fp8_e4m3(rng.uniform(-a, a) * 64.0f);
+      out[t.name] = std::move(b);
+    } else if (t.dtype == "F8_E8M0" && specs[i - 1].dtype == "F8_E4M3") {
+      std::vector<uint8_t> b(t.bytes());
+      for (auto& e : b) e = static_cast<uint8_t>(120 + rng.next_u64() % 3);
+      out[t.name] = std::move(b);
+    } else if (t.dtype == "I8") {  // MXFP4 weight; its e8m0 scale is the next tensor
+      const int64_t n = t.shape[0], kk = t.shape[1] * 2;
+      std::vector<float> w(n * kk);
+      const float aa = std::sqrt(3.0f / kk);
+      for (auto& e : w) e = rng.uniform(-aa, aa);
+      std::vector<uint8_t> q(n * kk / 2), sc(n * kk / 32);
+      quantize_mxfp4(w.data(), n, kk, q.data(), sc.data());
+      out[t.name] = std::move(q);
+      out[specs[i + 1].name] = std::move(sc);
+      ++i;
+    } else if (t.dtype == "I64") {
+      const int64_t topk = t.shape[1], e = c.n_routed_experts;
+      std::vector<uint8_t> b(t.bytes());
+      for (int64_t v = 0; v < t.shape[0]; ++v)
+        for (int64_t j = 0; j < topk; ++j) {
+          const int64_t id = (v * 3 + j * (e / topk)) % e;
+          std::memcpy(&b[8 * (v * topk + j)], &id, 8);
+        }
+      out[t.name] = std::move(b);
+    } else {
+      ADD_FAILURE() << "unexpected " << t.name << " " << t.dtype;
+    }
+  }
+  return out;
+}
+
+DeepseekV4Config tiny_fp8_config() {
+  DeepseekV4Config c = tiny_model_config();
+  c.fp8_weights = true;
+  c.ue8m0_scales = true;
+  c.weight_block_n = 16;
+  c.weight_block_k = 16;
+  c.expert_dtype = ExpertDtype::kFp4;
+  return c;
+}
+
+TEST(DeepseekV4Load, FromCheckpointTensors) {
+  const DeepseekV4Config c = tiny_fp8_config();
+  auto ckpt = synthetic_checkpoint(c, 41);
+  std::vector<std::string> asked;
+  const TensorReader reader = [&](const TensorSpec& t) -> Result<std::vector<uint8_t>> {
+    asked.push_back(t.name);
+    auto it = ckpt.find(t.name);
+    if (it == ckpt.end()) return not_found("no tensor " + t.name);
+    return it->second;
+  };
+  auto w = load_model_weights(c, reader);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(asked.size(), ckpt.size());  // every tensor read once
+  ASSERT_EQ(w->layers.size(), 3u);
+  for (int64_t l = 0; l < 3; ++l) EXPECT_TRUE(check_attn_weights(c, l, w->layers[l].attn).ok());
+  // wq_a[i, j] = e4m3(q[i, j]) * 2^(scale[i / 16, j / 16] - 127), [24, 64] in 16 x 16 blocks.
+  const auto& q = ckpt["layers.1.attn.wq_a.weight"];
+  const auto& sc = ckpt["layers.1.attn.wq_a.scale"];
+  for (int64_t i : {0, 17, 23})
+    for (int64_t j : {0, 15, 16, 63})
+      EXPECT_EQ(w->layers[1].attn.wq_a[i * 64 + j],
+                double(fp8_e4m3_to_f32_reference(q[i * 64 + j])) *
+                    std::ldexp(1.0, sc[(i / 16) * 4 + j / 16] - 127));
+  EXPECT_EQ(w->layers[0].ffn.tid2eid.size(), static_cast<size_t>(c.vocab_size * 2));
+  EXPECT_TRUE(w->layers[0].ffn.bias.empty());
+  EXPECT_EQ(w->layers[1].ffn.bias.size(), 8u);
+  // The loaded model runs, and the float32 decoder agrees with the float64 forward on it.
+  const int64_t t = 24, v = c.vocab_size;
+  std::vector<int32_t> tokens(t);
+  for (int64_t p = 0; p < t; ++p) tokens[p] = static_cast<int32_t>((p * 13 + 5) % v);
+  std::vector<double> ref(t * v);
+  model_forward_ref(c, *w, tokens.data(), t, ref.data());
+  ModelDecoder dec(c, *w);
+  std::vector<float> got(t * v);
+  for (int64_t p = 0; p < t; ++p) dec.step(tokens[p], &got[p * v]);
+  EXPECT_LT(rel_err(got, ref), 1e-4);
+  for (double x : ref) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST(DeepseekV4Load, ErrorsNameTheTensor) {
+  const DeepseekV4Config c = tiny_fp8_config();
+  auto ckpt = synthetic_checkpoint(c, 42);
+  auto load_with = [&](const std::map<std::string, std::vector<uint8_t>>& m) {
+    return load_model_weights(c, [&](const TensorSpec& t) -> Result<std::vector<uint8_t>> {
+      auto it = m.find(t.name);
+      if (it == m.end()) return not_found("checkpoint has no tensor " + t.name);
+      return it->second;
+    });
+  };
+  auto bad = ckpt;
+  bad["layers.2.attn.compressor.ape"].resize(8);
+  auto r = load_with(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("layers.2.attn.compressor.ape"), std::string::npos);
+  bad = ckpt;
+  const int64_t big = 99;
+  std::memcpy(&bad["layers.0.ffn.gate.tid2eid"][8 * 5], &big, 8);
+  r = load_with(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("layers.0.ffn.gate.tid2eid"), std::string::npos)
+      << r.status().message();
+  bad = ckpt;
+  bad.erase("layers.1.attn.indexer.wq_b.scale");
+  r = load_with(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("layers.1.attn.indexer.wq_b.scale"), std::string::npos);
+  bad = ckpt;
+  bad["layers.1.attn.wkv.scale"][0] = 0xff;
+  r = load_with(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("NaN"), std::string::npos);
+  DeepseekV4Config fp8_experts = c;
+  fp8_experts.expert_dtype = ExpertDtype::kFp8;
+  r = load_model_weights(fp8_experts, [](const TensorSpec&) -> Result<std::vector<uint8_t>> {
+    return std::vector<uint8_t>{};
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
 }
 
 }  // namespace
