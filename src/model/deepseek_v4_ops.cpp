@@ -1739,7 +1739,7 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
 }
 
 void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const int32_t* tokens,
-                       int64_t t, double* logits) {
+                       int64_t t, double* logits, double* streams) {
   const int64_t dim = c.hidden_size, v = c.vocab_size;
   const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
   const double eps = c.rms_norm_eps;
@@ -1771,11 +1771,87 @@ void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const i
       }
     }
   }
+  if (streams != nullptr) std::copy(h.begin(), h.end(), streams);
   std::vector<double> y(dim);
   for (int64_t p = 0; p < t; ++p) {
     hc_head_ref(&h[p * hc * dim], hc, dim, w.hc_head_fn.data(), w.hc_head_scale.data(),
                 w.hc_head_base.data(), c.hc_eps, eps, y.data());
     rms_norm_ref(y.data(), dim, w.norm.data(), eps);
+    matvec_ref(w.head.data(), y.data(), v, dim, logits + p * v);
+  }
+}
+
+DeepseekV4Config mtp_config(const DeepseekV4Config& c) {
+  DeepseekV4Config m = c;
+  m.compress_ratios.push_back(0);
+  return m;
+}
+
+MtpWeights random_mtp_weights(const DeepseekV4Config& c, uint64_t seed) {
+  const DeepseekV4Config mc = mtp_config(c);
+  ModelWeights tmp = random_model_weights(mc, seed);  // its last layer has the MTP layer's shape
+  MtpWeights m;
+  m.block = std::move(tmp.layers.back());
+  Rng rng(seed + 99);
+  const int64_t dim = c.hidden_size, hc = c.hc_mult;
+  const double a = std::sqrt(3.0 / static_cast<double>(dim));
+  m.e_proj = random_vec(rng, dim * dim, -a, a);
+  m.h_proj = random_vec(rng, dim * dim, -a, a);
+  m.enorm = random_vec(rng, dim, 0.8, 1.2);
+  m.hnorm = random_vec(rng, dim, 0.8, 1.2);
+  m.norm = random_vec(rng, dim, 0.8, 1.2);
+  m.hc_head_fn = random_vec(rng, hc * hc * dim, -0.1, 0.1);
+  m.hc_head_base = random_vec(rng, hc, -1.0, 1.0);
+  m.hc_head_scale = random_vec(rng, 1, 0.5, 1.5);
+  return m;
+}
+
+void mtp_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const MtpWeights& m,
+                     const double* streams, const int32_t* next_tokens, int64_t t,
+                     double* logits) {
+  const DeepseekV4Config mc = mtp_config(c);
+  const int64_t layer = c.num_hidden_layers, dim = c.hidden_size, v = c.vocab_size;
+  const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
+  const double eps = c.rms_norm_eps;
+  std::vector<double> h(t * hc * dim), e(dim), pe(dim), s(dim), ps(dim);
+  for (int64_t p = 0; p < t; ++p) {
+    std::copy(&w.embed[next_tokens[p] * dim], &w.embed[(next_tokens[p] + 1) * dim], e.begin());
+    rms_norm_ref(e.data(), dim, m.enorm.data(), eps);
+    matvec_ref(m.e_proj.data(), e.data(), dim, dim, pe.data());
+    for (int j = 0; j < hc; ++j) {
+      std::copy(streams + (p * hc + j) * dim, streams + (p * hc + j + 1) * dim, s.begin());
+      rms_norm_ref(s.data(), dim, m.hnorm.data(), eps);
+      matvec_ref(m.h_proj.data(), s.data(), dim, dim, ps.data());
+      for (int64_t d = 0; d < dim; ++d) h[(p * hc + j) * dim + d] = pe[d] + ps[d];
+    }
+  }
+  const BlockWeights& b = m.block;
+  std::vector<double> in(t * dim), out(t * dim), post(t * hc), comb(t * hc * hc), next(hc * dim);
+  for (int sub = 0; sub < 2; ++sub) {
+    const bool attn = sub == 0;
+    for (int64_t p = 0; p < t; ++p) {
+      hc_pre_ref(&h[p * hc * dim], hc, dim, (attn ? b.hc_attn_fn : b.hc_ffn_fn).data(),
+                 (attn ? b.hc_attn_scale : b.hc_ffn_scale).data(),
+                 (attn ? b.hc_attn_base : b.hc_ffn_base).data(), iters, c.hc_eps, eps,
+                 &in[p * dim], &post[p * hc], &comb[p * hc * hc]);
+      rms_norm_ref(&in[p * dim], dim, (attn ? b.attn_norm : b.ffn_norm).data(), eps);
+    }
+    if (attn)
+      attention_ref(mc, layer, b.attn, in.data(), t, out.data());
+    else
+      for (int64_t p = 0; p < t; ++p)
+        moe_ref(mc, layer, b.ffn, &in[p * dim], next_tokens[p], &out[p * dim]);
+    for (int64_t p = 0; p < t; ++p) {
+      hc_post_ref(&out[p * dim], &h[p * hc * dim], &post[p * hc], &comb[p * hc * hc], hc, dim,
+                  next.data());
+      std::copy(next.begin(), next.end(), &h[p * hc * dim]);
+    }
+  }
+  std::vector<double> y(dim);
+  for (int64_t p = 0; p < t; ++p) {
+    hc_head_ref(&h[p * hc * dim], hc, dim, m.hc_head_fn.data(), m.hc_head_scale.data(),
+                m.hc_head_base.data(), c.hc_eps, eps, y.data());
+    rms_norm_ref(y.data(), dim, m.norm.data(), eps);
     matvec_ref(w.head.data(), y.data(), v, dim, logits + p * v);
   }
 }
@@ -1817,61 +1893,108 @@ ModelDecoder::~ModelDecoder() {
   for (Layer* l : layers_) delete l;
 }
 
+void ModelDecoder::block_step(const DeepseekV4Config& c, int64_t l, Layer& L,
+                              const MoeWeights& mw, int32_t token, float* h) {
+  const int64_t dim = c.hidden_size, inter = c.moe_intermediate_size, sh = shared_dim(c);
+  const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
+  const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
+  const float limit = static_cast<float>(c.swiglu_limit);
+  const RoutingConfig rc = routing_config(c);
+  std::vector<float> in(dim), out(dim), post(hc), comb(hc * hc), rl(rc.num_experts),
+      rw(rc.top_k), g(std::max(inter, sh)), u(g.size()), e(dim);
+  std::vector<int32_t> ids(rc.top_k);
+  hc_pre(h, 1, hc, dim, {L.hc_attn_fn.data(), L.hc_attn_base.data(), L.hc_attn_scale.data()},
+         iters, hc_eps, eps, in.data(), post.data(), comb.data(), nullptr);
+  rms_norm(in.data(), dim, L.attn_norm.data(), eps);
+  L.attn.step(in.data(), out.data());
+  hc_post(out.data(), h, post.data(), comb.data(), 1, hc, dim, h, nullptr);
+
+  hc_pre(h, 1, hc, dim, {L.hc_ffn_fn.data(), L.hc_ffn_base.data(), L.hc_ffn_scale.data()}, iters,
+         hc_eps, eps, in.data(), post.data(), comb.data(), nullptr);
+  rms_norm(in.data(), dim, L.ffn_norm.data(), eps);
+  matvec(L.gate, in.data(), rc.num_experts, dim, rl.data());
+  const bool hash = c.hash_routed(l);
+  route_token(rc, rl.data(), hash || L.bias.empty() ? nullptr : L.bias.data(),
+              hash ? &mw.tid2eid[static_cast<int64_t>(token) * rc.top_k] : nullptr, ids.data(),
+              rw.data());
+  std::fill(out.begin(), out.end(), 0.0f);
+  if (sh > 0) {
+    matvec(L.shared_w1, in.data(), sh, dim, g.data());
+    matvec(L.shared_w3, in.data(), sh, dim, u.data());
+    swiglu_clamped(g.data(), u.data(), sh, limit, g.data());
+    matvec(L.shared_w2, g.data(), dim, sh, out.data());
+  }
+  for (int i = 0; i < rc.top_k; ++i) {
+    const int32_t id = ids[i];
+    mxfp4_matmul(in.data(), mw.w1[id].data(), mw.w1_scale[id].data(), 1, inter, dim, g.data(),
+                 nullptr);
+    mxfp4_matmul(in.data(), mw.w3[id].data(), mw.w3_scale[id].data(), 1, inter, dim, u.data(),
+                 nullptr);
+    swiglu_clamped(g.data(), u.data(), inter, limit, g.data());
+    mxfp4_matmul(g.data(), mw.w2[id].data(), mw.w2_scale[id].data(), 1, dim, inter, e.data(),
+                 nullptr);
+    for (int64_t d = 0; d < dim; ++d) out[d] += rw[i] * e[d];
+  }
+  hc_post(out.data(), h, post.data(), comb.data(), 1, hc, dim, h, nullptr);
+}
+
 void ModelDecoder::step(int32_t token, float* logits) {
-  const int64_t dim = c_.hidden_size, inter = c_.moe_intermediate_size, sh = shared_dim(c_);
-  const int hc = static_cast<int>(c_.hc_mult), iters = static_cast<int>(c_.hc_sinkhorn_iters);
+  const int64_t dim = c_.hidden_size;
+  const int hc = static_cast<int>(c_.hc_mult);
   const float eps = static_cast<float>(c_.rms_norm_eps), hc_eps = static_cast<float>(c_.hc_eps);
-  const float limit = static_cast<float>(c_.swiglu_limit);
-  std::vector<float> h(hc * dim), in(dim), out(dim), post(hc), comb(hc * hc);
+  std::vector<float> h(hc * dim);
   for (int j = 0; j < hc; ++j)
     std::copy(&embed_[token * dim], &embed_[(token + 1) * dim], &h[j * dim]);
-  const RoutingConfig rc = routing_config(c_);
-  std::vector<float> rl(rc.num_experts), rw(rc.top_k), g(std::max(inter, sh)), u(g.size()),
-      e(dim);
-  std::vector<int32_t> ids(rc.top_k);
-  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
-    Layer& L = *layers_[l];
-    const MoeWeights& mw = w_.layers[l].ffn;
-    hc_pre(h.data(), 1, hc, dim, {L.hc_attn_fn.data(), L.hc_attn_base.data(), L.hc_attn_scale.data()},
-           iters, hc_eps, eps, in.data(), post.data(), comb.data(), nullptr);
-    rms_norm(in.data(), dim, L.attn_norm.data(), eps);
-    L.attn.step(in.data(), out.data());
-    hc_post(out.data(), h.data(), post.data(), comb.data(), 1, hc, dim, h.data(), nullptr);
-
-    hc_pre(h.data(), 1, hc, dim, {L.hc_ffn_fn.data(), L.hc_ffn_base.data(), L.hc_ffn_scale.data()},
-           iters, hc_eps, eps, in.data(), post.data(), comb.data(), nullptr);
-    rms_norm(in.data(), dim, L.ffn_norm.data(), eps);
-    matvec(L.gate, in.data(), rc.num_experts, dim, rl.data());
-    const bool hash = c_.hash_routed(l);
-    route_token(rc, rl.data(), hash || L.bias.empty() ? nullptr : L.bias.data(),
-                hash ? &mw.tid2eid[static_cast<int64_t>(token) * rc.top_k] : nullptr, ids.data(),
-                rw.data());
-    std::fill(out.begin(), out.end(), 0.0f);
-    if (sh > 0) {
-      matvec(L.shared_w1, in.data(), sh, dim, g.data());
-      matvec(L.shared_w3, in.data(), sh, dim, u.data());
-      swiglu_clamped(g.data(), u.data(), sh, limit, g.data());
-      matvec(L.shared_w2, g.data(), dim, sh, out.data());
-    }
-    for (int i = 0; i < rc.top_k; ++i) {
-      const int32_t id = ids[i];
-      mxfp4_matmul(in.data(), mw.w1[id].data(), mw.w1_scale[id].data(), 1, inter, dim, g.data(),
-                   nullptr);
-      mxfp4_matmul(in.data(), mw.w3[id].data(), mw.w3_scale[id].data(), 1, inter, dim, u.data(),
-                   nullptr);
-      swiglu_clamped(g.data(), u.data(), inter, limit, g.data());
-      mxfp4_matmul(g.data(), mw.w2[id].data(), mw.w2_scale[id].data(), 1, dim, inter, e.data(),
-                   nullptr);
-      for (int64_t d = 0; d < dim; ++d) out[d] += rw[i] * e[d];
-    }
-    hc_post(out.data(), h.data(), post.data(), comb.data(), 1, hc, dim, h.data(), nullptr);
-  }
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l)
+    block_step(c_, l, *layers_[l], w_.layers[l].ffn, token, h.data());
   std::vector<float> y(dim);
   hc_head(h.data(), 1, hc, dim, {hc_head_fn_.data(), hc_head_base_.data(), hc_head_scale_.data()},
           hc_eps, eps, y.data(), nullptr);
   rms_norm(y.data(), dim, norm_.data(), eps);
   matvec(head_, y.data(), c_.vocab_size, dim, logits);
+  streams_ = h;
   ++pos_;
+}
+
+MtpDecoder::MtpDecoder(const DeepseekV4Config& c, const ModelWeights& w, const MtpWeights& m)
+    : c_(mtp_config(c)),
+      w_(w),
+      m_(m),
+      layer_(new ModelDecoder::Layer(c_, c.num_hidden_layers, m.block)),
+      embed_(to_f32(w.embed)),
+      head_(to_f32(w.head)),
+      e_proj_(to_f32(m.e_proj)),
+      h_proj_(to_f32(m.h_proj)),
+      enorm_(to_f32(m.enorm)),
+      hnorm_(to_f32(m.hnorm)),
+      norm_(to_f32(m.norm)),
+      hc_head_fn_(to_f32(m.hc_head_fn)),
+      hc_head_base_(to_f32(m.hc_head_base)),
+      hc_head_scale_(to_f32(m.hc_head_scale)) {}
+
+MtpDecoder::~MtpDecoder() { delete layer_; }
+
+void MtpDecoder::step(const float* streams, int32_t next_token, float* logits) {
+  const int64_t dim = c_.hidden_size;
+  const int hc = static_cast<int>(c_.hc_mult);
+  const float eps = static_cast<float>(c_.rms_norm_eps), hc_eps = static_cast<float>(c_.hc_eps);
+  std::vector<float> e(&embed_[next_token * dim], &embed_[(next_token + 1) * dim]), pe(dim),
+      s(dim), h(hc * dim);
+  rms_norm(e.data(), dim, enorm_.data(), eps);
+  matvec(e_proj_, e.data(), dim, dim, pe.data());
+  for (int j = 0; j < hc; ++j) {
+    std::copy(streams + j * dim, streams + (j + 1) * dim, s.begin());
+    rms_norm(s.data(), dim, hnorm_.data(), eps);
+    matvec(h_proj_, s.data(), dim, dim, &h[j * dim]);
+    for (int64_t d = 0; d < dim; ++d) h[j * dim + d] += pe[d];
+  }
+  // The MTP layer is layer num_hidden_layers of mtp_config(): window-only, never hash-routed.
+  ModelDecoder::block_step(c_, c_.num_hidden_layers, *layer_, m_.block.ffn, next_token, h.data());
+  std::vector<float> y(dim);
+  hc_head(h.data(), 1, hc, dim, {hc_head_fn_.data(), hc_head_base_.data(), hc_head_scale_.data()},
+          hc_eps, eps, y.data(), nullptr);
+  rms_norm(y.data(), dim, norm_.data(), eps);
+  matvec(head_, y.data(), c_.vocab_size, dim, logits);
 }
 
 }  // namespace strata::dsv4

@@ -466,8 +466,29 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
 // The whole model on tokens [t] from position 0, float64: embedding copied into hc_mult streams;
 // per layer hc_pre -> attn_norm -> attention -> hc_post, hc_pre -> ffn_norm -> MoE -> hc_post;
 // then hc_head -> norm -> head. logits: [t, vocab].
+// streams (may be null): [t, hc_mult, dim], the residual streams before hc_head (what the MTP
+// block consumes).
 void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const int32_t* tokens,
-                       int64_t t, double* logits);
+                       int64_t t, double* logits, double* streams = nullptr);
+
+// The MTP block (mtp.0.*): for the main model's streams h [hc, dim] at position p and the token
+// of position p + 1: x = e_proj(enorm(embed(token))) added to every stream of h_proj(hnorm(h)),
+// then one decoder block (window-only attention, score routing), then its own hc_head and norm
+// and the shared head. The block runs as layer num_hidden_layers of mtp_config(c).
+struct MtpWeights {
+  BlockWeights block;
+  std::vector<double> e_proj, h_proj;           // [dim, dim]
+  std::vector<double> enorm, hnorm, norm;       // [dim]
+  std::vector<double> hc_head_fn, hc_head_base, hc_head_scale;
+};
+// c with one more compress ratio (0: the MTP layer keeps a window only).
+DeepseekV4Config mtp_config(const DeepseekV4Config& c);
+MtpWeights random_mtp_weights(const DeepseekV4Config& c, uint64_t seed);
+// streams [t, hc, dim] of positions 0..t-1 and next_tokens [t] (the token after each position)
+// -> logits [t, vocab] for the token after next.
+void mtp_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const MtpWeights& m,
+                     const double* streams, const int32_t* next_tokens, int64_t t,
+                     double* logits);
 
 // The same model in float32, one token at a time (decode-shaped: per-layer AttentionDecoder
 // state; MoE experts through mxfp4_matmul).
@@ -475,17 +496,45 @@ class ModelDecoder {
  public:
   ModelDecoder(const DeepseekV4Config& c, const ModelWeights& w);
   ~ModelDecoder();
+  ModelDecoder(const ModelDecoder&) = delete;
+  ModelDecoder& operator=(const ModelDecoder&) = delete;
   // logits [vocab] of the next token after `token` at position tokens_seen().
   void step(int32_t token, float* logits);
   int64_t tokens_seen() const { return pos_; }
+  // The residual streams [hc, dim] after the last step, before hc_head.
+  const std::vector<float>& streams() const { return streams_; }
+
+  // One decoder block on the streams h [hc, dim] of one token (layer l's state in `L`).
+  struct Layer;
+  static void block_step(const DeepseekV4Config& c, int64_t l, Layer& L, const MoeWeights& mw,
+                         int32_t token, float* h);
 
  private:
-  struct Layer;
   const DeepseekV4Config& c_;
   const ModelWeights& w_;
   std::vector<Layer*> layers_;
-  std::vector<float> embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_;
+  std::vector<float> embed_, head_, norm_, hc_head_fn_, hc_head_base_, hc_head_scale_, streams_;
   int64_t pos_ = 0;
+};
+
+// The MTP block in float32, one position at a time (its own window state).
+class MtpDecoder {
+ public:
+  MtpDecoder(const DeepseekV4Config& c, const ModelWeights& w, const MtpWeights& m);
+  ~MtpDecoder();
+  MtpDecoder(const MtpDecoder&) = delete;
+  MtpDecoder& operator=(const MtpDecoder&) = delete;
+  // streams [hc, dim] of the main model at the next position (0, 1, ... one per call) and
+  // next_token, the token after that position -> logits [vocab].
+  void step(const float* streams, int32_t next_token, float* logits);
+
+ private:
+  const DeepseekV4Config c_;  // mtp_config(c)
+  const ModelWeights& w_;
+  const MtpWeights& m_;
+  ModelDecoder::Layer* layer_;
+  std::vector<float> embed_, head_, e_proj_, h_proj_, enorm_, hnorm_, norm_, hc_head_fn_,
+      hc_head_base_, hc_head_scale_;
 };
 
 }  // namespace strata::dsv4

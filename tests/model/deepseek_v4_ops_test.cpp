@@ -1022,6 +1022,40 @@ TEST(DeepseekV4Model, Float32DecoderMatchesTheFloat64Forward) {
   EXPECT_GT(spread, 1e-2);
 }
 
+TEST(DeepseekV4Model, MtpBlockFloat32MatchesTheFloat64Forward) {
+  // The MTP block on the main model's pre-hc_head streams and the next tokens: float32 (streams
+  // from the float32 decoder) against float64 (streams from the float64 forward), 1e-4.
+  const DeepseekV4Config c = tiny_model_config();
+  const ModelWeights w = random_model_weights(c, 51);
+  const MtpWeights m = random_mtp_weights(c, 52);
+  ASSERT_TRUE(check_attn_weights(mtp_config(c), c.num_hidden_layers, m.block.attn).ok());
+  EXPECT_TRUE(m.block.ffn.tid2eid.empty());  // score-routed, with a correction bias
+  EXPECT_FALSE(m.block.ffn.bias.empty());
+  const int64_t t = 20, v = c.vocab_size, hc = c.hc_mult, dim = c.hidden_size;
+  std::vector<int32_t> tokens(t + 1);
+  for (int64_t p = 0; p <= t; ++p) tokens[p] = static_cast<int32_t>((p * 29 + 3) % v);
+  std::vector<double> main_logits(t * v), streams(t * hc * dim), ref(t * v);
+  model_forward_ref(c, w, tokens.data(), t, main_logits.data(), streams.data());
+  mtp_forward_ref(c, w, m, streams.data(), tokens.data() + 1, t, ref.data());
+  ModelDecoder dec(c, w);
+  MtpDecoder mtp(c, w, m);
+  std::vector<float> logits(v), got(t * v);
+  for (int64_t p = 0; p < t; ++p) {
+    dec.step(tokens[p], logits.data());
+    ASSERT_EQ(dec.streams().size(), static_cast<size_t>(hc * dim));
+    mtp.step(dec.streams().data(), tokens[p + 1], &got[p * v]);
+  }
+  EXPECT_LT(rel_err(got, ref), 1e-4);
+  // The draft depends on the next token.
+  std::vector<int32_t> other(tokens.begin() + 1, tokens.end());
+  other[t - 1] = (other[t - 1] + 1) % static_cast<int32_t>(v);
+  std::vector<double> ref2(t * v);
+  mtp_forward_ref(c, w, m, streams.data(), other.data(), t, ref2.data());
+  double d = 0;
+  for (int64_t i = 0; i < v; ++i) d = std::max(d, std::abs(ref2[(t - 1) * v + i] - ref[(t - 1) * v + i]));
+  EXPECT_GT(d, 1e-6);
+}
+
 // ------------------------------------------------------------------------------ loading
 
 // A synthetic FP8 + MXFP4 checkpoint of `c` (every tensor of checkpoint_tensors, random values of
