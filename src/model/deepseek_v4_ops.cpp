@@ -1605,12 +1605,13 @@ ModelWeights random_model_weights(const DeepseekV4Config& c, uint64_t seed) {
   return m;
 }
 
-Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorReader& read) {
+Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorReader& read,
+                                        MtpWeights* mtp) {
   if (c.expert_dtype != ExpertDtype::kFp4)
     return unimplemented("DeepSeek-V4 weights: routed experts in expert_dtype " +
                          std::string(c.expert_dtype == ExpertDtype::kFp8 ? "fp8" : "bf16") +
                          " are not supported by this loader yet (fp4 only)");
-  std::vector<TensorSpec> specs = checkpoint_tensors(c, false);
+  std::vector<TensorSpec> specs = checkpoint_tensors(c, mtp != nullptr);
   std::unordered_map<std::string, const TensorSpec*> by_name;
   for (const auto& t : specs) by_name[t.name] = &t;
   auto raw = [&](const std::string& name) -> Result<std::vector<uint8_t>> {
@@ -1662,9 +1663,8 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
   STRATA_RETURN_IF_ERROR(plain("hc_head_fn", &m.hc_head_fn));
   STRATA_RETURN_IF_ERROR(plain("hc_head_base", &m.hc_head_base));
   STRATA_RETURN_IF_ERROR(plain("hc_head_scale", &m.hc_head_scale));
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    BlockWeights b;
+  // One decoder block under prefix p (layers.N. or mtp.K.).
+  auto load_block = [&](const std::string& p, int ratio, bool hash, BlockWeights& b) -> Status {
     AttnWeights& a = b.attn;
     STRATA_RETURN_IF_ERROR(plain(p + "attn.attn_sink", &a.attn_sink));
     STRATA_RETURN_IF_ERROR(plain(p + "attn.q_norm.weight", &a.q_norm));
@@ -1674,7 +1674,6 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
     STRATA_RETURN_IF_ERROR(linear(p + "attn.wkv", &a.wkv));
     STRATA_RETURN_IF_ERROR(linear(p + "attn.wo_a", &a.wo_a));
     STRATA_RETURN_IF_ERROR(linear(p + "attn.wo_b", &a.wo_b));
-    const int ratio = c.compress_ratio(l);
     if (ratio != 0) {
       const std::string q = p + "attn.compressor.";
       STRATA_RETURN_IF_ERROR(plain(q + "ape", &a.c_ape));
@@ -1705,7 +1704,7 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
       STRATA_ASSIGN_OR_RETURN(f.w2_scale[e], raw(q + "w2.scale"));
     }
     STRATA_RETURN_IF_ERROR(plain(p + "ffn.gate.weight", &f.gate));
-    if (c.hash_routed(l)) {
+    if (hash) {
       STRATA_ASSIGN_OR_RETURN(std::vector<uint8_t> t, raw(p + "ffn.gate.tid2eid"));
       f.tid2eid.resize(t.size() / 8);
       for (size_t i = 0; i < f.tid2eid.size(); ++i) {
@@ -1733,7 +1732,28 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
     STRATA_RETURN_IF_ERROR(plain(p + "hc_ffn_fn", &b.hc_ffn_fn));
     STRATA_RETURN_IF_ERROR(plain(p + "hc_ffn_base", &b.hc_ffn_base));
     STRATA_RETURN_IF_ERROR(plain(p + "hc_ffn_scale", &b.hc_ffn_scale));
+    return ok_status();
+  };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    BlockWeights b;
+    STRATA_RETURN_IF_ERROR(
+        load_block("layers." + std::to_string(l) + ".", c.compress_ratio(l), c.hash_routed(l), b));
     m.layers.push_back(std::move(b));
+  }
+  if (mtp != nullptr) {
+    if (c.num_nextn_predict_layers < 1)
+      return invalid_argument("DeepSeek-V4 weights: the config has no MTP layer "
+                              "(num_nextn_predict_layers is 0)");
+    const std::string p = "mtp.0.";
+    STRATA_RETURN_IF_ERROR(load_block(p, 0, false, mtp->block));
+    STRATA_RETURN_IF_ERROR(linear(p + "e_proj", &mtp->e_proj));
+    STRATA_RETURN_IF_ERROR(linear(p + "h_proj", &mtp->h_proj));
+    STRATA_RETURN_IF_ERROR(plain(p + "enorm.weight", &mtp->enorm));
+    STRATA_RETURN_IF_ERROR(plain(p + "hnorm.weight", &mtp->hnorm));
+    STRATA_RETURN_IF_ERROR(plain(p + "norm.weight", &mtp->norm));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_head_fn", &mtp->hc_head_fn));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_head_base", &mtp->hc_head_base));
+    STRATA_RETURN_IF_ERROR(plain(p + "hc_head_scale", &mtp->hc_head_scale));
   }
   return m;
 }

@@ -458,10 +458,13 @@ ModelWeights random_model_weights(const DeepseekV4Config& c, uint64_t seed);
 // Reads the checkpoint tensor `spec` (named, typed and shaped as checkpoint_tensors lists it):
 // its raw little-endian bytes, spec.bytes() of them.
 using TensorReader = std::function<Result<std::vector<uint8_t>>(const TensorSpec& spec)>;
-// Builds the weights of the main layers (not MTP) from a checkpoint: FP8 weights times their e8m0
-// block scales, BF16 and F32 as they are, MXFP4 experts kept packed, tid2eid (I64) checked and
-// narrowed. Routed experts must be MXFP4 (expert_dtype fp4). Errors name the tensor.
-Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorReader& read);
+// Builds the weights of the main layers (and, with `mtp`, of mtp.0.*) from a checkpoint: FP8
+// weights times their e8m0 block scales, BF16 and F32 as they are, MXFP4 experts kept packed,
+// tid2eid (I64) checked and narrowed. Routed experts must be MXFP4 (expert_dtype fp4). Errors name
+// the tensor.
+struct MtpWeights;
+Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorReader& read,
+                                        MtpWeights* mtp = nullptr);
 
 // The whole model on tokens [t] from position 0, float64: embedding copied into hc_mult streams;
 // per layer hc_pre -> attn_norm -> attention -> hc_post, hc_pre -> ffn_norm -> MoE -> hc_post;

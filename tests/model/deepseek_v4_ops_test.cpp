@@ -1061,10 +1061,11 @@ TEST(DeepseekV4Model, MtpBlockFloat32MatchesTheFloat64Forward) {
 // A synthetic FP8 + MXFP4 checkpoint of `c` (every tensor of checkpoint_tensors, random values of
 // sensible magnitude), as name -> bytes.
 std::map<std::string, std::vector<uint8_t>> synthetic_checkpoint(const DeepseekV4Config& c,
-                                                                 uint64_t seed) {
+                                                                 uint64_t seed,
+                                                                 bool include_mtp = false) {
   Rng rng(seed);
   std::map<std::string, std::vector<uint8_t>> out;
-  const auto specs = checkpoint_tensors(c, false);
+  const auto specs = checkpoint_tensors(c, include_mtp);
   auto put_f32 = [&](const TensorSpec& t, float lo, float hi) {
     std::vector<uint8_t> b(t.bytes());
     for (size_t i = 0; i < b.size() / 4; ++i) {
@@ -1175,6 +1176,39 @@ TEST(DeepseekV4Load, FromCheckpointTensors) {
   for (int64_t p = 0; p < t; ++p) dec.step(tokens[p], &got[p * v]);
   EXPECT_LT(rel_err(got, ref), 1e-4);
   for (double x : ref) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST(DeepseekV4Load, MtpBlock) {
+  DeepseekV4Config c = tiny_fp8_config();
+  c.num_nextn_predict_layers = 1;
+  auto ckpt = synthetic_checkpoint(c, 43, /*include_mtp=*/true);
+  const TensorReader reader = [&](const TensorSpec& t) -> Result<std::vector<uint8_t>> {
+    auto it = ckpt.find(t.name);
+    if (it == ckpt.end()) return not_found("no tensor " + t.name);
+    return it->second;
+  };
+  MtpWeights m;
+  auto w = load_model_weights(c, reader, &m);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_TRUE(check_attn_weights(mtp_config(c), c.num_hidden_layers, m.block.attn).ok());
+  EXPECT_EQ(m.e_proj.size(), static_cast<size_t>(c.hidden_size * c.hidden_size));
+  EXPECT_EQ(m.hc_head_fn.size(), static_cast<size_t>(c.hc_mult * c.hc_mult * c.hidden_size));
+  const int64_t t = 8, v = c.vocab_size;
+  std::vector<int32_t> tokens(t + 1);
+  for (int64_t p = 0; p <= t; ++p) tokens[p] = static_cast<int32_t>((p * 7 + 2) % v);
+  std::vector<double> logits(t * v), streams(t * c.hc_mult * c.hidden_size), ref(t * v);
+  model_forward_ref(c, *w, tokens.data(), t, logits.data(), streams.data());
+  mtp_forward_ref(c, *w, m, streams.data(), tokens.data() + 1, t, ref.data());
+  ModelDecoder dec(c, *w);
+  MtpDecoder mtp(c, *w, m);
+  std::vector<float> l(v), got(t * v);
+  for (int64_t p = 0; p < t; ++p) {
+    dec.step(tokens[p], l.data());
+    mtp.step(dec.streams().data(), tokens[p + 1], &got[p * v]);
+  }
+  EXPECT_LT(rel_err(got, ref), 1e-4);
+  c.num_nextn_predict_layers = 0;
+  EXPECT_FALSE(load_model_weights(c, reader, &m).ok());
 }
 
 TEST(DeepseekV4Load, ErrorsNameTheTensor) {
