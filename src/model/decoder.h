@@ -6,6 +6,21 @@
 // the shared workspace, the weight accounting and the placement of the weights in forward order.
 // An architecture file supplies only its attention (a Llama-family GQA layer, DeepSeek's MLA)
 // through the hooks below.
+//
+// Tensor and pipeline parallelism (ModelBuildOptions::parallel, model/parallel.h), exact by
+// construction: no float sum crosses ranks, so every rank's logits equal one process's bit for
+// bit. A pipeline stage holds and runs the layers [first_layer, end_layer) only (kv_spec() and
+// forward()'s `kv` are this stage's layers); the first stage embeds, the others receive the hidden
+// states [T, H] from the previous stage and send theirs to the next; the last stage computes the
+// logits and broadcasts them to every stage, so every rank's forward() returns the full logits.
+// Across the tensor-parallel ranks of a stage: the embedding and the output head are split by
+// vocabulary rows (each rank embeds the tokens it holds and the rows are gathered; each computes
+// its vocabulary slice of the logits and the slices are gathered); a dense MLP loads its slice of
+// the gate/up rows and of the down rows (by output row), gathers the gate/up outputs, applies the
+// activation to the whole row as one process does and gathers the down outputs. An attention hook
+// returns the whole [T, H] output on every rank (the Llama family splits heads, see llama.cpp;
+// an attention that ignores `parallel` runs replicated, as MoE blocks do for now). Every gather
+// copies values; none adds them.
 #pragma once
 
 #include <array>
@@ -60,11 +75,12 @@ class DecoderModel : public Model {
   int64_t weight_bytes_total() const final { return total_bytes_; }
   int64_t parameter_count() const final { return params_; }
   int64_t workspace_bytes() const final {
-    return static_cast<int64_t>(ws_.size() + mtp_ws_.size()) + ffn_ws_.bytes() +
+    return static_cast<int64_t>(ws_.size() + mtp_ws_.size() + tp_ws_.size()) + ffn_ws_.bytes() +
            attention_workspace_bytes();
   }
-  // FP8 checkpoints report FP8 (their output head stays float); else the head's storage.
-  DType weight_dtype() const override { return config().fp8 ? DType::kF8E4M3 : lm_head_.dtype(); }
+  // FP8 checkpoints report FP8 (their output head stays float); else the head's storage (the
+  // same on every rank of a parallel deployment, stages without the head included).
+  DType weight_dtype() const override { return config().fp8 ? DType::kF8E4M3 : head_dtype_; }
   std::vector<LinearInfo> linear_layers() const final { return linears_; }
 
   // What load() would build, from the tensors' metadata (memory_estimate.h): the same names,
@@ -75,12 +91,18 @@ class DecoderModel : public Model {
     std::function<Status(int64_t layer, WeightBytesByClass*)> dense_mlp;
     int64_t rope_half = 0;                  // as rope_half()
     int64_t attention_workspace_bytes = 0;  // as attention_workspace_bytes()
+    int64_t attention_tp_width = 0;         // as attention_tp_width()
   };
   static Result<ModelMemoryEstimate> estimate(const DecoderNames& names, const ModelConfig& config,
                                               WeightSource& weights,
                                               const ModelBuildOptions& options,
                                               const Fp8Quantization& lm_head_fp8,
                                               const EstimateHooks& hooks);
+  // What load_dense_mlp() (protected) would hold: gate_up, then down (memory estimates).
+  static Result<std::array<WeightPlan, 2>> plan_dense_mlp(
+      WeightSource& w, const ModelConfig& c, const TensorName& gate, const TensorName& up,
+      const TensorName& down, int64_t ffn, int64_t layer, const ModelBuildOptions& options);
+
   // The skeleton's own workspace (allocate_workspace() without the attention's): its float slots
   // h, x, tmp, cos, sin, rows, and in all with the feed-forward's and the MTP input's.
   static std::array<int64_t, 6> workspace_slot_sizes(int64_t hidden, int64_t rope_half,
@@ -88,6 +110,18 @@ class DecoderModel : public Model {
   static int64_t workspace_bytes_for(const ModelConfig& config, const std::optional<MoeSpec>& moe,
                                      int64_t rope_half, bool mtp_module,
                                      const WorkspaceLimits& limits);
+  // The gather buffers of a tensor-parallel rank (0 with tensor parallelism off): a local
+  // [T, w] and a stage [tp, T, w] with w the widest gather (the attention's
+  // `attention_tp_width` included), rows of logits included.
+  static int64_t tp_workspace_floats(const ModelConfig& config, const ModelParallel& parallel,
+                                     int64_t attention_tp_width, const WorkspaceLimits& limits);
+  // Checks `parallel` against the config (group sizes, the stage's layers) and returns this
+  // stage's layers [first, end).
+  static Result<ShardRange> stage_layers(const ModelConfig& config, const ModelParallel& parallel);
+  // The place a model of these options takes: `parallel`, whose layer range a
+  // multi-token-prediction module (one layer, pipeline size 1) ignores, so it may be given the
+  // target model's place.
+  static ModelParallel module_place(const ModelBuildOptions& options);
 
  protected:
   DecoderModel(ModelConfig config, std::unique_ptr<WeightSource> weights, ThreadPool& pool)
@@ -103,6 +137,9 @@ class DecoderModel : public Model {
   struct FeedForward {
     std::optional<DenseMlp> mlp;
     std::optional<MoeBlock> moe;
+    // `mlp` holds this tensor-parallel rank's slice (load_dense_mlp()): gate/up rows of its
+    // intermediate range, down rows of its hidden range, `ffn` the whole intermediate size.
+    bool tp_sharded = false;
   };
 
   // Hooks of an architecture.
@@ -128,6 +165,35 @@ class DecoderModel : public Model {
                          const PagedKvLayer& kv, const float* cos, const float* sin, float* out,
                          const KernelOps& ops) = 0;
 
+  // A dense SwiGLU MLP [gate, up: (F, H); down: (H, F)] as this rank holds it: whole with
+  // tensor parallelism off, else this rank's slice (FeedForward::tp_sharded).
+  Result<FeedForward> load_dense_mlp(const TensorName& gate, const TensorName& up,
+                                     const TensorName& down, int64_t ffn, int64_t layer,
+                                     const ModelBuildOptions& options);
+
+  // Tensor parallelism. Every rank of the stage holds [T, ld] floats at `local` whose row holds
+  // `parts` parts side by side, each its shard (shard_range over `units` units of `unit` values)
+  // of a [T, parts * units * unit] quantity; out[T, parts * units * unit] (row stride ldo)
+  // receives every rank's shard of each part in place. `local` must hold T * ld floats (ld >= the
+  // largest shard's parts * size * unit, the same on every rank). A collective: every rank of the
+  // stage calls it with the same arguments. Copies only.
+  Status gather_columns(const float* local, int64_t ld, int64_t T, int64_t units, int64_t unit,
+                        int parts, float* out, int64_t ldo);
+  // The attention hook returns nothing: one whose gather fails records it here; forward()
+  // returns it after the hook.
+  Status tp_status_ = ok_status();
+  // The row stride of a gather's local buffer: the largest shard's parts * size * unit.
+  int64_t tp_ld(int64_t units, int64_t unit, int parts) const;
+  // A local buffer for gathers (at least T * tp_ld() floats for the widths the skeleton and
+  // attention_tp_width() need); null with tensor parallelism off.
+  float* tp_local() { return tp_local_; }
+  // The widest local row (floats) the attention hook gathers per token with gather_columns().
+  virtual int64_t attention_tp_width() const { return 0; }
+  const ModelParallel& parallel() const { return par_; }
+  int64_t first_layer() const { return first_layer_; }
+  // The layers this stage holds and runs (kv_spec().num_layers of the model).
+  int64_t num_local_layers() const { return num_layers_; }
+
   // Records how a matmul weight would be sharded (linear_layers()).
   void declare(const std::string& name, const PackedWeight& w, Sharding sharding);
   void declare(std::vector<LinearInfo> linears);
@@ -146,6 +212,8 @@ class DecoderModel : public Model {
  private:
   Status validate(const ForwardBatch& b, std::span<const PagedKvLayer> kv) const;
   void allocate_workspace(const WorkspaceLimits& limits);
+  Status embed(const ForwardBatch& b);
+  Status dense_mlp_tp(const DenseMlp& m, const float* x, int64_t T, float* y, const KernelOps& ops);
 
   // DeepSeek's MTP input stage: h = eh_proj([enorm(embedding) | hnorm(input hidden)]), with the
   // embedding of a token at position 0 zeroed (as vLLM's DeepSeek MTP layer does).
@@ -158,12 +226,18 @@ class DecoderModel : public Model {
   EmbeddingTable embed_;
   std::vector<float> final_norm_;
   PackedWeight lm_head_;
+  DType head_dtype_ = DType::kF32;  // the output head's storage (planned on other stages)
   std::vector<std::vector<float>> attn_norm_, ffn_norm_;
   std::vector<FeedForward> ffn_;
   std::optional<MoeSpec> moe_spec_;  // parsed by load()
   std::optional<RopeTable> rope_;
   std::vector<LinearInfo> linears_;
   int64_t last_num_tokens_ = 0;  // tokens of the last forward (rows compute_logits may read)
+  ModelParallel par_;
+  int64_t first_layer_ = 0, num_layers_ = 0;  // this stage's layers
+  ShardRange vocab_range_;                    // the vocabulary rows this rank holds
+  AlignedBuffer tp_ws_;                       // gathers: local [T, w], stage [tp, T, w]
+  float *tp_local_ = nullptr, *tp_stage_ = nullptr;
   MoeWorkspace ffn_ws_;
   AlignedBuffer ws_;
   float *h_ = nullptr, *x_ = nullptr, *tmp_ = nullptr, *cos_ = nullptr, *sin_ = nullptr;

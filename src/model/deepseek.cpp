@@ -9,8 +9,9 @@ namespace {
 // One latent row per token and layer: the compressed KV and the rotated shared key; no V (the
 // model's kv_spec() and its memory estimate).
 // DeepSeek-V3.2 adds the indexer key of index_head_dim values per token and layer (the aux row).
-KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla) {
-  return {c.num_hidden_layers,
+// `num_layers`: the layers of this pipeline stage.
+KvSpec mla_kv_spec(const ModelConfig& c, const MlaSpec& mla, int64_t num_layers) {
+  return {num_layers,
           1,
           mla.cache_row(),
           /*has_v=*/false,
@@ -38,7 +39,7 @@ class DeepseekModel : public DecoderModel {
   }
 
   // One row per token and layer: the latent and the rotated shared key; no V.
-  KvSpec kv_spec() const override { return mla_kv_spec(config_, mla_); }
+  KvSpec kv_spec() const override { return mla_kv_spec(config_, mla_, num_local_layers()); }
   double forward_flops(int64_t num_tokens, int64_t sum_context,
                        int64_t num_logit_rows) const override {
     // Attention counted in the expanded form: per head and key, q.k over qk_dim and p.v over v_dim.
@@ -143,7 +144,9 @@ Result<ModelMemoryEstimate> estimate_deepseek_model(const ModelConfig& c, Weight
       MlaWorkspace::bytes_for(mla, opt.limits.max_num_tokens, opt.limits.max_seq_len, threads);
   STRATA_ASSIGN_OR_RETURN(ModelMemoryEstimate out,
                           DecoderModel::estimate(kNames, c, w, opt, fp8, hooks));
-  out.kv_spec = mla_kv_spec(c, mla);
+  STRATA_ASSIGN_OR_RETURN(const ShardRange stage,
+                          DecoderModel::stage_layers(c, DecoderModel::module_place(opt)));
+  out.kv_spec = mla_kv_spec(c, mla, stage.size());
   return out;
 }
 

@@ -108,6 +108,36 @@ Result<std::vector<float>> load_fp8_scales(WeightSource& src, const std::string&
   return v;
 }
 
+// Whether every row slice among `parts` starts on a block of `block_n` rows and ends on one or at
+// its tensor's end: then its blocks are the whole tensor's.
+bool slices_on_blocks(const std::vector<RowPart>& parts, int64_t block_n) {
+  for (const RowPart& p : parts) {
+    const int64_t b = p.begin, e = p.begin + p.local_rows();
+    if (p.sliced() && (b % block_n != 0 || (e % block_n != 0 && e != p.rows))) return false;
+  }
+  return true;
+}
+
+bool slices_any(const std::vector<RowPart>& parts) {
+  for (const RowPart& p : parts)
+    if (p.sliced()) return true;
+  return false;
+}
+
+// The error for a row slice of a weight quantized into FP8 blocks at load whose blocks would not
+// be the whole tensor's (a tensor-parallel shard must fall on them to stay exact).
+Status fp8_slice_error(const WeightSource& src, const std::vector<RowPart>& parts, int64_t layer,
+                       int64_t block_n) {
+  std::string msg = "'";
+  msg += tensor_name(parts[0].name, src.naming(), layer);
+  msg += "' in ";
+  msg += src.describe();
+  msg += " is quantized into FP8 blocks of ";
+  msg += std::to_string(block_n);
+  msg += " rows, which this tensor-parallel shard does not start and end on";
+  return unimplemented(msg);
+}
+
 Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPart>& parts,
                                      const std::vector<io::TensorRef>& tensors, int64_t k,
                                      int64_t layer, std::optional<DType> storage,
@@ -115,15 +145,36 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   std::vector<std::vector<float>> scales(parts.size());
   std::vector<PackedWeight::Fp8Part> fp8_parts;
   bool all_fp8 = true;
+  for (const io::TensorRef& t : tensors) all_fp8 = all_fp8 && t.dtype == DType::kF8E4M3;
+  // Row slices (tensor parallelism) keep their tensor's blocks when they fall on them; else the
+  // FP8 parts' scales are expanded to one row per row (block_n 1), which holds the same values
+  // exactly. Float parts quantized here need whole blocks.
+  int64_t block_n = fp8.block_n;
+  if (slices_any(parts) && !slices_on_blocks(parts, fp8.block_n)) {
+    if (!all_fp8 && storage == DType::kF8E4M3)
+      return fp8_slice_error(src, parts, layer, fp8.block_n);
+    block_n = 1;
+  }
+  const int64_t sk = fp8_block_count(k, fp8.block_k);
   for (size_t i = 0; i < parts.size(); ++i) {
     const io::TensorRef& t = tensors[i];
+    const int64_t b = parts[i].begin, n = parts[i].local_rows();
     if (t.dtype == DType::kF8E4M3) {
-      STRATA_ASSIGN_OR_RETURN(scales[i], load_fp8_scales(src, t.name, parts[i].rows, k, fp8));
-    } else {
-      all_fp8 = false;
+      STRATA_ASSIGN_OR_RETURN(std::vector<float> full,
+                              load_fp8_scales(src, t.name, parts[i].rows, k, fp8));
+      if (block_n == fp8.block_n && b == 0) {
+        scales[i] = std::move(full);
+      } else if (block_n == fp8.block_n) {
+        const int64_t first = b / block_n;
+        scales[i].assign(full.begin() + first * sk,
+                         full.begin() + (first + fp8_block_count(n, block_n)) * sk);
+      } else {
+        scales[i].resize(n * sk);
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(full.begin() + ((b + r) / fp8.block_n) * sk, sk, scales[i].begin() + r * sk);
+      }
     }
-    fp8_parts.push_back(
-        {t.data, t.dtype, parts[i].rows, scales[i].empty() ? nullptr : scales[i].data()});
+    fp8_parts.push_back({t.data, t.dtype, n, scales[i].empty() ? nullptr : scales[i].data()});
   }
   std::string what = "'";
   what += tensor_name(parts[0].name, src.naming(), layer);
@@ -134,7 +185,7 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   const PackedStorage ps = packed_storage(dtypes, k, storage, fp8);
   if (ps.dtype == DType::kF8E4M3) {
     auto w = PackedWeight::pack_fp8_rows(fp8_parts.data(), static_cast<int>(fp8_parts.size()), k,
-                                         fp8.block_n, ps.fp8_block_k);
+                                         block_n, ps.fp8_block_k);
     if (!w.ok()) return w.status().with_context("packing " + what);
     return w;
   }
@@ -142,13 +193,14 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
   std::vector<std::vector<float>> dense(parts.size());
   std::vector<PackedWeight::Part> float_parts;
   for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t n = parts[i].local_rows();
     if (tensors[i].dtype == DType::kF8E4M3) {
-      dense[i].resize(parts[i].rows * k);
-      dequantize_fp8_blocks(reinterpret_cast<const uint8_t*>(tensors[i].data), scales[i].data(),
-                            parts[i].rows, k, fp8.block_n, fp8.block_k, dense[i].data());
-      float_parts.push_back({dense[i].data(), DType::kF32, parts[i].rows});
+      dense[i].resize(n * k);
+      dequantize_fp8_blocks(reinterpret_cast<const uint8_t*>(tensors[i].data), scales[i].data(), n,
+                            k, block_n, fp8.block_k, dense[i].data());
+      float_parts.push_back({dense[i].data(), DType::kF32, n});
     } else {
-      float_parts.push_back({tensors[i].data, tensors[i].dtype, parts[i].rows});
+      float_parts.push_back({tensors[i].data, tensors[i].dtype, n});
     }
   }
   auto w = PackedWeight::pack_rows(float_parts.data(), static_cast<int>(float_parts.size()), k,
@@ -161,9 +213,26 @@ Result<PackedWeight> load_fp8_packed(WeightSource& src, const std::vector<RowPar
 // ("" for a float part). All parts integer with contiguous groups that the panel layout can hold
 // and f16-exact scales: W4G/W8G with the checkpoint's exact values. Otherwise every part is
 // dequantized exactly into F32 storage.
+// Keeps rows [b, e) of an unpacked integer layer (a tensor-parallel shard: rows are independent,
+// their groups run along the columns).
+void keep_int_rows(UnpackedIntWeight* u, int64_t b, int64_t e) {
+  auto keep = [&](auto& v, int64_t per_row) {
+    if (v.empty()) return;
+    v.erase(v.begin() + e * per_row, v.end());
+    v.erase(v.begin(), v.begin() + b * per_row);
+  };
+  keep(u->q, u->k);
+  keep(u->zeros, u->ngroups);
+  keep(u->scales, u->ngroups);
+  keep(u->scales_f32, u->ngroups);
+  u->n = e - b;
+}
+
 Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPart>& parts,
                                      const std::vector<std::string>& bases, int64_t k,
                                      int64_t layer, const IntQuantization& quant) {
+  // A shard unpacks the whole layer and keeps its rows (the packed formats interleave output
+  // columns in their words; the unpacked copy is dropped once packed).
   const std::string first = tensor_name(parts[0].name, src.naming(), layer);
   const int64_t group = quant.group_size < 0 ? k : quant.group_size;
   std::vector<UnpackedIntWeight> ints(parts.size());
@@ -176,6 +245,8 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
     auto u = read_int_weight(src, bases[i], parts[i].rows, k, quant);
     if (!u.ok()) return u.status().with_context("loading " + quant.method + " layer");
     ints[i] = std::move(u).value();
+    if (parts[i].sliced())
+      keep_int_rows(&ints[i], parts[i].begin, parts[i].begin + parts[i].local_rows());
     f16_scales = f16_scales && ints[i].scales_f32.empty();
     packable = packable && ints[i].g_idx.empty() && ints[i].scales_f32.empty();
   }
@@ -201,11 +272,12 @@ Result<PackedWeight> load_int_packed(WeightSource& src, const std::vector<RowPar
   std::vector<std::vector<float>> dense(parts.size());
   std::vector<PackedWeight::Part> fp;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const int64_t n = parts[i].rows;
+    const int64_t n = parts[i].local_rows();
     dense[i].resize(n * k);
     if (bases[i].empty()) {
       STRATA_ASSIGN_OR_RETURN(io::TensorRef t,
-                              src.get(tensor_name(parts[i].name, src.naming(), layer), {n, k}));
+                              src.get_rows(tensor_name(parts[i].name, src.naming(), layer),
+                                           {parts[i].rows, k}, parts[i].begin, parts[i].begin + n));
       if (!dtype_is_float(t.dtype) || t.dtype == DType::kF64 || t.dtype == DType::kF8E4M3)
         return unimplemented("tensor '" + t.name + "' has dtype " + dtype_name(t.dtype));
       for (int64_t r = 0; r < n; ++r)
@@ -248,8 +320,14 @@ Result<PackedWeight> load_packed(WeightSource& src, const std::vector<RowPart>& 
   bool any_fp8 = false;
   for (const RowPart& p : parts) {
     std::string name = tensor_name(p.name, src.naming(), layer);
-    STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(name, {p.rows, k}));
-    packed_parts.push_back({t.data, t.dtype, p.rows});
+    io::TensorRef t;
+    if (p.sliced()) {
+      STRATA_ASSIGN_OR_RETURN(t,
+                              src.get_rows(name, {p.rows, k}, p.begin, p.begin + p.local_rows()));
+    } else {
+      STRATA_ASSIGN_OR_RETURN(t, src.get(name, {p.rows, k}));
+    }
+    packed_parts.push_back({t.data, t.dtype, p.local_rows()});
     any_fp8 = any_fp8 || t.dtype == DType::kF8E4M3;
     tensors.push_back(std::move(t));
   }
@@ -271,7 +349,7 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
                                int64_t layer, std::optional<DType> storage,
                                const Fp8Quantization& fp8) {
   int64_t n = 0;
-  for (const RowPart& p : parts) n += p.rows;
+  for (const RowPart& p : parts) n += p.local_rows();
   if (const IntQuantization* iq = src.int_quant()) {
     // load_int_packed()'s choice: the integer layout when every part is integer with plain
     // groups the panel layout holds, else the exact F32 fallback.
@@ -304,6 +382,9 @@ Result<WeightPlan> plan_packed(WeightSource& src, const std::vector<RowPart>& pa
     dtypes.push_back(t.dtype);
   }
   const PackedStorage ps = packed_storage(dtypes, k, storage, fp8);
+  if (storage == DType::kF8E4M3 && slices_any(parts) && !slices_on_blocks(parts, fp8.block_n) &&
+      std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::kF8E4M3; }))
+    return fp8_slice_error(src, parts, layer, fp8.block_n);
   return WeightPlan{ps.dtype, n, k, PackedWeight::bytes_for(ps.dtype, n, k, ps.fp8_block_k)};
 }
 
@@ -380,15 +461,37 @@ Result<std::vector<float>> load_vector(WeightSource& src, const TensorName& name
   return v;
 }
 
+Result<std::vector<float>> load_vector_range(WeightSource& src, const TensorName& name, int64_t n,
+                                             int64_t layer, DummyInit init, int64_t begin,
+                                             int64_t end) {
+  if (begin == 0 && end == n) return load_vector(src, name, n, layer, init);
+  std::string full = tensor_name(name, src.naming(), layer);
+  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get_rows(full, {n}, begin, end, init));
+  STRATA_RETURN_IF_ERROR(check_vector_dtype(t, end - begin, src));
+  std::vector<float> v(end - begin);
+  dequantize_row(t.dtype, t.data, v.data(), end - begin);
+  src.release(t);
+  return v;
+}
+
 Result<EmbeddingTable> EmbeddingTable::load(WeightSource& src, const TensorName& name,
                                             int64_t vocab, int64_t hidden,
-                                            std::optional<DType> storage, bool keep_in_place) {
+                                            std::optional<DType> storage, bool keep_in_place,
+                                            int64_t row_begin, int64_t row_end) {
   std::string full = tensor_name(name, src.naming(), -1);
-  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src.get(full, {vocab, hidden}));
+  if (row_end < 0) row_end = vocab;
+  io::TensorRef t;
+  if (row_begin == 0 && row_end == vocab) {
+    STRATA_ASSIGN_OR_RETURN(t, src.get(full, {vocab, hidden}));
+  } else {
+    STRATA_ASSIGN_OR_RETURN(t, src.get_rows(full, {vocab, hidden}, row_begin, row_end));
+  }
   STRATA_ASSIGN_OR_RETURN(const DType want, storage_for(t, hidden, storage));
   EmbeddingTable e;
-  e.rows_ = vocab;
+  e.begin_ = row_begin;
+  e.rows_ = row_end - row_begin;
   e.cols_ = hidden;
+  vocab = e.rows_;
   if (want == t.dtype && keep_in_place) {
     e.dtype_ = t.dtype;
     e.data_ = t.data;
@@ -419,9 +522,13 @@ Result<DType> EmbeddingTable::storage_for(const io::TensorRef& t, int64_t hidden
 void EmbeddingTable::lookup(const int32_t* ids, int64_t n, float* out, int64_t ld,
                             ThreadPool& pool) const {
   pool.parallel_for(n, 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      dequantize_row(dtype_, data_ + dtype_bytes(dtype_, int64_t{ids[i]} * cols_), out + i * ld,
-                     cols_);
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t row = int64_t{ids[i]} - begin_;
+      if (row < 0 || row >= rows_)
+        std::memset(out + i * ld, 0, cols_ * sizeof(float));
+      else
+        dequantize_row(dtype_, data_ + dtype_bytes(dtype_, row * cols_), out + i * ld, cols_);
+    }
   });
 }
 

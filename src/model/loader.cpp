@@ -75,6 +75,10 @@ class MtpWeightSource final : public WeightSource {
                             DummyInit init) override {
     return inner_->get(rename(name), shape, init);
   }
+  Result<io::TensorRef> get_rows(const std::string& name, const std::vector<int64_t>& shape,
+                                 int64_t begin, int64_t end, DummyInit init) override {
+    return inner_->get_rows(rename(name), shape, begin, end, init);
+  }
   Result<io::TensorRef> peek(const std::string& name, const std::vector<int64_t>& shape) override {
     return inner_->peek(rename(name), shape);
   }
@@ -304,6 +308,7 @@ Result<PreparedLoad> prepare_load(const LoadOptions& o, bool log) {
   build.limits = o.limits;
   build.pool = o.pool;
   build.allocator = o.allocator;
+  build.parallel = o.parallel;
   return p;
 }
 

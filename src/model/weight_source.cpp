@@ -59,31 +59,14 @@ class DummySource : public WeightSource {
   bool has(const std::string&) const override { return true; }
   Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
                             DummyInit init) override {
-    io::TensorRef t;
-    t.name = name;
-    t.shape = shape;
-    t.dtype = dtype_;
-    t.file = "dummy";
-    int64_t n = t.numel();
-    auto& buf = buffers_[name];
-    buf.resize(static_cast<size_t>(dtype_bytes(dtype_, n)));
-    std::vector<float> tmp(static_cast<size_t>(std::min<int64_t>(n, 1 << 16)));
-    uint64_t h = seed_ ^ 0x9e3779b97f4a7c15ull;
-    for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-    Rng rng(h);
-    // Uniform in [-a, a] has standard deviation a / sqrt(3).
-    const float a = static_cast<float>(stddev_ * std::sqrt(3.0));
-    for (int64_t off = 0; off < n; off += static_cast<int64_t>(tmp.size())) {
-      int64_t len = std::min<int64_t>(static_cast<int64_t>(tmp.size()), n - off);
-      for (int64_t i = 0; i < len; ++i)
-        tmp[i] = init == DummyInit::kOnes    ? 1.0f
-                 : init == DummyInit::kZeros ? 0.0f
-                                             : rng.uniform(-a, a);
-      quantize_row(dtype_, tmp.data(), buf.data() + dtype_bytes(dtype_, off), len);
-    }
-    t.data = buf.data();
-    t.nbytes = buf.size();
-    return t;
+    return generate(name, shape, 0, shape.empty() ? 1 : shape[0], init);
+  }
+  Result<io::TensorRef> get_rows(const std::string& name, const std::vector<int64_t>& shape,
+                                 int64_t begin, int64_t end, DummyInit init) override {
+    if (shape.empty() || begin < 0 || end > shape[0] || begin > end)
+      return invalid_argument("rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                              ") of dummy tensor '" + name + "' of shape " + shape_str(shape));
+    return generate(name, shape, begin, end, init);
   }
   Result<io::TensorRef> peek(const std::string& name, const std::vector<int64_t>& shape) override {
     io::TensorRef t;
@@ -96,6 +79,47 @@ class DummySource : public WeightSource {
   void release_generated() override { buffers_.clear(); }
 
  private:
+  // Rows [begin, end) of the tensor `name` of `shape`: the values of the whole tensor's stream
+  // (one draw per element, in row-major order) at those rows; the draws before them are skipped.
+  Result<io::TensorRef> generate(const std::string& name, const std::vector<int64_t>& shape,
+                                 int64_t begin, int64_t end, DummyInit init) {
+    io::TensorRef t;
+    t.name = name;
+    t.shape = shape;
+    t.dtype = dtype_;
+    t.file = "dummy";
+    int64_t row = 1;
+    for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+    if (!shape.empty()) t.shape[0] = end - begin;
+    const int64_t first = begin * row, n = t.numel();
+    if (first % dtype_block_elems(dtype_) != 0)
+      return invalid_argument("rows from " + std::to_string(begin) + " of dummy tensor '" + name +
+                              "' do not start on a " + dtype_name(dtype_) + " block");
+    auto& buf = buffers_[name];
+    buf.resize(static_cast<size_t>(dtype_bytes(dtype_, n)));
+    uint64_t h = seed_ ^ 0x9e3779b97f4a7c15ull;
+    for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    Rng rng(h);
+    // Uniform in [-a, a] has standard deviation a / sqrt(3).
+    const float a = static_cast<float>(stddev_ * std::sqrt(3.0));
+    if (init == DummyInit::kNormal)
+      for (int64_t i = 0; i < first; ++i) rng.next_u64();
+    // Chunks of whole blocks, so a block-quantized dtype quantizes the same blocks as the whole
+    // tensor does.
+    std::vector<float> tmp(static_cast<size_t>(std::min<int64_t>(n, 1 << 16)));
+    for (int64_t off = 0; off < n; off += static_cast<int64_t>(tmp.size())) {
+      int64_t len = std::min<int64_t>(static_cast<int64_t>(tmp.size()), n - off);
+      for (int64_t i = 0; i < len; ++i)
+        tmp[i] = init == DummyInit::kOnes    ? 1.0f
+                 : init == DummyInit::kZeros ? 0.0f
+                                             : rng.uniform(-a, a);
+      quantize_row(dtype_, tmp.data(), buf.data() + dtype_bytes(dtype_, off), len);
+    }
+    t.data = buf.data();
+    t.nbytes = buf.size();
+    return t;
+  }
+
   uint64_t seed_;
   DType dtype_;
   double stddev_;
@@ -107,6 +131,8 @@ class DummySource : public WeightSource {
 // in the format's dtypes, shaped as the loader asks for them; everything else comes from the
 // float dummy source.
 class IntQuantDummySource : public WeightSource {
+  enum class Part { kNone, kWeight, kQweight, kQzeros, kScales, kGidx };
+
  public:
   IntQuantDummySource(std::unique_ptr<WeightSource> floats, const IntQuantization& quant,
                       uint64_t seed, double stddev)
@@ -129,6 +155,20 @@ class IntQuantDummySource : public WeightSource {
     std::string base;
     const Part p = part(name, &base);
     if (p == Part::kNone || p == Part::kWeight) return floats_->get(name, shape, init);
+    return generate(name, shape, p);
+  }
+  Result<io::TensorRef> get_rows(const std::string& name, const std::vector<int64_t>& shape,
+                                 int64_t begin, int64_t end, DummyInit init) override {
+    std::string base;
+    const Part p = part(name, &base);
+    if (p == Part::kNone || p == Part::kWeight)
+      return floats_->get_rows(name, shape, begin, end, init);
+    return WeightSource::get_rows(name, shape, begin, end, init);
+  }
+
+ private:
+  Result<io::TensorRef> generate(const std::string& name, const std::vector<int64_t>& shape,
+                                 Part p) {
     io::TensorRef t = describe_part(name, shape, p);
     auto& buf = buffers_[name];
     buf.resize(static_cast<size_t>(dtype_bytes(t.dtype, t.numel())));
@@ -167,6 +207,8 @@ class IntQuantDummySource : public WeightSource {
     t.nbytes = buf.size();
     return t;
   }
+
+ public:
   Result<io::TensorRef> peek(const std::string& name, const std::vector<int64_t>& shape) override {
     std::string base;
     const Part p = part(name, &base);
@@ -182,7 +224,6 @@ class IntQuantDummySource : public WeightSource {
   }
 
  private:
-  enum class Part { kNone, kWeight, kQweight, kQzeros, kScales, kGidx };
   // Which part of a quantized layer `name` is (kNone: not one); its layer into *base.
   Part part(const std::string& name, std::string* base) const {
     static const std::pair<const char*, Part> kSuffixes[] = {{".weight", Part::kWeight},
@@ -224,6 +265,34 @@ class IntQuantDummySource : public WeightSource {
 };
 
 }  // namespace
+
+Result<io::TensorRef> WeightSource::get_rows(const std::string& name,
+                                             const std::vector<int64_t>& shape, int64_t begin,
+                                             int64_t end, DummyInit init) {
+  STRATA_ASSIGN_OR_RETURN(io::TensorRef t, get(name, shape, init));
+  return tensor_rows(t, begin, end, describe());
+}
+
+Result<io::TensorRef> tensor_rows(const io::TensorRef& t, int64_t begin, int64_t end,
+                                  const std::string& source) {
+  if (t.shape.empty() || begin < 0 || end > t.shape[0] || begin > end)
+    return invalid_argument("rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") of tensor '" + t.name + "' in '" + source + "' of shape " +
+                            shape_str(t.shape));
+  if (begin == 0 && end == t.shape[0]) return t;
+  int64_t row = 1;
+  for (size_t i = 1; i < t.shape.size(); ++i) row *= t.shape[i];
+  if ((begin * row) % dtype_block_elems(t.dtype) != 0 ||
+      (end * row) % dtype_block_elems(t.dtype) != 0)
+    return unimplemented("rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                         ") of tensor '" + t.name + "' in '" + source + "' (" +
+                         dtype_name(t.dtype) + ") do not fall on whole blocks");
+  io::TensorRef out = t;
+  out.shape[0] = end - begin;
+  out.data = t.data == nullptr ? nullptr : t.data + dtype_bytes(t.dtype, begin * row);
+  out.nbytes = static_cast<size_t>(dtype_bytes(t.dtype, (end - begin) * row));
+  return out;
+}
 
 Status check_shape(const io::TensorRef& t, const std::vector<int64_t>& shape,
                    const std::string& source) {

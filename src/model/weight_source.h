@@ -35,6 +35,15 @@ class WeightSource {
   // tensor and both shapes. Dummy sources generate it (deterministically from the name).
   virtual Result<io::TensorRef> get(const std::string& name, const std::vector<int64_t>& shape,
                                     DummyInit init = DummyInit::kNormal) = 0;
+  // Rows [begin, end) of the tensor (its outermost dimension), the whole tensor checked against
+  // `shape` as get() checks it: what a tensor-parallel rank loads of a sharded weight. The view
+  // has shape [end - begin, shape[1:]...]. File sources return a view of the mapping (a row range
+  // is contiguous; block-quantized rows are whole blocks); dummy sources generate exactly the
+  // values the whole tensor has at those rows, and only those. Errors for a range outside the
+  // tensor or rows that do not start on a block of the tensor's dtype.
+  virtual Result<io::TensorRef> get_rows(const std::string& name, const std::vector<int64_t>& shape,
+                                         int64_t begin, int64_t end,
+                                         DummyInit init = DummyInit::kNormal);
   // The tensor's name, dtype and shape, checked against `shape` as get() checks it, without
   // generating or reading its values (`data` may be null): what memory estimates read. File
   // sources return get()'s view of the mapping, which reads nothing.
@@ -68,6 +77,10 @@ std::unique_ptr<WeightSource> make_dummy_source(uint64_t seed, DType dtype, doub
 std::unique_ptr<WeightSource> make_int_quant_dummy_source(std::unique_ptr<WeightSource> floats,
                                                           const IntQuantization& quant,
                                                           uint64_t seed, double stddev);
+
+// rows [begin, end) of the full tensor `t` (outermost dimension) as a view of the same bytes.
+Result<io::TensorRef> tensor_rows(const io::TensorRef& t, int64_t begin, int64_t end,
+                                  const std::string& source);
 
 // Checks a tensor's shape; the error names the source and tensor.
 Status check_shape(const io::TensorRef& t, const std::vector<int64_t>& shape,
