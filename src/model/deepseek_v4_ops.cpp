@@ -1007,6 +1007,25 @@ int64_t full_attention_kv_bytes(int64_t num_layers, int64_t context_len) {
   return num_layers * context_len * 656;
 }
 
+Result<int64_t> max_context_for_kv_budget(const DeepseekV4Config& c, int64_t budget_bytes) {
+  STRATA_ASSIGN_OR_RETURN(const KvBytes one, kv_bytes(c, 1));
+  if (one.total() > budget_bytes) return int64_t{0};
+  int64_t lo = 1, hi = 2;  // total(lo) fits; find hi that does not
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(const KvBytes b, kv_bytes(c, hi));
+    if (b.total() > budget_bytes) break;
+    lo = hi;
+    if (hi > (int64_t{1} << 40)) return lo;  // beyond any context we would serve
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    STRATA_ASSIGN_OR_RETURN(const KvBytes b, kv_bytes(c, mid));
+    (b.total() <= budget_bytes ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 std::string kv_summary(const DeepseekV4Config& c, int64_t context_len) {
   auto row = kv_token_bytes_fp8(c.head_dim, c.qk_rope_head_dim);
   auto b = kv_bytes(c, context_len);

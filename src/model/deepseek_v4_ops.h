@@ -311,6 +311,10 @@ Result<KvBytes> kv_bytes(const DeepseekV4Config& c, int64_t context_len);
 // The same context with every layer keeping full MLA-style rows of fp8_ds_mla (656 bytes: V3's
 // 512 latent + 64 rope) and reading all of them each step: the baseline V4's layout replaces.
 int64_t full_attention_kv_bytes(int64_t num_layers, int64_t context_len);
+// The longest context one sequence can hold in `budget_bytes` of KV (kv_bytes(...).total(), which
+// grows with the context), 0 when not even one token fits; for checking --max-model-len against
+// the memory plan.
+Result<int64_t> max_context_for_kv_budget(const DeepseekV4Config& c, int64_t budget_bytes);
 // One line for the start-up log: bytes per token per kind and the totals at `context_len`.
 std::string kv_summary(const DeepseekV4Config& c, int64_t context_len);
 

@@ -669,6 +669,15 @@ TEST(DeepseekV4Kv, BytesByKindAndDecodeRead) {
   // Compressor state per sequence: c4 layers 8 rows x (2*2*512) f32 plus the indexer's 8 x
   // (2*2*128); c128 layers 128 rows x (2*512).
   EXPECT_EQ(b->compressor_state, 21 * (8 * 2048 * 4 + 8 * 512 * 4) + 20 * (128 * 1024 * 4));
+  // --max-model-len 800000 against a KV budget: it fits exactly when the budget covers
+  // kv_bytes at 800000 tokens.
+  const int64_t need = kv_bytes(*c, 800000)->total();
+  auto fit = max_context_for_kv_budget(*c, need);
+  ASSERT_TRUE(fit.ok());
+  EXPECT_GE(*fit, 800000);
+  EXPECT_GT(kv_bytes(*c, *fit + 1)->total(), need);
+  EXPECT_LT(*max_context_for_kv_budget(*c, need - 1), 800000);
+  EXPECT_EQ(*max_context_for_kv_budget(*c, 1000), 0);  // not even the compressor state
   const std::string line = kv_summary(*c, ctx);
   EXPECT_NE(line.find("584 B per window/c4/c128 row"), std::string::npos) << line;
   EXPECT_NE(line.find("132 B per indexer key"), std::string::npos) << line;
