@@ -809,10 +809,13 @@ std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool inclu
     t.push_back({name, dtype, std::move(shape)});
   };
   auto blocks = [](int64_t n, int64_t b) { return (n + b - 1) / b; };
+  // FP8 block scales: e8m0 bytes in the MXFP4-expert checkpoints, f32 in the FP8-expert (Base)
+  // ones (vLLM deepseek_v4.py, DeepseekV4FP8Config.is_scale_e8m0).
+  const char* block_scale = c.expert_dtype == ExpertDtype::kFp4 ? "F8_E8M0" : "F32";
   auto linear = [&](const std::string& name, int64_t n, int64_t k) {
     if (!c.fp8_weights) return add(name + ".weight", "BF16", {n, k});
     add(name + ".weight", "F8_E4M3", {n, k});
-    add(name + ".scale", "F8_E8M0", {blocks(n, c.weight_block_n), blocks(k, c.weight_block_k)});
+    add(name + ".scale", block_scale, {blocks(n, c.weight_block_n), blocks(k, c.weight_block_k)});
   };
   auto expert = [&](const std::string& name, int64_t n, int64_t k) {
     switch (c.expert_dtype) {
@@ -822,7 +825,7 @@ std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool inclu
         return;
       case ExpertDtype::kFp8:
         add(name + ".weight", "F8_E4M3", {n, k});
-        add(name + ".scale", "F8_E8M0", {blocks(n, c.weight_block_n), blocks(k, c.weight_block_k)});
+        add(name + ".scale", block_scale, {blocks(n, c.weight_block_n), blocks(k, c.weight_block_k)});
         return;
       case ExpertDtype::kBf16:
         return linear(name, n, k);

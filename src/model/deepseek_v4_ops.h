@@ -248,8 +248,9 @@ struct TensorSpec {
 // ffn.gate.{weight, bias | tid2eid on hash layers}, ffn.shared_experts.w1-3, attn_norm, ffn_norm,
 // hc_{attn,ffn}_{base,fn,scale}), then, with `include_mtp`, mtp.K.* (a window-only, score-routed
 // layer plus e_proj, h_proj, enorm, hnorm, norm, hc_head_*). Linear weights are e4m3 with one
-// e8m0 scale per 128 x 128 block when quantization_config is fp8 (else BF16); routed experts
-// follow expert_dtype (fp4: I8 [n, k/2] + e8m0 [n, k/32]). For the published Flash config this
+// scale per 128 x 128 block when quantization_config is fp8 (else BF16) - an e8m0 byte with
+// MXFP4 experts, an f32 with FP8 experts (the Base checkpoints, as vLLM reads them); routed
+// experts follow expert_dtype (fp4: I8 [n, k/2] + e8m0 [n, k/32]; fp8: e4m3 blocks). For the published Flash config this
 // is 69 187 tensors and 159 609 485 896 bytes, as its model.safetensors.index.json lists.
 std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool include_mtp);
 

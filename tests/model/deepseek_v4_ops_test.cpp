@@ -218,6 +218,18 @@ TEST(DeepseekV4Checkpoint, FlashTensorsMatchThePublishedIndex) {
   ASSERT_NE(find("mtp.0.ffn.gate.bias"), nullptr);
   EXPECT_EQ(find("mtp.0.ffn.gate.tid2eid"), nullptr);
   EXPECT_EQ(checkpoint_tensors(*c, false).size(), 67612u);
+  // FP8 experts (the Base checkpoints): e4m3 expert blocks and f32 block scales everywhere.
+  const Json base = Json::parse(R"({"expert_dtype": "fp8"})");
+  auto b = parse_deepseek_v4_config(read_config("deepseek-v4-flash"), &base);
+  ASSERT_TRUE(b.ok());
+  for (const auto& t : checkpoint_tensors(*b, false)) {
+    if (t.name == "layers.0.ffn.experts.0.w1.weight") {
+      EXPECT_EQ(t.dtype, "F8_E4M3");
+      EXPECT_EQ(t.shape, (std::vector<int64_t>{2048, 4096}));
+    }
+    if (t.name == "layers.0.ffn.experts.0.w1.scale" || t.name == "layers.0.attn.wq_a.scale")
+      EXPECT_EQ(t.dtype, "F32") << t.name;
+  }
 }
 
 // ----------------------------------------------------------------------------------- RoPE
