@@ -227,8 +227,9 @@ TEST(DeepseekV4Checkpoint, FlashTensorsMatchThePublishedIndex) {
       EXPECT_EQ(t.dtype, "F8_E4M3");
       EXPECT_EQ(t.shape, (std::vector<int64_t>{2048, 4096}));
     }
-    if (t.name == "layers.0.ffn.experts.0.w1.scale" || t.name == "layers.0.attn.wq_a.scale")
+    if (t.name == "layers.0.ffn.experts.0.w1.scale" || t.name == "layers.0.attn.wq_a.scale") {
       EXPECT_EQ(t.dtype, "F32") << t.name;
+    }
   }
 }
 
