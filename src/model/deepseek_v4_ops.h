@@ -114,7 +114,9 @@ Result<DeepseekV4Config> parse_deepseek_v4_config(const nlohmann::json& config,
 // length > 0. [rope_dim / 2]
 std::vector<double> rope_inv_freq(int64_t rope_dim, double theta, const Yarn* yarn);
 // The table a layer uses: compressed layers (and their compressor and indexer) compress_rope_theta
-// with YaRN; window-only layers rope_theta without YaRN.
+// with YaRN; window-only layers rope_theta without YaRN, as DeepSeek's inference/model.py does
+// (original_seq_len = 0 there). vLLM's deepseek_v4.py builds every layer's rope as deepseek_yarn
+// with the layer's theta; which the checkpoint was trained with is not settled here.
 std::vector<double> layer_rope_inv_freq(const DeepseekV4Config& c, int64_t layer);
 // Rotates pairs (x[2i], x[2i+1]) by pos * inv_freq[i] (by the negative angle when `inverse`).
 void rope_interleaved_ref(double* x, int64_t rope_dim, int64_t pos, const double* inv_freq,
