@@ -216,7 +216,9 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
   sigemptyset(&blocked);
   for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&blocked, sig);
   pthread_sigmask(SIG_BLOCK, &blocked, &previous);
-  auto world = MpiWorld::init(d->start_timeout_);
+  // Reaching every rank (the host exchange, the groups' split) gets the ordinary timeout: a rank
+  // that cannot be reached at start is named within it, not after the long load allowance.
+  auto world = MpiWorld::init(d->timeout_);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (!world.ok()) {
     std::cerr << command << ": " << world.status().message() << "\n";
@@ -232,6 +234,8 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
   }
   d->parallel_.first_layer = (*ranges)[d->parallel_.pp_rank].begin;
   d->parallel_.end_layer = (*ranges)[d->parallel_.pp_rank].end;
+  // Every rank answered; now each loads its shard, and the slowest load bounds the next wait.
+  d->world_->set_timeout(d->start_timeout_);
 
   // The interface each rank reaches rank 0 over (ranks on rank 0's host: shared memory).
   const auto& hosts = d->world_->hosts();
