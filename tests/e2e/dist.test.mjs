@@ -275,3 +275,45 @@ describe('sharded llama-134m (dummy weights): 64 greedy tokens as one process, 1
     });
   }
 });
+
+// Scaled DeepSeek-V3 (the real config, 4 layers: MLA, FP8 weights, 16 routed experts, top 4, one
+// shared expert; dummy weights): TP 2, PP 2, TP 2 x PP 2 and TP 2 with expert parallelism give the
+// 64 greedy tokens of one process.
+describe('sharded DeepSeek-V3 (scaled, MLA + MoE): 64 greedy tokens as one process', () => {
+  const config = path.join(sharedData, 'configs/deepseek-v3');
+  const overrides = JSON.stringify({
+    num_hidden_layers: 4, hidden_size: 512, intermediate_size: 1024, moe_intermediate_size: 256,
+    n_routed_experts: 16, num_experts_per_tok: 4, n_shared_experts: 1, n_group: 4, topk_group: 2,
+    first_k_dense_replace: 1, num_attention_heads: 16, q_lora_rank: 256, kv_lora_rank: 128 });
+  const args = [config, '--load-format', 'dummy', '--hf-overrides', overrides, '--kv-cache-memory', '16MiB',
+                '--max-model-len', '256', '--served-model-name', 'tiny'];
+  const prompts = [[0, 450, 4996, 17354, 1701], [0, 9038, 2501, 263, 931, 29892, 727]];
+  let expected;
+  before(async () => {
+    assert.ok(fs.existsSync(path.join(config, 'config.json')), `missing shared test data ${config}`);
+    const one = await startServer([...args, '--threads', '1']);
+    try {
+      expected = [];
+      for (const p of prompts) expected.push(await greedyIds(one, p, 64));
+    } finally {
+      assert.equal(await one.stop(), 0);
+    }
+  });
+  for (const layout of [...layouts, ['--tensor-parallel-size', '2', '--enable-expert-parallel']]) {
+    test(layout.join(' '), async () => {
+      const server = await startServer([...args, ...layout]);
+      try {
+        for (let i = 0; i < prompts.length; ++i)
+          assert.deepEqual(await greedyIds(server, prompts[i], 64), expected[i]);
+        if (layout.includes('--enable-expert-parallel')) {
+          // The world table places 8 whole routed experts on each rank.
+          assert.match(server.output(), /rank 0 on host .* experts 0\.\.7/);
+          assert.match(server.output(), /rank 1 on host .* experts 8\.\.15/);
+        }
+      } finally {
+        const code = await server.stop();
+        assert.equal(code, 0, server.output());
+      }
+    });
+  }
+});
