@@ -2,8 +2,8 @@
 #include "model/deepseek_v4_ops.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -53,8 +53,8 @@ class Reader {
     }
     const int64_t x = v.get<int64_t>();
     if (x < min_value) {
-      fail(key_error(key, "must be >= " + std::to_string(min_value) + ", got " +
-                              std::to_string(x)));
+      fail(
+          key_error(key, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(x)));
       return min_value;
     }
     return x;
@@ -122,8 +122,8 @@ Result<DeepseekV4Config> parse_deepseek_v4_config(const Json& config_in, const J
   }
   Reader r(c);
   DeepseekV4Config m;
-  if (c.contains("architectures") && c["architectures"].is_array() &&
-      !c["architectures"].empty() && c["architectures"][0].is_string())
+  if (c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty() &&
+      c["architectures"][0].is_string())
     m.architecture = c["architectures"][0].get<std::string>();
   if (!m.architecture.empty() && m.architecture != "DeepseekV4ForCausalLM")
     return invalid_argument(
@@ -159,32 +159,31 @@ Result<DeepseekV4Config> parse_deepseek_v4_config(const Json& config_in, const J
   if (!r.status().ok()) return r.status();
 
   if (kv_heads != 1)
-    return invalid_argument(key_error(
-        "num_key_value_heads",
-        "must be 1 (V4 has one shared K=V head), got " + std::to_string(kv_heads)));
+    return invalid_argument(
+        key_error("num_key_value_heads",
+                  "must be 1 (V4 has one shared K=V head), got " + std::to_string(kv_heads)));
   if (m.qk_rope_head_dim % 2 != 0 || m.qk_rope_head_dim >= m.head_dim)
-    return invalid_argument(key_error(
-        "qk_rope_head_dim", "must be even and smaller than head_dim (" +
-                                std::to_string(m.head_dim) + "), got " +
-                                std::to_string(m.qk_rope_head_dim)));
+    return invalid_argument(
+        key_error("qk_rope_head_dim", "must be even and smaller than head_dim (" +
+                                          std::to_string(m.head_dim) + "), got " +
+                                          std::to_string(m.qk_rope_head_dim)));
   if (m.num_attention_heads % m.o_groups != 0)
     return invalid_argument(key_error("o_groups", "(" + std::to_string(m.o_groups) +
                                                       ") must divide num_attention_heads (" +
-                                                      std::to_string(m.num_attention_heads) +
-                                                      ")"));
+                                                      std::to_string(m.num_attention_heads) + ")"));
   if (m.num_experts_per_tok > m.n_routed_experts)
-    return invalid_argument(key_error(
-        "num_experts_per_tok", "(" + std::to_string(m.num_experts_per_tok) +
-                                   ") must not exceed n_routed_experts (" +
-                                   std::to_string(m.n_routed_experts) + ")"));
+    return invalid_argument(
+        key_error("num_experts_per_tok", "(" + std::to_string(m.num_experts_per_tok) +
+                                             ") must not exceed n_routed_experts (" +
+                                             std::to_string(m.n_routed_experts) + ")"));
   if (m.num_hash_layers > m.num_hidden_layers)
-    return invalid_argument(key_error(
-        "num_hash_layers", "(" + std::to_string(m.num_hash_layers) +
-                               ") must not exceed num_hidden_layers (" +
-                               std::to_string(m.num_hidden_layers) + ")"));
+    return invalid_argument(
+        key_error("num_hash_layers", "(" + std::to_string(m.num_hash_layers) +
+                                         ") must not exceed num_hidden_layers (" +
+                                         std::to_string(m.num_hidden_layers) + ")"));
   if (m.hc_mult > 64)
-    return invalid_argument(key_error("hc_mult", "must be at most 64, got " +
-                                                     std::to_string(m.hc_mult)));
+    return invalid_argument(
+        key_error("hc_mult", "must be at most 64, got " + std::to_string(m.hc_mult)));
 
   // compress_ratios: one entry per layer (the file may list the MTP layer's too).
   if (!r.has("compress_ratios"))
@@ -195,10 +194,10 @@ Result<DeepseekV4Config> parse_deepseek_v4_config(const Json& config_in, const J
   if (!ratios.is_array())
     return invalid_argument(key_error("compress_ratios", "must be a list, got " + ratios.dump()));
   if (static_cast<int64_t>(ratios.size()) < m.num_hidden_layers)
-    return invalid_argument(key_error(
-        "compress_ratios", "has " + std::to_string(ratios.size()) +
-                               " entries, fewer than num_hidden_layers (" +
-                               std::to_string(m.num_hidden_layers) + ")"));
+    return invalid_argument(
+        key_error("compress_ratios", "has " + std::to_string(ratios.size()) +
+                                         " entries, fewer than num_hidden_layers (" +
+                                         std::to_string(m.num_hidden_layers) + ")"));
   bool any_csa = false;
   for (int64_t i = 0; i < m.num_hidden_layers; ++i) {
     const Json& v = ratios[i];
@@ -217,10 +216,10 @@ Result<DeepseekV4Config> parse_deepseek_v4_config(const Json& config_in, const J
     m.index_topk = r.integer("index_topk", 1);
     if (!r.status().ok()) return r.status();
     if (m.index_head_dim < m.qk_rope_head_dim)
-      return invalid_argument(key_error(
-          "index_head_dim", "(" + std::to_string(m.index_head_dim) +
-                                ") must be at least qk_rope_head_dim (" +
-                                std::to_string(m.qk_rope_head_dim) + ")"));
+      return invalid_argument(
+          key_error("index_head_dim", "(" + std::to_string(m.index_head_dim) +
+                                          ") must be at least qk_rope_head_dim (" +
+                                          std::to_string(m.qk_rope_head_dim) + ")"));
   }
 
   const std::string scoring = r.string("scoring_func", "sqrtsoftplus");
@@ -235,8 +234,8 @@ Result<DeepseekV4Config> parse_deepseek_v4_config(const Json& config_in, const J
         "scoring_func", "must be sqrtsoftplus, sigmoid or softmax, got '" + scoring + "'"));
   const std::string topk_method = r.string("topk_method", "noaux_tc");
   if (topk_method != "noaux_tc" && topk_method != "greedy")
-    return unimplemented(key_error(
-        "topk_method", "'" + topk_method + "' is not supported (noaux_tc or greedy)"));
+    return unimplemented(
+        key_error("topk_method", "'" + topk_method + "' is not supported (noaux_tc or greedy)"));
   m.noaux_tc = topk_method == "noaux_tc";
 
   const std::string expert_dtype = r.string("expert_dtype", "");
@@ -265,8 +264,7 @@ Result<DeepseekV4Config> parse_deepseek_v4_config(const Json& config_in, const J
     m.yarn.beta_fast = y.number("beta_fast", 0.0, true, 32.0);
     m.yarn.beta_slow = y.number("beta_slow", 0.0, true, 1.0);
     m.yarn.original_max_position_embeddings = y.integer("original_max_position_embeddings", 1);
-    if (!y.status().ok())
-      return invalid_argument("rope_scaling: " + y.status().message());
+    if (!y.status().ok()) return invalid_argument("rope_scaling: " + y.status().message());
   }
 
   if (r.has("quantization_config")) {
@@ -297,9 +295,9 @@ Result<DeepseekV4Config> parse_deepseek_v4_config(const Json& config_in, const J
     if (!qr.status().ok()) return qr.status();
   }
   if (m.expert_dtype == ExpertDtype::kFp4 && m.hidden_size % kMxfp4Group != 0)
-    return invalid_argument(key_error(
-        "expert_dtype", "fp4 needs hidden_size divisible by 32 (MXFP4 groups), got " +
-                            std::to_string(m.hidden_size)));
+    return invalid_argument(
+        key_error("expert_dtype", "fp4 needs hidden_size divisible by 32 (MXFP4 groups), got " +
+                                      std::to_string(m.hidden_size)));
   if (m.expert_dtype == ExpertDtype::kFp4 && m.moe_intermediate_size % kMxfp4Group != 0)
     return invalid_argument(key_error(
         "expert_dtype", "fp4 needs moe_intermediate_size divisible by 32 (MXFP4 groups), got " +
@@ -323,7 +321,8 @@ std::vector<double> rope_inv_freq(int64_t dim, double theta, const Yarn* yarn) {
              (2 * std::log(theta));
     };
     double low = std::max(std::floor(correction_dim(yarn->beta_fast)), 0.0);
-    double high = std::min(std::ceil(correction_dim(yarn->beta_slow)), static_cast<double>(dim - 1));
+    double high =
+        std::min(std::ceil(correction_dim(yarn->beta_slow)), static_cast<double>(dim - 1));
     if (low == high) high += 0.001;
     for (int64_t i = 0; i < half; ++i) {
       const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
@@ -365,8 +364,12 @@ void rope_interleaved(float* x, int64_t rope_dim, int64_t pos, const double* inv
 
 namespace {
 
-double sigmoid_d(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-float sigmoid_f(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+double sigmoid_d(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+float sigmoid_f(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
 
 // The Sinkhorn part of hc_split_sinkhorn on m [hc, hc] in place (T = double or float).
 template <typename T>
@@ -404,8 +407,7 @@ void sinkhorn(T* m, int hc, int iters, T eps) {
 void hc_split_sinkhorn_ref(const double* mixes, const double* scale, const double* base, int hc,
                            int iters, double eps, double* pre, double* post, double* comb) {
   for (int j = 0; j < hc; ++j) pre[j] = sigmoid_d(mixes[j] * scale[0] + base[j]) + eps;
-  for (int j = 0; j < hc; ++j)
-    post[j] = 2 * sigmoid_d(mixes[hc + j] * scale[1] + base[hc + j]);
+  for (int j = 0; j < hc; ++j) post[j] = 2 * sigmoid_d(mixes[hc + j] * scale[1] + base[hc + j]);
   for (int i = 0; i < hc * hc; ++i) comb[i] = mixes[2 * hc + i] * scale[2] + base[2 * hc + i];
   sinkhorn(comb, hc, iters, eps);
 }
@@ -498,12 +500,10 @@ void hc_pre(const float* x, int64_t n, int hc, int64_t dim, const HcWeights& w, 
       hc_mixes(xt, hc * dim, w.fn, mix, norm_eps, mixes.data());
       float* pt = post + t * hc;
       float* ct = comb + t * hc * hc;
-      for (int j = 0; j < hc; ++j)
-        pre[j] = sigmoid_f(mixes[j] * w.scale[0] + w.base[j]) + hc_eps;
+      for (int j = 0; j < hc; ++j) pre[j] = sigmoid_f(mixes[j] * w.scale[0] + w.base[j]) + hc_eps;
       for (int j = 0; j < hc; ++j)
         pt[j] = 2 * sigmoid_f(mixes[hc + j] * w.scale[1] + w.base[hc + j]);
-      for (int i = 0; i < hc * hc; ++i)
-        ct[i] = mixes[2 * hc + i] * w.scale[2] + w.base[2 * hc + i];
+      for (int i = 0; i < hc * hc; ++i) ct[i] = mixes[2 * hc + i] * w.scale[2] + w.base[2 * hc + i];
       sinkhorn(ct, hc, iters, hc_eps);
       float* yt = y + t * dim;
       for (int64_t d = 0; d < dim; ++d) yt[d] = pre[0] * xt[d];
@@ -513,8 +513,8 @@ void hc_pre(const float* x, int64_t n, int hc, int64_t dim, const HcWeights& w, 
   });
 }
 
-void hc_post(const float* f, const float* residual, const float* post, const float* comb,
-             int64_t n, int hc, int64_t dim, float* out, ThreadPool* pool) {
+void hc_post(const float* f, const float* residual, const float* post, const float* comb, int64_t n,
+             int hc, int64_t dim, float* out, ThreadPool* pool) {
   for_tokens(n, pool, [&](int64_t b, int64_t e) {
     std::vector<float> tmp(hc * dim);
     for (int64_t t = b; t < e; ++t) {
@@ -559,8 +559,9 @@ Status RoutingConfig::validate() const {
     return invalid_argument("MoE routing: n_routed_experts must be in [1, 4096], got " +
                             std::to_string(num_experts));
   if (top_k < 1 || top_k > num_experts)
-    return invalid_argument("MoE routing: num_experts_per_tok must be in [1, n_routed_experts], got " +
-                            std::to_string(top_k));
+    return invalid_argument(
+        "MoE routing: num_experts_per_tok must be in [1, n_routed_experts], got " +
+        std::to_string(top_k));
   if (!(scaling > 0) || !std::isfinite(scaling))
     return invalid_argument("MoE routing: routed_scaling_factor must be > 0");
   return ok_status();
@@ -615,8 +616,9 @@ void route(const RoutingConfig& rc, const T* logits, const T* bias, const int32_
       for (int e = 0; e < n; ++e) sel[e] += bias[e];
     std::vector<int32_t> order(n);
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + rc.top_k, order.end(),
-                      [&](int32_t a, int32_t b) { return sel[a] > sel[b] || (sel[a] == sel[b] && a < b); });
+    std::partial_sort(
+        order.begin(), order.begin() + rc.top_k, order.end(),
+        [&](int32_t a, int32_t b) { return sel[a] > sel[b] || (sel[a] == sel[b] && a < b); });
     std::copy(order.begin(), order.begin() + rc.top_k, ids);
   }
   T sum = 0;
@@ -744,8 +746,8 @@ void quantize_mxfp4(const float* w, int64_t n, int64_t k, uint8_t* packed, uint8
       const float* src = w + i * k + g * kMxfp4Group;
       float amax = 0;
       for (int j = 0; j < kMxfp4Group; ++j) amax = std::max(amax, std::abs(src[j]));
-      int exp = amax > 0 ? static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / 6.0)))
-                         : -126;
+      int exp =
+          amax > 0 ? static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / 6.0))) : -126;
       // log2 of an exact power of two can land a hair above the integer: step back when the
       // smaller power still covers amax.
       if (amax > 0 && std::ldexp(6.0, exp - 1) >= amax) --exp;
@@ -825,7 +827,8 @@ std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool inclu
         return;
       case ExpertDtype::kFp8:
         add(name + ".weight", "F8_E4M3", {n, k});
-        add(name + ".scale", block_scale, {blocks(n, c.weight_block_n), blocks(k, c.weight_block_k)});
+        add(name + ".scale", block_scale,
+            {blocks(n, c.weight_block_n), blocks(k, c.weight_block_k)});
         return;
       case ExpertDtype::kBf16:
         return linear(name, n, k);
@@ -905,9 +908,10 @@ std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool inclu
 Result<int64_t> kv_token_bytes_fp8(int64_t head_dim, int64_t rope_dim) {
   const int64_t nope = head_dim - rope_dim;
   if (rope_dim <= 0 || nope <= 0 || nope % 64 != 0)
-    return invalid_argument("DeepSeek-V4 FP8 KV layout needs head_dim - qk_rope_head_dim to be a "
-                            "positive multiple of 64 (one ue8m0 scale per 64 values), got " +
-                            std::to_string(head_dim) + " - " + std::to_string(rope_dim));
+    return invalid_argument(
+        "DeepSeek-V4 FP8 KV layout needs head_dim - qk_rope_head_dim to be a "
+        "positive multiple of 64 (one ue8m0 scale per 64 values), got " +
+        std::to_string(head_dim) + " - " + std::to_string(rope_dim));
   return nope + 2 * rope_dim + nope / 64 + 1;  // vLLM's head_bytes: one pad byte
 }
 
@@ -1032,18 +1036,19 @@ Result<int64_t> max_context_for_kv_budget(const DeepseekV4Config& c, int64_t bud
 std::string kv_summary(const DeepseekV4Config& c, int64_t context_len) {
   auto row = kv_token_bytes_fp8(c.head_dim, c.qk_rope_head_dim);
   auto b = kv_bytes(c, context_len);
-  if (!row.ok() || !b.ok()) return "DeepSeek-V4 KV: " + (row.ok() ? b.status() : row.status()).message();
+  if (!row.ok() || !b.ok())
+    return "DeepSeek-V4 KV: " + (row.ok() ? b.status() : row.status()).message();
   const KvCounts n = kv_counts(c, context_len);
   const int64_t index_row = c.index_head_dim + 4 * ((c.index_head_dim + 127) / 128);
   auto mib = [](int64_t x) { return std::to_string(x / (1024 * 1024)) + " MiB"; };
   return "DeepSeek-V4 KV (fp8): " + std::to_string(*row) + " B per window/c4/c128 row, " +
-         std::to_string(index_row) + " B per indexer key; layers: " +
-         std::to_string(n.window_layers) + " window-only, " + std::to_string(n.csa_layers) +
-         " c4+indexer, " + std::to_string(n.hca_layers) + " c128; at " +
-         std::to_string(context_len) + " tokens per sequence: window " + mib(b->window) +
-         ", c4 " + mib(b->c4) + ", c128 " + mib(b->c128) + ", indexer " + mib(b->indexer) +
-         ", compressor state " + mib(b->compressor_state) + ", decode step reads " +
-         mib(b->decode_read);
+         std::to_string(index_row) +
+         " B per indexer key; layers: " + std::to_string(n.window_layers) + " window-only, " +
+         std::to_string(n.csa_layers) + " c4+indexer, " + std::to_string(n.hca_layers) +
+         " c128; at " + std::to_string(context_len) + " tokens per sequence: window " +
+         mib(b->window) + ", c4 " + mib(b->c4) + ", c128 " + mib(b->c128) + ", indexer " +
+         mib(b->indexer) + ", compressor state " + mib(b->compressor_state) +
+         ", decode step reads " + mib(b->decode_read);
 }
 
 // ----------------------------------------------------------------------- attention (ref)
@@ -1203,7 +1208,8 @@ std::vector<int64_t> indexer_topk_ref(const double* q, const double* w, const do
                                       int64_t pos, int64_t heads, int64_t hd, int64_t topk) {
   const int64_t visible = (pos + 1) / 4;
   std::vector<double> score(visible, 0.0);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd)) / std::sqrt(static_cast<double>(heads));
+  const double scale =
+      1.0 / std::sqrt(static_cast<double>(hd)) / std::sqrt(static_cast<double>(heads));
   for (int64_t r = 0; r < visible; ++r)
     for (int64_t h = 0; h < heads; ++h) {
       double dot = 0;
@@ -1221,8 +1227,8 @@ std::vector<int64_t> indexer_topk_ref(const double* q, const double* w, const do
   return order;
 }
 
-void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w,
-                   const double* x, int64_t t, double* out) {
+void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w, const double* x,
+                   int64_t t, double* out) {
   const int64_t dim = c.hidden_size, hd = c.head_dim, h = c.num_attention_heads;
   const int64_t rd = c.qk_rope_head_dim, ql = c.q_lora_rank, win = c.sliding_window;
   const int ratio = c.compress_ratio(layer);
@@ -1272,8 +1278,8 @@ void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& 
       for (int64_t hh = 0; hh < ih; ++hh)
         rope_interleaved_ref(&iq[hh * id + id - rd], rd, p, inv.data(), false);
       matvec_ref(w.i_weights.data(), x + p * dim, ih, dim, iw.data());
-      for (int64_t r : indexer_topk_ref(iq.data(), iw.data(), ikeys.data(), p, ih, id,
-                                        c.index_topk))
+      for (int64_t r :
+           indexer_topk_ref(iq.data(), iw.data(), ikeys.data(), p, ih, id, c.index_topk))
         keys.push_back(&crow[r * hd]);
     }
     for (int64_t hh = 0; hh < h; ++hh) {
@@ -1298,8 +1304,8 @@ void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& 
       rope_interleaved_ref(oh + hd - rd, rd, p, inv.data(), true);
     }
     for (int64_t g = 0; g < c.o_groups; ++g)
-      matvec_ref(&w.wo_a[g * c.o_lora_rank * group_in], &o[g * group_in], c.o_lora_rank,
-                 group_in, &u[g * c.o_lora_rank]);
+      matvec_ref(&w.wo_a[g * c.o_lora_rank * group_in], &o[g * group_in], c.o_lora_rank, group_in,
+                 &u[g * c.o_lora_rank]);
     matvec_ref(w.wo_b.data(), u.data(), dim, c.o_groups * c.o_lora_rank, out + p * dim);
   }
 }
@@ -1308,7 +1314,9 @@ void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& 
 
 namespace {
 
-std::vector<float> to_f32(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<float> to_f32(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
 
 void matvec(const std::vector<float>& w, const float* x, int64_t out, int64_t in, float* y,
             int64_t row0 = 0) {
@@ -1457,7 +1465,8 @@ void AttentionDecoder::step(const float* x, float* out) {
   const int64_t first = std::max<int64_t>(0, p - win + 1);
   for (int64_t j = first; j <= p; ++j) keys.push_back(&window_[(j % win) * hd]);
   last_window_ = static_cast<int64_t>(keys.size());
-  if (ratio_ != 0) comp_.push(x, dim, p, eps, rd, inv_freq_.data(), fp8_kv_ ? &fp8_layout_ : nullptr);
+  if (ratio_ != 0)
+    comp_.push(x, dim, p, eps, rd, inv_freq_.data(), fp8_kv_ ? &fp8_layout_ : nullptr);
   if (ratio_ == 128) {
     for (int64_t r = 0; r < compressed_rows(); ++r) keys.push_back(&comp_.rows[r * hd]);
   } else if (ratio_ == 4) {
@@ -1674,8 +1683,8 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
     for (uint8_t e : s)
       if (e == 0xff) return data_loss(name + ".scale holds an e8m0 NaN (0xff)");
     out->resize(q.size());
-    dequantize_fp8_ue8m0_ref(q.data(), s.data(), spec->shape[0], spec->shape[1],
-                             c.weight_block_n, c.weight_block_k, out->data());
+    dequantize_fp8_ue8m0_ref(q.data(), s.data(), spec->shape[0], spec->shape[1], c.weight_block_n,
+                             c.weight_block_k, out->data());
     return ok_status();
   };
   ModelWeights m;
@@ -1734,9 +1743,9 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
         std::memcpy(&v, &t[8 * i], 8);
         f.tid2eid[i] = v < 0 || v > INT32_MAX ? -1 : static_cast<int32_t>(v);
       }
-      Status st = check_hash_table(f.tid2eid.data(), c.vocab_size,
-                                   static_cast<int>(c.num_experts_per_tok),
-                                   static_cast<int>(c.n_routed_experts));
+      Status st =
+          check_hash_table(f.tid2eid.data(), c.vocab_size, static_cast<int>(c.num_experts_per_tok),
+                           static_cast<int>(c.n_routed_experts));
       if (!st.ok()) return Status(st.code(), p + st.message());
     } else {
       STRATA_RETURN_IF_ERROR(plain(p + "ffn.gate.bias", &f.bias));
@@ -1764,8 +1773,9 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
   }
   if (mtp != nullptr) {
     if (c.num_nextn_predict_layers < 1)
-      return invalid_argument("DeepSeek-V4 weights: the config has no MTP layer "
-                              "(num_nextn_predict_layers is 0)");
+      return invalid_argument(
+          "DeepSeek-V4 weights: the config has no MTP layer "
+          "(num_nextn_predict_layers is 0)");
     const std::string p = "mtp.0.";
     STRATA_RETURN_IF_ERROR(load_block(p, 0, false, mtp->block));
     STRATA_RETURN_IF_ERROR(linear(p + "e_proj", &mtp->e_proj));
@@ -1788,8 +1798,7 @@ void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const i
   std::vector<double> h(t * hc * dim);
   for (int64_t p = 0; p < t; ++p)
     for (int j = 0; j < hc; ++j)
-      std::copy(&w.embed[tokens[p] * dim], &w.embed[(tokens[p] + 1) * dim],
-                &h[(p * hc + j) * dim]);
+      std::copy(&w.embed[tokens[p] * dim], &w.embed[(tokens[p] + 1) * dim], &h[(p * hc + j) * dim]);
   std::vector<double> in(t * dim), out(t * dim), post(t * hc), comb(t * hc * hc), next(hc * dim);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const BlockWeights& b = w.layers[l];
@@ -1805,7 +1814,8 @@ void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const i
       if (attn)
         attention_ref(c, l, b.attn, in.data(), t, out.data());
       else
-        for (int64_t p = 0; p < t; ++p) moe_ref(c, l, b.ffn, &in[p * dim], tokens[p], &out[p * dim]);
+        for (int64_t p = 0; p < t; ++p)
+          moe_ref(c, l, b.ffn, &in[p * dim], tokens[p], &out[p * dim]);
       for (int64_t p = 0; p < t; ++p) {
         hc_post_ref(&out[p * dim], &h[p * hc * dim], &post[p * hc], &comb[p * hc * hc], hc, dim,
                     next.data());
@@ -1849,8 +1859,7 @@ MtpWeights random_mtp_weights(const DeepseekV4Config& c, uint64_t seed) {
 }
 
 void mtp_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const MtpWeights& m,
-                     const double* streams, const int32_t* next_tokens, int64_t t,
-                     double* logits) {
+                     const double* streams, const int32_t* next_tokens, int64_t t, double* logits) {
   const DeepseekV4Config mc = mtp_config(c);
   const int64_t layer = c.num_hidden_layers, dim = c.hidden_size, v = c.vocab_size;
   const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
@@ -1874,8 +1883,8 @@ void mtp_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const Mtp
     for (int64_t p = 0; p < t; ++p) {
       hc_pre_ref(&h[p * hc * dim], hc, dim, (attn ? b.hc_attn_fn : b.hc_ffn_fn).data(),
                  (attn ? b.hc_attn_scale : b.hc_ffn_scale).data(),
-                 (attn ? b.hc_attn_base : b.hc_ffn_base).data(), iters, c.hc_eps, eps,
-                 &in[p * dim], &post[p * hc], &comb[p * hc * hc]);
+                 (attn ? b.hc_attn_base : b.hc_ffn_base).data(), iters, c.hc_eps, eps, &in[p * dim],
+                 &post[p * hc], &comb[p * hc * hc]);
       rms_norm_ref(&in[p * dim], dim, (attn ? b.attn_norm : b.ffn_norm).data(), eps);
     }
     if (attn)
@@ -1935,18 +1944,18 @@ ModelDecoder::~ModelDecoder() {
   for (Layer* l : layers_) delete l;
 }
 
-void ModelDecoder::block_step(const DeepseekV4Config& c, int64_t l, Layer& L,
-                              const MoeWeights& mw, int32_t token, float* h) {
+void ModelDecoder::block_step(const DeepseekV4Config& c, int64_t l, Layer& L, const MoeWeights& mw,
+                              int32_t token, float* h) {
   const int64_t dim = c.hidden_size, inter = c.moe_intermediate_size, sh = shared_dim(c);
   const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
   const float eps = static_cast<float>(c.rms_norm_eps), hc_eps = static_cast<float>(c.hc_eps);
   const float limit = static_cast<float>(c.swiglu_limit);
   const RoutingConfig rc = routing_config(c);
-  std::vector<float> in(dim), out(dim), post(hc), comb(hc * hc), rl(rc.num_experts),
-      rw(rc.top_k), g(std::max(inter, sh)), u(g.size()), e(dim);
+  std::vector<float> in(dim), out(dim), post(hc), comb(hc * hc), rl(rc.num_experts), rw(rc.top_k),
+      g(std::max(inter, sh)), u(g.size()), e(dim);
   std::vector<int32_t> ids(rc.top_k);
-  hc_pre(h, 1, hc, dim, {L.hc_attn_fn.data(), L.hc_attn_base.data(), L.hc_attn_scale.data()},
-         iters, hc_eps, eps, in.data(), post.data(), comb.data(), nullptr);
+  hc_pre(h, 1, hc, dim, {L.hc_attn_fn.data(), L.hc_attn_base.data(), L.hc_attn_scale.data()}, iters,
+         hc_eps, eps, in.data(), post.data(), comb.data(), nullptr);
   rms_norm(in.data(), dim, L.attn_norm.data(), eps);
   L.attn.step(in.data(), out.data());
   hc_post(out.data(), h, post.data(), comb.data(), 1, hc, dim, h, nullptr);
@@ -2014,14 +2023,16 @@ MtpDecoder::MtpDecoder(const DeepseekV4Config& c, const ModelWeights& w, const M
       hc_head_base_(to_f32(m.hc_head_base)),
       hc_head_scale_(to_f32(m.hc_head_scale)) {}
 
-MtpDecoder::~MtpDecoder() { delete layer_; }
+MtpDecoder::~MtpDecoder() {
+  delete layer_;
+}
 
 void MtpDecoder::step(const float* streams, int32_t next_token, float* logits) {
   const int64_t dim = c_.hidden_size;
   const int hc = static_cast<int>(c_.hc_mult);
   const float eps = static_cast<float>(c_.rms_norm_eps), hc_eps = static_cast<float>(c_.hc_eps);
-  std::vector<float> e(&embed_[next_token * dim], &embed_[(next_token + 1) * dim]), pe(dim),
-      s(dim), h(hc * dim);
+  std::vector<float> e(&embed_[next_token * dim], &embed_[(next_token + 1) * dim]), pe(dim), s(dim),
+      h(hc * dim);
   rms_norm(e.data(), dim, enorm_.data(), eps);
   matvec(e_proj_, e.data(), dim, dim, pe.data());
   for (int j = 0; j < hc; ++j) {

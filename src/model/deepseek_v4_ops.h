@@ -56,8 +56,8 @@ struct DeepseekV4Config {
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
-  int64_t head_dim = 0;           // the single shared K=V head
-  int64_t qk_rope_head_dim = 0;   // rotated tail of each head
+  int64_t head_dim = 0;          // the single shared K=V head
+  int64_t qk_rope_head_dim = 0;  // rotated tail of each head
   int64_t q_lora_rank = 0;
   int64_t o_lora_rank = 0;
   int64_t o_groups = 0;
@@ -136,7 +136,8 @@ void rope_interleaved(float* x, int64_t rope_dim, int64_t pos, const double* inv
 //   x'[k] = post[k] * f + sum_j comb[j][k] * x[j]
 // Sinkhorn: row softmax + hc_eps, divide each column by (its sum + hc_eps), then iters - 1 times
 // rows then columns by (sum + hc_eps). The final head collapses with
-//   pre = sigmoid(((hc_head_fn @ flat(x)) / rms) * scale[0] + base) + hc_eps,  y = sum_j pre[j] x[j].
+//   pre = sigmoid(((hc_head_fn @ flat(x)) / rms) * scale[0] + base) + hc_eps,  y = sum_j pre[j]
+//   x[j].
 // ---------------------------------------------------------------------------------------------
 
 void hc_split_sinkhorn_ref(const double* mixes, const double* scale, const double* base, int hc,
@@ -162,15 +163,16 @@ struct HcWeights {
 void hc_pre(const float* x, int64_t n, int hc, int64_t dim, const HcWeights& w, int iters,
             float hc_eps, float norm_eps, float* y, float* post, float* comb, ThreadPool* pool);
 // f [n, dim], residual [n, hc, dim] -> out [n, hc, dim] (out may alias residual).
-void hc_post(const float* f, const float* residual, const float* post, const float* comb,
-             int64_t n, int hc, int64_t dim, float* out, ThreadPool* pool);
+void hc_post(const float* f, const float* residual, const float* post, const float* comb, int64_t n,
+             int hc, int64_t dim, float* out, ThreadPool* pool);
 void hc_head(const float* x, int64_t n, int hc, int64_t dim, const HcWeights& w, float hc_eps,
              float norm_eps, float* y, ThreadPool* pool);
 
 // ---------------------------------------------------------------------------------------------
 // MoE routing and the expert activation
 //   score    = sqrt(softplus(logit)) (or sigmoid / softmax)
-//   select   = the top_k of score + bias (bias may be null; ties: the lower id), or, on a hash layer
+//   select   = the top_k of score + bias (bias may be null; ties: the lower id), or, on a hash
+//   layer
 //              (layer < num_hash_layers), the token's row of tid2eid [vocab, top_k] (no bias)
 //   weights  = the unbiased scores of the chosen experts, divided by their sum when `normalize`
 //              (softmax scores are never renormalised), times `scaling`
@@ -252,8 +254,9 @@ struct TensorSpec {
 // layer plus e_proj, h_proj, enorm, hnorm, norm, hc_head_*). Linear weights are e4m3 with one
 // scale per 128 x 128 block when quantization_config is fp8 (else BF16) - an e8m0 byte with
 // MXFP4 experts, an f32 with FP8 experts (the Base checkpoints, as vLLM reads them); routed
-// experts follow expert_dtype (fp4: I8 [n, k/2] + e8m0 [n, k/32]; fp8: e4m3 blocks). For the published Flash config this
-// is 69 187 tensors and 159 609 485 896 bytes, as its model.safetensors.index.json lists.
+// experts follow expert_dtype (fp4: I8 [n, k/2] + e8m0 [n, k/32]; fp8: e4m3 blocks). For the
+// published Flash config this is 69 187 tensors and 159 609 485 896 bytes, as its
+// model.safetensors.index.json lists.
 std::vector<TensorSpec> checkpoint_tensors(const DeepseekV4Config& c, bool include_mtp);
 
 // ---------------------------------------------------------------------------------------------
@@ -285,15 +288,14 @@ Result<Fp8KvBlockLayout> fp8_kv_block_layout(int64_t head_dim, int64_t rope_dim,
                                              int64_t block_tokens);
 // row [nope + rope] -> the token's bytes in `block` at `slot`; and back.
 void pack_kv_token_fp8(const Fp8KvBlockLayout& l, const float* row, int64_t slot, uint8_t* block);
-void unpack_kv_token_fp8(const Fp8KvBlockLayout& l, const uint8_t* block, int64_t slot,
-                         float* row);
+void unpack_kv_token_fp8(const Fp8KvBlockLayout& l, const uint8_t* block, int64_t slot, float* row);
 
 // Rows each kind of KV holds for one sequence of `context_len` tokens, summed over the layers.
 struct KvCounts {
-  int64_t window_rows = 0;  // min(context, sliding_window) per layer, every layer
-  int64_t c4_rows = 0;      // context / 4 per CSA layer
-  int64_t c128_rows = 0;    // context / 128 per HCA layer
-  int64_t indexer_rows = 0; // context / 4 per CSA layer (index_head_dim values each)
+  int64_t window_rows = 0;   // min(context, sliding_window) per layer, every layer
+  int64_t c4_rows = 0;       // context / 4 per CSA layer
+  int64_t c128_rows = 0;     // context / 128 per HCA layer
+  int64_t indexer_rows = 0;  // context / 4 per CSA layer (index_head_dim values each)
   int64_t csa_layers = 0, hca_layers = 0, window_layers = 0;
 };
 KvCounts kv_counts(const DeepseekV4Config& c, int64_t context_len);
@@ -328,26 +330,26 @@ std::string kv_summary(const DeepseekV4Config& c, int64_t context_len);
 // Weights of one attention layer, row-major [out, in], float64 (the reference's) - names as in
 // the checkpoint (layers.N.attn.*).
 struct AttnWeights {
-  std::vector<double> wq_a;        // [q_lora_rank, dim]
-  std::vector<double> q_norm;      // [q_lora_rank]
-  std::vector<double> wq_b;        // [heads * head_dim, q_lora_rank]
-  std::vector<double> wkv;         // [head_dim, dim]
-  std::vector<double> kv_norm;     // [head_dim]
-  std::vector<double> attn_sink;   // [heads]
-  std::vector<double> wo_a;        // [o_groups * o_lora_rank, heads * head_dim / o_groups]
-  std::vector<double> wo_b;        // [dim, o_groups * o_lora_rank]
+  std::vector<double> wq_a;       // [q_lora_rank, dim]
+  std::vector<double> q_norm;     // [q_lora_rank]
+  std::vector<double> wq_b;       // [heads * head_dim, q_lora_rank]
+  std::vector<double> wkv;        // [head_dim, dim]
+  std::vector<double> kv_norm;    // [head_dim]
+  std::vector<double> attn_sink;  // [heads]
+  std::vector<double> wo_a;       // [o_groups * o_lora_rank, heads * head_dim / o_groups]
+  std::vector<double> wo_b;       // [dim, o_groups * o_lora_rank]
   // compressor.* (ratio > 0); coff = 2 for ratio 4 (overlap) else 1
-  std::vector<double> c_wkv;       // [coff * head_dim, dim]
-  std::vector<double> c_wgate;     // [coff * head_dim, dim]
-  std::vector<double> c_ape;       // [ratio, coff * head_dim]
-  std::vector<double> c_norm;      // [head_dim]
+  std::vector<double> c_wkv;    // [coff * head_dim, dim]
+  std::vector<double> c_wgate;  // [coff * head_dim, dim]
+  std::vector<double> c_ape;    // [ratio, coff * head_dim]
+  std::vector<double> c_norm;   // [head_dim]
   // indexer.* (ratio 4): its own overlapping compressor of index_head_dim rows
-  std::vector<double> i_wq_b;      // [index_n_heads * index_head_dim, q_lora_rank]
-  std::vector<double> i_weights;   // [index_n_heads, dim] (weights_proj)
-  std::vector<double> i_c_wkv;     // [2 * index_head_dim, dim]
-  std::vector<double> i_c_wgate;   // [2 * index_head_dim, dim]
-  std::vector<double> i_c_ape;     // [4, 2 * index_head_dim]
-  std::vector<double> i_c_norm;    // [index_head_dim]
+  std::vector<double> i_wq_b;     // [index_n_heads * index_head_dim, q_lora_rank]
+  std::vector<double> i_weights;  // [index_n_heads, dim] (weights_proj)
+  std::vector<double> i_c_wkv;    // [2 * index_head_dim, dim]
+  std::vector<double> i_c_wgate;  // [2 * index_head_dim, dim]
+  std::vector<double> i_c_ape;    // [4, 2 * index_head_dim]
+  std::vector<double> i_c_norm;   // [index_head_dim]
 };
 // Random weights of the right shapes for `layer` (tests, dummy loads).
 AttnWeights random_attn_weights(const DeepseekV4Config& c, int64_t layer, uint64_t seed);
@@ -376,8 +378,8 @@ std::vector<int64_t> indexer_topk_ref(const double* q, const double* w, const do
 // per-head sink (a logit with a zero value). The quantisation-aware-training simulations of the
 // reference (FP8 rounding of the KV nope part, FP4 rounding and Hadamard rotation in the indexer)
 // are not applied: the Hadamard rotation is orthogonal and cancels in q.k.
-void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w,
-                   const double* x, int64_t t, double* out);
+void attention_ref(const DeepseekV4Config& c, int64_t layer, const AttnWeights& w, const double* x,
+                   int64_t t, double* out);
 
 // The engine-shaped float32 layer: one token at a time, keeping what decode keeps per sequence -
 // a ring of the last sliding_window KV rows, the compressor's pending window (ratio or 2*ratio
@@ -449,13 +451,13 @@ void moe_ref(const DeepseekV4Config& c, int64_t layer, const MoeWeights& w, cons
 struct BlockWeights {
   AttnWeights attn;
   MoeWeights ffn;
-  std::vector<double> attn_norm, ffn_norm;                   // [dim]
+  std::vector<double> attn_norm, ffn_norm;                      // [dim]
   std::vector<double> hc_attn_fn, hc_attn_base, hc_attn_scale;  // [mix, hc*dim], [mix], [3]
   std::vector<double> hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
 };
 struct ModelWeights {
-  std::vector<double> embed, head;                          // [vocab, dim]
-  std::vector<double> norm;                                 // [dim]
+  std::vector<double> embed, head;                              // [vocab, dim]
+  std::vector<double> norm;                                     // [dim]
   std::vector<double> hc_head_fn, hc_head_base, hc_head_scale;  // [hc, hc*dim], [hc], [1]
   std::vector<BlockWeights> layers;
 };
@@ -487,8 +489,8 @@ void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const i
 // and the shared head. The block runs as layer num_hidden_layers of mtp_config(c).
 struct MtpWeights {
   BlockWeights block;
-  std::vector<double> e_proj, h_proj;           // [dim, dim]
-  std::vector<double> enorm, hnorm, norm;       // [dim]
+  std::vector<double> e_proj, h_proj;      // [dim, dim]
+  std::vector<double> enorm, hnorm, norm;  // [dim]
   std::vector<double> hc_head_fn, hc_head_base, hc_head_scale;
 };
 // c with one more compress ratio (0: the MTP layer keeps a window only).
@@ -497,8 +499,7 @@ MtpWeights random_mtp_weights(const DeepseekV4Config& c, uint64_t seed);
 // streams [t, hc, dim] of positions 0..t-1 and next_tokens [t] (the token after each position)
 // -> logits [t, vocab] for the token after next.
 void mtp_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const MtpWeights& m,
-                     const double* streams, const int32_t* next_tokens, int64_t t,
-                     double* logits);
+                     const double* streams, const int32_t* next_tokens, int64_t t, double* logits);
 
 // The same model in float32, one token at a time (decode-shaped: per-layer AttentionDecoder
 // state; MoE experts through mxfp4_matmul).

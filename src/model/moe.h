@@ -219,12 +219,12 @@ class MoeBlock {
   int64_t expert_begin_ = 0;
   int64_t parallel_rows_ = 0;
   int64_t hidden_ = 0;
-  PackedWeight gate_;        // [E, H] router, f32
-  std::vector<float> bias_;  // [E] selection-only correction bias, or empty
+  PackedWeight gate_;              // [E, H] router, f32
+  std::vector<float> bias_;        // [E] selection-only correction bias, or empty
   std::vector<DenseMlp> experts_;  // this rank's: expert expert_begin_ + i
   std::optional<DenseMlp> shared_;
   std::optional<SplitSwiGlu> shared_split_;  // tensor parallel: the shared expert(s) split
-  PackedWeight shared_gate_;  // [1, H] f32 (Qwen2-MoE), or empty
+  PackedWeight shared_gate_;                 // [1, H] f32 (Qwen2-MoE), or empty
 };
 
 }  // namespace strata

@@ -128,7 +128,8 @@ TEST(DeepseekV4Config, ScaledByOverrides) {
   EXPECT_DOUBLE_EQ(c->yarn.factor, 4.0);  // merged into rope_scaling, the rest kept
   EXPECT_EQ(c->yarn.original_max_position_embeddings, 65536);
   // The compressed layers' RoPE uses compress_rope_theta with YaRN; window-only layers don't.
-  const Json window_first = Json::parse(R"({"num_hidden_layers": 4, "compress_ratios": [1, 4, 128, 0]})");
+  const Json window_first =
+      Json::parse(R"({"num_hidden_layers": 4, "compress_ratios": [1, 4, 128, 0]})");
   auto w = parse_deepseek_v4_config(read_config("deepseek-v4-pro"), &window_first);
   ASSERT_TRUE(w.ok()) << w.status().to_string();
   EXPECT_EQ(w->attn_kind(0), AttnKind::kWindow);  // ratio 1 is window-only
@@ -171,7 +172,8 @@ TEST(DeepseekV4Config, ErrorsNameTheKey) {
         << k.patch << " -> " << c.status().message();
   }
   // Without any ratio-4 layer the indexer keys are not needed.
-  const Json no_csa = Json::parse(R"({"num_hidden_layers": 2, "index_topk": null, "num_hash_layers": 0,
+  const Json no_csa =
+      Json::parse(R"({"num_hidden_layers": 2, "index_topk": null, "num_hash_layers": 0,
       "index_n_heads": null, "compress_ratios": [0, 128]})");
   auto n = parse_deepseek_v4_config(base, &no_csa);
   EXPECT_TRUE(n.ok()) << n.status().to_string();
@@ -209,7 +211,7 @@ TEST(DeepseekV4Checkpoint, FlashTensorsMatchThePublishedIndex) {
   EXPECT_EQ(find("layers.0.ffn.gate.tid2eid")->shape, (std::vector<int64_t>{129280, 6}));
   EXPECT_EQ(find("layers.0.ffn.gate.bias"), nullptr);  // hash layers carry no correction bias
   ASSERT_NE(find("layers.3.ffn.gate.bias"), nullptr);
-  EXPECT_EQ(find("layers.1.attn.compressor.ape"), nullptr);  // window-only layer
+  EXPECT_EQ(find("layers.1.attn.compressor.ape"), nullptr);       // window-only layer
   EXPECT_EQ(find("layers.3.attn.indexer.wq_b.weight"), nullptr);  // HCA: no indexer
   ASSERT_NE(find("layers.2.attn.indexer.wq_b.weight"), nullptr);
   EXPECT_EQ(find("layers.2.attn.compressor.ape")->shape, (std::vector<int64_t>{4, 1024}));
@@ -285,7 +287,9 @@ std::vector<double> randv(Rng& rng, size_t n, double lo, double hi) {
   for (auto& x : v) x = lo + (hi - lo) * rng.uniform();
   return v;
 }
-std::vector<float> tof(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<float> tof(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
 
 TEST(DeepseekV4Hc, SinkhornIsDoublyStochastic) {
   Rng rng(1);
@@ -377,8 +381,8 @@ TEST(DeepseekV4Hc, Float32MatchesTheReference) {
   const auto xf = tof(x), ff = tof(f);
   std::vector<float> y(n * dim), post(n * hc), comb(n * hc * hc), out(n * hc * dim), head(n * dim);
   ThreadPool pool(2);
-  hc_pre(xf.data(), n, hc, dim, {fn.data(), base.data(), scale.data()}, 20, 1e-6f, 1e-6f,
-         y.data(), post.data(), comb.data(), &pool);
+  hc_pre(xf.data(), n, hc, dim, {fn.data(), base.data(), scale.data()}, 20, 1e-6f, 1e-6f, y.data(),
+         post.data(), comb.data(), &pool);
   hc_post(ff.data(), xf.data(), post.data(), comb.data(), n, hc, dim, out.data(), &pool);
   hc_head(xf.data(), n, hc, dim, {hfn.data(), hbase.data(), hscale.data()}, 1e-6f, 1e-6f,
           head.data(), nullptr);
@@ -448,7 +452,9 @@ TEST(DeepseekV4Hc, StreamsInvariants) {
 
 // -------------------------------------------------------------------------------- routing
 
-double sqrt_softplus(double x) { return std::sqrt(std::log(1 + std::exp(x))); }
+double sqrt_softplus(double x) {
+  return std::sqrt(std::log(1 + std::exp(x)));
+}
 
 TEST(DeepseekV4Routing, SqrtSoftplusWithCorrectionBias) {
   RoutingConfig rc;
@@ -562,8 +568,8 @@ TEST(DeepseekV4Mxfp4, CodesScalesAndNibbleOrder) {
   EXPECT_TRUE(std::isnan(e8m0_value(255)));
   // One row of 32: byte j holds element 2j (low nibble) and 2j + 1 (high nibble).
   uint8_t packed[16] = {0};
-  packed[0] = 0x21;  // elements 0 = code 1 (0.5), 1 = code 2 (1.0)
-  packed[1] = 0xf7;  // elements 2 = code 7 (6), 3 = code 15 (-6)
+  packed[0] = 0x21;                // elements 0 = code 1 (0.5), 1 = code 2 (1.0)
+  packed[1] = 0xf7;                // elements 2 = code 7 (6), 3 = code 15 (-6)
   const uint8_t scale[1] = {126};  // 0.5
   double w[32];
   dequantize_mxfp4_ref(packed, scale, 1, 32, w);
@@ -582,8 +588,10 @@ TEST(DeepseekV4Mxfp4, QuantizeRoundTripAndMatmul) {
   // Exactly representable values come back exactly.
   std::vector<float> exact(n * k);
   for (int64_t i = 0; i < n * k; ++i)
-    exact[i] = static_cast<float>(e2m1_value(rng.next_u64() % 16) * std::ldexp(1.0, (i / 32) % 5 - 2));
-  for (int64_t i = 0; i < n; ++i) exact[i * k] = 6.0f * std::ldexp(1.0f, (i * k / 32) % 5 - 2);  // amax
+    exact[i] =
+        static_cast<float>(e2m1_value(rng.next_u64() % 16) * std::ldexp(1.0, (i / 32) % 5 - 2));
+  for (int64_t i = 0; i < n; ++i)
+    exact[i * k] = 6.0f * std::ldexp(1.0f, (i * k / 32) % 5 - 2);  // amax
   std::vector<uint8_t> packed(n * k / 2), scales(n * k / 32);
   quantize_mxfp4(exact.data(), n, k, packed.data(), scales.data());
   std::vector<double> back(n * k);
@@ -803,7 +811,8 @@ TEST(DeepseekV4Attention, DecoderMatchesTheFloat64ReferenceForEachKind) {
     EXPECT_LT(rel_err(out, ref), 2e-5);
     for (int64_t p = 0; p < t; ++p) {
       const int64_t complete = c.compress_ratio(layer) ? (p + 1) / c.compress_ratio(layer) : 0;
-      const int64_t expect = c.compress_ratio(layer) == 4 ? std::min<int64_t>(complete, 3) : complete;
+      const int64_t expect =
+          c.compress_ratio(layer) == 4 ? std::min<int64_t>(complete, 3) : complete;
       ASSERT_EQ(seen[p], expect) << "token " << p;
     }
   }
@@ -852,8 +861,8 @@ TEST(DeepseekV4Attention, CausalAndWindowed) {
     for (int64_t p = 0; p < t; ++p)
       for (int64_t d = 0; d < dim; ++d) {
         const double e = std::abs(changed[p * dim + d] - full[p * dim + d]);
-        (p >= c.sliding_window ? diff_late : diff_early) = std::max(
-            p >= c.sliding_window ? diff_late : diff_early, e);
+        (p >= c.sliding_window ? diff_late : diff_early) =
+            std::max(p >= c.sliding_window ? diff_late : diff_early, e);
       }
     EXPECT_GT(diff_early, 1e-6);
     if (layer == 0)
@@ -1040,7 +1049,8 @@ TEST(DeepseekV4Model, Float32DecoderMatchesTheFloat64Forward) {
   EXPECT_GT(greedy_checked, t / 2);
   // The logits differ from position to position (the model is not degenerate).
   double spread = 0;
-  for (int64_t i = 0; i < v; ++i) spread = std::max(spread, std::abs(ref[i] - ref[(t - 1) * v + i]));
+  for (int64_t i = 0; i < v; ++i)
+    spread = std::max(spread, std::abs(ref[i] - ref[(t - 1) * v + i]));
   EXPECT_GT(spread, 1e-2);
 }
 
@@ -1074,7 +1084,8 @@ TEST(DeepseekV4Model, MtpBlockFloat32MatchesTheFloat64Forward) {
   std::vector<double> ref2(t * v);
   mtp_forward_ref(c, w, m, streams.data(), other.data(), t, ref2.data());
   double d = 0;
-  for (int64_t i = 0; i < v; ++i) d = std::max(d, std::abs(ref2[(t - 1) * v + i] - ref[(t - 1) * v + i]));
+  for (int64_t i = 0; i < v; ++i)
+    d = std::max(d, std::abs(ref2[(t - 1) * v + i] - ref[(t - 1) * v + i]));
   EXPECT_GT(d, 1e-6);
 }
 

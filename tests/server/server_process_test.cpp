@@ -26,9 +26,9 @@ net::ClientResponse post(int port, const std::string& path, const std::string& b
 }
 
 TEST(ServeBinary, VllmFlagsWarnOnceAndServe) {
-  ServerProcess p(tiny_serve_args(
-      {"--trust-remote-code", "--enforce-eager", "--data-parallel-size", "2", "--cpu-offload-gb",
-       "4", "--served-model-name", "tiny", "--max-log-len", "4", "--log-stats-interval", "0.2"}));
+  ServerProcess p(tiny_serve_args({"--trust-remote-code", "--enforce-eager", "--data-parallel-size",
+                                   "2", "--cpu-offload-gb", "4", "--served-model-name", "tiny",
+                                   "--max-log-len", "4", "--log-stats-interval", "0.2"}));
   ASSERT_TRUE(p.ok()) << p.output();
   const std::string out = p.output();
   for (const char* f : {"--trust-remote-code is accepted but has no effect",
