@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/check.h"
@@ -41,37 +42,29 @@ class Reader {
   bool has(const char* key) const { return c_.contains(key) && !c_[key].is_null(); }
 
   int64_t integer(const char* key, int64_t min_value, std::optional<int64_t> fallback = {}) {
-    if (!has(key)) {
-      if (fallback) return *fallback;
-      fail(key_error(key, "is missing (required for DeepseekV4ForCausalLM)"));
-      return min_value;
-    }
-    const Json& v = c_[key];
-    if (!v.is_number_integer()) {
-      fail(key_error(key, "must be an integer, got " + v.dump()));
-      return min_value;
-    }
-    const int64_t x = v.get<int64_t>();
-    if (x < min_value) {
-      fail(
-          key_error(key, "must be >= " + std::to_string(min_value) + ", got " + std::to_string(x)));
-      return min_value;
-    }
-    return x;
+    return scalar<int64_t>(key, min_value, false, fallback);
   }
   double number(const char* key, double min_value, bool strict, std::optional<double> fallback) {
+    return scalar<double>(key, min_value, strict, fallback);
+  }
+  // An integer (T integral) or a finite number >= min_value (> when strict); a missing key takes
+  // `fallback`, or is an error without one.
+  template <typename T>
+  T scalar(const char* key, T min_value, bool strict, std::optional<T> fallback) {
+    constexpr bool integral = std::is_integral_v<T>;
     if (!has(key)) {
       if (fallback) return *fallback;
       fail(key_error(key, "is missing (required for DeepseekV4ForCausalLM)"));
       return min_value;
     }
     const Json& v = c_[key];
-    if (!v.is_number()) {
-      fail(key_error(key, "must be a number, got " + v.dump()));
+    if (integral ? !v.is_number_integer() : !v.is_number()) {
+      fail(key_error(key, std::string("must be ") + (integral ? "an integer" : "a number") +
+                              ", got " + v.dump()));
       return min_value;
     }
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || x < min_value || (strict && x == min_value)) {
+    const T x = v.get<T>();
+    if (!std::isfinite(static_cast<double>(x)) || x < min_value || (strict && x == min_value)) {
       fail(key_error(key, std::string("must be ") + (strict ? "> " : ">= ") +
                               std::to_string(min_value) + ", got " + v.dump()));
       return min_value;
