@@ -7,6 +7,7 @@
 #include "core/fp8_ds_mla.h"
 #include "model/deepseek_mla.h"
 #include "model/moe.h"
+#include "model/parallel.h"
 
 namespace strata::plan {
 
@@ -15,20 +16,22 @@ int64_t ModelShape::attention_sharded_params() const {
     return hidden * (num_heads * head_dim + 2 * num_kv_heads * head_dim) +
            num_heads * head_dim * hidden;
   const int64_t qk = qk_nope_dim + qk_rope_dim;
-  const int64_t q_b = q_lora_rank > 0 ? q_lora_rank * num_heads * qk : 0;
-  // Absorbed form, per token: q_nope W_UK per head, then the latent output W_UV per head, o_proj.
-  // The indexer: wq_b from the q latent, wk and weights_proj from the hidden state.
-  const int64_t indexer =
-      has_indexer() ? q_lora_rank * index_heads * index_dim + hidden * (index_dim + index_heads)
-                    : 0;
-  return q_b + num_heads * qk_nope_dim * kv_lora_rank + num_heads * kv_lora_rank * v_head_dim +
-         num_heads * v_head_dim * hidden + indexer;
+  // q_b from the q latent, or without one q_proj from the hidden state: split by heads.
+  const int64_t q = q_lora_rank > 0 ? q_lora_rank * num_heads * qk : hidden * num_heads * qk;
+  // Absorbed form, per token: q_nope W_UK per head, then the latent output W_UV per head, o_proj
+  // (split by its output rows).
+  return q + num_heads * qk_nope_dim * kv_lora_rank + num_heads * kv_lora_rank * v_head_dim +
+         num_heads * v_head_dim * hidden;
 }
 
 int64_t ModelShape::attention_replicated_params() const {
   if (!mla) return 0;
-  const int64_t q_in = q_lora_rank > 0 ? q_lora_rank : num_heads * (qk_nope_dim + qk_rope_dim);
-  return hidden * (q_in + kv_lora_rank + qk_rope_dim);  // the fused q_a|kv_a projection
+  // q_a (with a q latent) and kv_a from the hidden state; the indexer's wq_b from the q latent,
+  // wk and weights_proj from the hidden state: every rank holds and runs them whole.
+  const int64_t indexer =
+      has_indexer() ? q_lora_rank * index_heads * index_dim + hidden * (index_dim + index_heads)
+                    : 0;
+  return hidden * (q_lora_rank + kv_lora_rank + qk_rope_dim) + indexer;
 }
 
 int64_t ModelShape::kv_elems_per_token() const {
@@ -120,31 +123,45 @@ Result<CostModel> CostModel::create(ModelShape model, HardwareSpec hardware, Par
   if (p.pp > model.num_layers)
     return invalid_argument("--pipeline-parallel-size " + std::to_string(p.pp) + " exceeds the " +
                             std::to_string(model.num_layers) + " layers");
-  if (p.tp % p.ep != 0)
+  if (p.ep != 1 && p.ep != p.tp)
     return invalid_argument("the expert-parallel size " + std::to_string(p.ep) +
-                            " must divide --tensor-parallel-size " + std::to_string(p.tp));
-  if (p.ep > 1 && (model.num_experts == 0 || model.num_experts % p.ep != 0))
-    return invalid_argument("expert parallelism over " + std::to_string(p.ep) + " ranks needs an " +
-                            "MoE model whose expert count divides evenly (this one has " +
-                            std::to_string(model.num_experts) + ")");
-  return CostModel(std::move(model), std::move(hardware), p, precision);
+                            " must be 1 or --tensor-parallel-size " + std::to_string(p.tp) +
+                            " (--enable-expert-parallel places whole experts on every "
+                            "tensor-parallel rank)");
+  if (p.ep > 1 && model.num_experts == 0)
+    return invalid_argument("--enable-expert-parallel needs an MoE model (this one has no "
+                            "routed experts)");
+  Result<std::vector<ShardRange>> ranges =
+      pipeline_layer_ranges(model.num_layers, static_cast<int>(p.pp), p.layer_partition);
+  if (!ranges.ok()) return ranges.status();
+  CostModel cm(std::move(model), std::move(hardware), p, precision);
+  for (const ShardRange& r : *ranges) cm.stages_.emplace_back(r.begin, r.end);
+  return cm;
 }
 
 std::pair<int64_t, int64_t> CostModel::stage_layers(int64_t s) const {
-  const int64_t base = model_.num_layers / par_.pp, extra = model_.num_layers % par_.pp;
-  const int64_t first = s * base + std::min(s, extra);
-  return {first, first + base + (s < extra ? 1 : 0)};
+  return stages_[static_cast<size_t>(s)];
 }
 
-double CostModel::all_reduce_s(double bytes, int64_t ranks, const LinkSpec& link, double eff) {
+double CostModel::all_gather_s(double bytes, int64_t ranks, const LinkSpec& link, double eff) {
   if (ranks <= 1 || bytes <= 0) return 0;
   const double n = static_cast<double>(ranks);
-  return 2.0 * (n - 1) / n * bytes / (link.bandwidth_bytes_per_s * eff) +
-         2.0 * (n - 1) * link.latency_s;
+  return (n - 1) / n * bytes / (link.bandwidth_bytes_per_s * eff) + (n - 1) * link.latency_s;
+}
+
+double CostModel::broadcast_s(double bytes, int64_t ranks, const LinkSpec& link, double eff) {
+  return 2 * all_gather_s(bytes, ranks, link, eff);
 }
 
 const LinkSpec& CostModel::group_link(int64_t ranks) const {
   return ranks <= hw_.devices_per_node ? hw_.intra_node_link : hw_.inter_node_link;
+}
+
+const LinkSpec& CostModel::pp_link(int64_t a, int64_t b) const {
+  for (int64_t i = 0; i < par_.tp; ++i)
+    if ((a * par_.tp + i) / hw_.devices_per_node != (b * par_.tp + i) / hw_.devices_per_node)
+      return hw_.inter_node_link;
+  return hw_.intra_node_link;
 }
 
 StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
@@ -177,8 +194,8 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     return c;
   }
   const double T = static_cast<double>(c.num_tokens);
-  const double tp = static_cast<double>(par_.tp), ep = static_cast<double>(par_.ep);
-  const double moe_tp = tp / ep;
+  const double R = static_cast<double>(c.num_logits_rows);
+  const double tp = static_cast<double>(par_.tp);
   const double wb = bytes_per_element(prec_.weight_dtype, prec_.weight_group_size);
   const double lm_b = bytes_per_element(prec_.lm_head_dtype);
   const double kv_b = bytes_per_element(prec_.kv_dtype);
@@ -197,7 +214,22 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     key_bytes = m.has_indexer() ? static_cast<double>(m.index_dim) + 4 : 0;
     kv_bytes_token_layer = latent_bytes + key_bytes;
   }
-  const double distinct_on_rank = expected_distinct_experts(m.num_experts, m.top_k, T) / ep;
+  // Attention weights per rank: the sharded ones over tp, except GQA's K and V when there are
+  // fewer KV heads than ranks (each rank then holds one KV head's), and the replicated ones whole.
+  double attn_params = static_cast<double>(m.attention_sharded_params()) / tp +
+                       static_cast<double>(m.attention_replicated_params());
+  if (!m.mla && m.num_kv_heads < par_.tp)
+    attn_params += 2.0 * static_cast<double>(m.hidden * m.head_dim) *
+                   (1.0 - static_cast<double>(m.num_kv_heads) / tp);
+  // Routed experts: whole experts, shard_range(E, tp, rank); the critical path is the rank with
+  // the most, ceil(E / tp) of E, which runs that share of the (token, expert) pairs and reads that
+  // share of the experts the batch touches.
+  const double expert_share =
+      m.num_experts > 0 ? static_cast<double>((m.num_experts + par_.tp - 1) / par_.tp) /
+                              static_cast<double>(m.num_experts)
+                        : 0;
+  const double distinct_on_rank =
+      expected_distinct_experts(m.num_experts, m.top_k, T) * expert_share;
 
   const Efficiency& eff = hw_.efficiency;
   const double mm_peak =
@@ -211,27 +243,40 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
   const double bw = hw_.memory_bandwidth_bytes_per_s * eff.memory_bandwidth;
   const LinkSpec& tp_link = group_link(par_.tp);
   const double hidden_bytes = T * static_cast<double>(m.hidden) * act_b;
-  const double all_reduce = all_reduce_s(hidden_bytes, par_.tp, tp_link, eff.link_bandwidth);
-  // EP all-to-all, dispatch and combine: each rank owns T / ep tokens and sends the copies of
-  // their hidden states routed to experts on the other ep - 1 ranks.
-  double all_to_all = 0;
-  if (par_.ep > 1) {
-    const double sent = T / ep * static_cast<double>(m.top_k) * static_cast<double>(m.hidden) *
-                        act_b * (ep - 1) / ep;
-    all_to_all = sent / (tp_link.bandwidth_bytes_per_s * eff.link_bandwidth) + tp_link.latency_s;
-  }
+  // The engine's all-gathers (model/parallel.h), each of `width` values per row gathered from the
+  // tp ranks' column slices of ceil(width / tp) (the last ranks' padded).
+  auto padded = [&](int64_t width) {
+    return tp * static_cast<double>((width + par_.tp - 1) / par_.tp);
+  };
+  auto gather = [&](double bytes) {
+    return all_gather_s(bytes, par_.tp, tp_link, eff.link_bandwidth);
+  };
+  // o_proj's (down's) output rows, gathered into [T, H]; after each attention and each MLP.
+  const double hidden_gather = gather(T * padded(m.hidden) * act_b);
+  const double attention_gather =
+      gather(T * static_cast<double>(m.attention_output_width()) * act_b) + hidden_gather;
+  // A SwiGLU split by rows: the [gate | up] rows gathered (T x 2 ffn), then down's.
+  auto swiglu_gather = [&](int64_t ffn) {
+    return gather(T * 2 * padded(ffn) * act_b) + hidden_gather;
+  };
+  // MoE: every rank's outputs of its experts' (token, slot) pairs, about T top_k rows of H in all.
+  const double experts_gather =
+      gather(T * static_cast<double>(m.top_k) * static_cast<double>(m.hidden) * act_b);
 
+  const int64_t last_stage = par_.pp - 1;
   for (int64_t s = 0; s < par_.pp; ++s) {
     const auto [first, last] = stage_layers(s);
-    double mm = 0, attn = 0, weights = 0, kv_read = 0, kv_write = 0, act = 0, tp_s = 0, ep_s = 0;
+    double mm = 0, attn = 0, weights = 0, kv_read = 0, kv_write = 0, act = 0, tp_s = 0;
+    // The vocab-parallel embedding: each rank looks up its vocabulary rows for all T tokens (zeros
+    // elsewhere) and the ranks gather [tp, T, H].
+    if (s == 0) tp_s += gather(tp * hidden_bytes);
     for (int64_t l = first; l < last; ++l) {
-      const double attn_sharded = static_cast<double>(m.attention_sharded_params()) / tp;
-      const double attn_repl = static_cast<double>(m.attention_replicated_params());
-      mm += 2 * T * (attn_sharded + attn_repl);
-      weights += (attn_sharded + attn_repl) * wb;
+      mm += 2 * T * attn_params;
+      weights += attn_params * wb;
       if (m.has_indexer()) {
-        attn +=
-            (sparse_pairs * m.attention_flops_per_pair() + pairs * m.indexer_flops_per_pair()) / tp;
+        // The indexer is replicated: every rank scores the whole context.
+        attn += sparse_pairs * m.attention_flops_per_pair() / tp +
+                pairs * m.indexer_flops_per_pair();
         kv_read += sparse_rows * latent_bytes + kv_tokens * key_bytes;
       } else {
         attn += pairs * m.attention_flops_per_pair() / tp;
@@ -239,30 +284,27 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
       }
       kv_write += T * kv_bytes_token_layer;
       act += 8 * T * static_cast<double>(m.hidden) * act_b;
-      tp_s += all_reduce;  // after attention's o_proj
+      tp_s += attention_gather;
       if (m.is_moe(l)) {
         const double router = static_cast<double>(m.router_params());
         const double shared = static_cast<double>(m.shared_expert_params()) / tp;
         const double expert = static_cast<double>(m.expert_params());
-        mm += 2 * T * (router + shared + static_cast<double>(m.top_k) * expert / tp);
-        weights += router * 4 + shared * wb + distinct_on_rank * expert / moe_tp * wb;
-        if (par_.ep > 1) {
-          ep_s += 2 * all_to_all;
-        } else {
-          tp_s += all_reduce;
-        }
+        mm += 2 * T * (router + shared + static_cast<double>(m.top_k) * expert * expert_share);
+        weights += router * 4 + shared * wb + distinct_on_rank * expert * wb;
+        tp_s += experts_gather + (m.shared_ffn > 0 ? swiglu_gather(m.shared_ffn) : 0);
       } else {
         const double mlp = static_cast<double>(m.dense_mlp_params()) / tp;
         mm += 2 * T * mlp;
         weights += mlp * wb;
-        tp_s += all_reduce;
+        tp_s += swiglu_gather(m.dense_ffn);
       }
     }
     double lm_flops = 0;
-    if (s == par_.pp - 1 && c.num_logits_rows > 0) {
+    if (s == last_stage && c.num_logits_rows > 0) {
       const double lm = static_cast<double>(m.lm_head_params()) / tp;
-      lm_flops = 2 * static_cast<double>(c.num_logits_rows) * lm;
+      lm_flops = 2 * R * lm;
       weights += lm * lm_b;
+      tp_s += gather(R * padded(m.vocab) * 4);  // f32 logits, rows x vocab
     }
     const double bytes = weights + kv_read + kv_write + act;
     const double compute = (mm + lm_flops) / mm_peak + attn / attn_peak;
@@ -276,21 +318,23 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     c.compute_s += compute;
     c.memory_s += memory;
     c.tp_comm_s += tp_s;
-    c.ep_comm_s += ep_s;
     c.step_time_s +=
-        (hw_.roofline == Roofline::kSum ? compute + memory : std::max(compute, memory)) + tp_s +
-        ep_s;
+        (hw_.roofline == Roofline::kSum ? compute + memory : std::max(compute, memory)) + tp_s;
     if (s + 1 < par_.pp) {
       // Rank i of stage s sends the hidden states to rank i of stage s + 1 (device s*tp + i to
       // (s+1)*tp + i); over the inter-node link when any such pair is on different nodes.
-      bool crosses = false;
-      for (int64_t i = 0; i < par_.tp; ++i)
-        crosses |= (s * par_.tp + i) / hw_.devices_per_node !=
-                   ((s + 1) * par_.tp + i) / hw_.devices_per_node;
-      const LinkSpec& link = crosses ? hw_.inter_node_link : hw_.intra_node_link;
-      c.pp_comm_s +=
-          hidden_bytes / (link.bandwidth_bytes_per_s * eff.link_bandwidth) + link.latency_s;
+      c.pp_comm_s += hidden_bytes / (pp_link(s, s + 1).bandwidth_bytes_per_s * eff.link_bandwidth) +
+                     pp_link(s, s + 1).latency_s;
     }
+  }
+  // The last stage broadcasts the f32 logits rows to every other stage (each rank samples).
+  if (par_.pp > 1 && c.num_logits_rows > 0) {
+    bool crosses = false;
+    for (int64_t s = 0; s < last_stage; ++s)
+      crosses |= &pp_link(s, last_stage) == &hw_.inter_node_link;
+    c.pp_comm_s += broadcast_s(R * static_cast<double>(m.vocab) * 4, par_.pp,
+                               crosses ? hw_.inter_node_link : hw_.intra_node_link,
+                               eff.link_bandwidth);
   }
   c.step_time_s += c.pp_comm_s + c.overhead_s;
   return c;

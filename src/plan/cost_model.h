@@ -6,8 +6,10 @@
 // Time of one step (a roofline per pipeline stage, the stages run one after the other):
 //   stage_s = max(matmul_flops / (peak(weights) * eff) + attention_flops / (peak(attn) * eff),
 //                 bytes / (memory_bw * eff))          (roofline "sum": the two added)
-//             + TP all-reduces + EP all-to-alls of the stage's layers
+//             + the TP all-gathers of the stage (the engine's exact tensor parallelism,
+//               model/parallel.h: no all-reduce, no all-to-all)
 //   step_s  = sum of stage_s + (pp - 1) point-to-point sends of the hidden states
+//             + the last stage's broadcast of the logits to the other stages
 //             + step_overhead_s + per_sequence_s * sampled sequences
 // where peak(attn) is the hardware's attention_flops_per_s, or else the activations' type's peak.
 // where every figure is per device (one tensor-parallel rank).
@@ -15,6 +17,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -60,7 +64,8 @@ struct ModelShape {
     return layer < static_cast<int64_t>(moe_layer.size()) && moe_layer[layer];
   }
   // Matmul weights (elements) of one attention layer that every tensor-parallel rank splits,
-  // and those it replicates (MLA's fused q_a|kv_a projection).
+  // and those it replicates (MLA's q_a (with a q latent) and kv_a projections, and V3.2's
+  // indexer), as the engine splits them.
   int64_t attention_sharded_params() const;
   int64_t attention_replicated_params() const;
   int64_t dense_mlp_params() const { return 3 * hidden * dense_ffn; }
@@ -78,17 +83,25 @@ struct ModelShape {
   double attention_flops_per_pair() const;
   double indexer_flops_per_pair() const;
   bool has_indexer() const { return index_topk > 0; }
+  // Width of one token's attention output before o_proj (what TP all-gathers): heads * head_dim,
+  // MLA heads * v_head_dim.
+  int64_t attention_output_width() const {
+    return num_heads * (mla ? v_head_dim : head_dim);
+  }
 };
 
 Result<ModelShape> model_shape(const ModelConfig& config);
 
-// Tensor, pipeline and expert parallel sizes. Routed experts are split over `ep` ranks of each
-// tensor-parallel group (whole experts), and each expert over tp / ep ranks: ep = 1 is plain
-// tensor parallelism inside the experts, ep = tp is --enable-expert-parallel.
+// Tensor, pipeline and expert parallel sizes. The engine places whole routed experts on the
+// tensor-parallel ranks (shard_range(num_experts, tp, rank)) with or without
+// --enable-expert-parallel, so `ep` (tp with the flag, else 1) is checked and reported but changes
+// no figure. layer_partition: the STRATA_PP_LAYER_PARTITION value (empty: the engine's even split,
+// model/parallel.h pipeline_layer_ranges()).
 struct ParallelConfig {
   int64_t tp = 1;
   int64_t pp = 1;
   int64_t ep = 1;
+  std::string layer_partition;
   int64_t num_devices() const { return tp * pp; }
 };
 
@@ -137,9 +150,9 @@ struct StepCost {
   double activation_bytes = 0;
   double compute_s = 0;  // sums over stages of the two sides of the roofline
   double memory_s = 0;
-  double tp_comm_s = 0;
-  double ep_comm_s = 0;
-  double pp_comm_s = 0;
+  double tp_comm_s = 0;  // the TP all-gathers (embedding, attention, MLP / MoE, logits)
+  double ep_comm_s = 0;  // always 0: the experts' outputs are gathered with the TP group
+  double pp_comm_s = 0;  // stage-to-stage sends and the logits broadcast
   double overhead_s = 0;
   double step_time_s = 0;
 
@@ -150,7 +163,8 @@ struct StepCost {
 class CostModel {
  public:
   // Errors (kInvalidArgument) when the parallel sizes do not fit the model: tp must divide the
-  // attention heads and the experts' count be divisible by ep, ep must divide tp, pp <= layers.
+  // attention heads, ep must be 1 or tp, the pipeline split must be one the engine accepts
+  // (pp <= layers; a layer_partition of pp counts summing to the layers).
   static Result<CostModel> create(ModelShape model, HardwareSpec hardware, ParallelConfig parallel,
                                   PrecisionConfig precision);
 
@@ -163,22 +177,32 @@ class CostModel {
   const HardwareSpec& hardware() const { return hw_; }
   const ParallelConfig& parallel() const { return par_; }
   const PrecisionConfig& precision() const { return prec_; }
-  // Layers [first, last) of pipeline stage `s`: L / pp each, the first L % pp stages one more.
+  // Layers [first, last) of pipeline stage `s`, as the engine splits them (pipeline_layer_ranges:
+  // L / pp each, the remainder one each to the stages before the last, counting back from it;
+  // or layer_partition).
   std::pair<int64_t, int64_t> stage_layers(int64_t s) const;
 
-  // Ring all-reduce of `bytes` over `ranks` devices: 2 (n-1)/n bytes / bw + 2 (n-1) latency.
-  static double all_reduce_s(double bytes, int64_t ranks, const LinkSpec& link, double eff);
+  // Ring all-gather of `bytes` in all (each of the `ranks` devices contributes bytes / ranks):
+  // (n-1)/n bytes / (bw eff) + (n-1) latency.
+  static double all_gather_s(double bytes, int64_t ranks, const LinkSpec& link, double eff);
+  // Broadcast of `bytes` from one device to `ranks` - 1 others, as a scatter then a ring
+  // all-gather: 2 (n-1)/n bytes / (bw eff) + 2 (n-1) latency.
+  static double broadcast_s(double bytes, int64_t ranks, const LinkSpec& link, double eff);
 
  private:
   CostModel(ModelShape m, HardwareSpec h, ParallelConfig p, PrecisionConfig c)
       : model_(std::move(m)), hw_(std::move(h)), par_(p), prec_(c) {}
   // The link a group of `ranks` consecutive devices communicates over.
   const LinkSpec& group_link(int64_t ranks) const;
+  // The link between rank i of stage a and rank i of stage b: the inter-node one when any such
+  // pair of devices (a tp + i, b tp + i) is on different nodes.
+  const LinkSpec& pp_link(int64_t a, int64_t b) const;
 
   ModelShape model_;
   HardwareSpec hw_;
   ParallelConfig par_;
   PrecisionConfig prec_;
+  std::vector<std::pair<int64_t, int64_t>> stages_;  // stage_layers()
 };
 
 }  // namespace strata::plan

@@ -144,9 +144,13 @@ TEST(CostModelTest, DeepSeekV32ReadsItsTopKRowsAndScoresEveryKey) {
   const StepCost packed = make(m, {}, ds).step_cost(decode);
   EXPECT_DOUBLE_EQ(packed.kv_read_bytes, L * (2048 * 656.0 + 10001 * 132.0));
   EXPECT_DOUBLE_EQ(packed.kv_write_bytes, L * (656.0 + 132.0));
-  // The indexer's projections: wq_b from the q latent, wk and weights_proj from the hidden state.
-  EXPECT_EQ(m.attention_sharded_params() - v3.attention_sharded_params(),
+  // The indexer's projections: wq_b from the q latent, wk and weights_proj from the hidden state,
+  // replicated on every tensor-parallel rank as the engine loads them; so is its scoring.
+  EXPECT_EQ(m.attention_sharded_params(), v3.attention_sharded_params());
+  EXPECT_EQ(m.attention_replicated_params() - v3.attention_replicated_params(),
             1536 * 64 * 128 + 7168 * (128 + 64));
+  const StepCost tp8 = make(m, {.tp = 8}).step_cost(decode);
+  EXPECT_DOUBLE_EQ(tp8.attention_flops, L * (2048 * mla_pair / 8 + 10001 * index_pair));
 }
 
 TEST(CostModelTest, LlamaPrefillIsComputeBoundAndChunksCountTheirContext) {
@@ -203,7 +207,7 @@ TEST(CostModelTest, QuantizedWeightsAndFp8KvReadFewerBytes) {
   EXPECT_EQ(matmul_compute_type(DType::kF8E4M3, DType::kBF16), ComputeType::kFP8);
 }
 
-TEST(CostModelTest, TensorParallelSplitsTheWorkAndAllReducesTwicePerLayer) {
+TEST(CostModelTest, TensorParallelSplitsTheWorkAndAllGathersAsTheEngine) {
   const ModelShape m = shape_of(testing::repo_path("models/llama-134m"));
   const CostModel cm = make(m, {.tp = 2});
   const std::vector<SequenceWork> batch = {{.num_new_tokens = 4, .context_len = 0}};
@@ -211,15 +215,22 @@ TEST(CostModelTest, TensorParallelSplitsTheWorkAndAllReducesTwicePerLayer) {
   EXPECT_DOUBLE_EQ(c.matmul_flops, (2 * 4 * kLlamaLayers + 2 * kLlamaLmHead) / 2);
   EXPECT_DOUBLE_EQ(c.weight_bytes, 2 * (kLlamaLayers + kLlamaLmHead) / 2);
   EXPECT_DOUBLE_EQ(c.kv_write_bytes, 4 * kLlamaKvPerToken / 2);
-  // Ring all-reduce of 4 tokens x 768 x bf16 = 6144 bytes over 2 ranks on the 10 GB/s link at
-  // 50%: 2 * 1/2 * 6144 / 5e9 + 2 * 1 us; 24 of them (2 per layer).
-  const double one = 6144.0 / 5e9 + 2e-6;
-  EXPECT_DOUBLE_EQ(CostModel::all_reduce_s(6144, 2, toy_device().intra_node_link, 0.5), one);
-  EXPECT_NEAR(c.tp_comm_s, 24 * one, 1e-15);
-  EXPECT_NEAR(c.step_time_s, std::max(c.compute_s, c.memory_s) + 24 * one + 1e-3, 1e-15);
-  // Beyond one node the group runs at the inter-node link.
+  // Ring all-gather of B bytes in all over 2 ranks on the 10 GB/s link at 50%:
+  // 1/2 * B / 5e9 + 1 us.
+  EXPECT_DOUBLE_EQ(CostModel::all_gather_s(6144, 2, toy_device().intra_node_link, 0.5),
+                   3072.0 / 5e9 + 1e-6);
+  // The gathers, bf16, 4 tokens: the embedding [2 ranks, 4, 768] (12,288 bytes); per layer the
+  // heads' outputs 4 x 768 (6,144), o_proj's rows 4 x 768 (6,144), [gate | up] 4 x 4096
+  // (32,768), down's rows 4 x 768 (6,144); the logits 1 x 32000 f32 (128,000). 50 gathers.
+  const double bytes = 12288 + 12 * (6144 + 6144 + 32768 + 6144) + 128000;
+  EXPECT_NEAR(c.tp_comm_s, 0.5 * bytes / 5e9 + 50 * 1e-6, 1e-15);
+  EXPECT_EQ(c.ep_comm_s, 0);
+  EXPECT_NEAR(c.step_time_s, std::max(c.compute_s, c.memory_s) + c.tp_comm_s + 1e-3, 1e-15);
+  // Beyond one node the group runs at the inter-node link (1 GB/s, 10 us): over 4 ranks the
+  // embedding gathers [4, 4, 768], the rest the same rows (768, 2048 and 32000 divide by 4).
   const CostModel wide = make(m, {.tp = 4}, {}, toy_device(/*devices_per_node=*/2));
-  EXPECT_NEAR(wide.step_cost(batch).tp_comm_s, 24 * (2 * 0.75 * 6144.0 / 0.5e9 + 6 * 1e-5), 1e-15);
+  const double wide_bytes = 24576 + 12 * (6144 + 6144 + 32768 + 6144) + 128000;
+  EXPECT_NEAR(wide.step_cost(batch).tp_comm_s, 0.75 * wide_bytes / 0.5e9 + 50 * 3e-5, 1e-15);
 }
 
 TEST(CostModelTest, PipelineStagesRunOneAfterTheOtherWithASendBetween) {
@@ -228,17 +239,35 @@ TEST(CostModelTest, PipelineStagesRunOneAfterTheOtherWithASendBetween) {
   const CostModel two = make(m, {.pp = 2}, {}, toy_device(/*devices_per_node=*/1));
   EXPECT_EQ(two.stage_layers(0), std::make_pair(int64_t{0}, int64_t{6}));
   EXPECT_EQ(two.stage_layers(1), std::make_pair(int64_t{6}, int64_t{12}));
+  // The engine's split (pipeline_layer_ranges): 12 = 2+2+3+3+2, the remainder to the stages
+  // before the last, counting back from it.
   const CostModel five = make(m, {.pp = 5});
-  EXPECT_EQ(five.stage_layers(0), std::make_pair(int64_t{0}, int64_t{3}));  // 12 = 3+3+2+2+2
+  EXPECT_EQ(five.stage_layers(0), std::make_pair(int64_t{0}, int64_t{2}));
+  EXPECT_EQ(five.stage_layers(2), std::make_pair(int64_t{4}, int64_t{7}));
+  EXPECT_EQ(five.stage_layers(3), std::make_pair(int64_t{7}, int64_t{10}));
   EXPECT_EQ(five.stage_layers(4), std::make_pair(int64_t{10}, int64_t{12}));
+  // STRATA_PP_LAYER_PARTITION's value, and the engine's refusal of a bad one.
+  const CostModel custom = make(m, {.pp = 2, .layer_partition = "5,7"});
+  EXPECT_EQ(custom.stage_layers(1), std::make_pair(int64_t{5}, int64_t{12}));
+  auto bad = CostModel::create(m, toy_device(), {.pp = 2, .layer_partition = "5,6"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("STRATA_PP_LAYER_PARTITION"), std::string::npos)
+      << bad.status().message();
   const std::vector<SequenceWork> batch = {{.num_new_tokens = 8, .context_len = 0}};
   const StepCost a = one.step_cost(batch), b = two.step_cost(batch);
-  // Same total work; the hidden states (8 x 768 x 2 bytes) cross nodes once: 1 GB/s at 50%.
+  // Same total work; the hidden states (8 x 768 x 2 bytes) cross nodes once at 1 GB/s at 50%,
+  // then the last stage broadcasts the logits row (32000 f32) to the first: a scatter and a
+  // ring all-gather, 2 * (1/2 * 128000 / 0.5e9 + 10 us).
   EXPECT_DOUBLE_EQ(b.matmul_flops, a.matmul_flops);
   EXPECT_DOUBLE_EQ(b.weight_bytes, a.weight_bytes);
-  EXPECT_DOUBLE_EQ(b.pp_comm_s, 12288.0 / 0.5e9 + 1e-5);
+  EXPECT_DOUBLE_EQ(CostModel::broadcast_s(128000, 2, toy_device().inter_node_link, 0.5),
+                   128000.0 / 0.5e9 + 2e-5);
+  EXPECT_NEAR(b.pp_comm_s, 12288.0 / 0.5e9 + 1e-5 + 128000.0 / 0.5e9 + 2e-5, 1e-15);
   // Both stages are memory-bound (a decode-sized batch): stage times add up to the same.
   EXPECT_NEAR(b.step_time_s, a.step_time_s + b.pp_comm_s, 1e-12);
+  // Without logits rows there is nothing to broadcast.
+  const std::vector<SequenceWork> chunk = {{.num_new_tokens = 8, .context_len = 0, .sample = false}};
+  EXPECT_NEAR(two.step_cost(chunk).pp_comm_s, 12288.0 / 0.5e9 + 1e-5, 1e-15);
 }
 
 // Mixtral-8x7B: H 4096, 32 layers, 32 heads / 8 KV heads of 128, 8 experts of F 14336, top 2.
@@ -274,30 +303,51 @@ TEST(CostModelTest, MixtralReadsOnlyTheExpertsTheBatchTouches) {
   EXPECT_DOUBLE_EQ(c.kv_read_bytes, 64 * 11 * (2.0 * 8 * 128 * 2 * 32));  // GQA: 8 KV heads
 }
 
-TEST(CostModelTest, ExpertParallelHoldsWholeExpertsAndSendsTokensAllToAll) {
+TEST(CostModelTest, ExpertsAreWholeOnEveryRankWithOrWithoutTheExpertParallelFlag) {
   STRATA_REQUIRE_SHARED("configs/mixtral-8x7b/config.json");
   const ModelShape m = shape_of(testing::shared_data_path("configs/mixtral-8x7b"));
   const CostModel tp_only = make(m, {.tp = 8});
   const CostModel ep = make(m, {.tp = 8, .ep = 8});
   std::vector<SequenceWork> batch(16, SequenceWork{.num_new_tokens = 1, .context_len = 0});
   const StepCost a = tp_only.step_cost(batch), b = ep.step_cost(batch);
-  EXPECT_DOUBLE_EQ(a.matmul_flops, b.matmul_flops) << "balanced routing: same FLOPs per rank";
-  // Each rank holds one whole expert (touched with probability 1 - 0.75^16) instead of 1/8 of all
-  // 8: the same expected bytes.
-  EXPECT_NEAR(a.weight_bytes, b.weight_bytes, 1e-6 * a.weight_bytes);
-  // MoE layers swap their all-reduce for dispatch + combine: each rank sends its 16/8 tokens'
-  // 2 copies x 4096 x bf16, 7/8 of them to other ranks, at 5 GB/s, plus 1 us, twice.
-  const double a2a = 2.0 * 2 * 4096 * 2 * 7 / 8 / 5e9 + 1e-6;
-  EXPECT_NEAR(b.ep_comm_s, 32 * 2 * a2a, 1e-15);
-  EXPECT_NEAR(b.tp_comm_s, a.tp_comm_s / 2, 1e-15);
+  // The engine places whole experts on the ranks either way: the same figures.
+  EXPECT_EQ(a.matmul_flops, b.matmul_flops);
+  EXPECT_EQ(a.weight_bytes, b.weight_bytes);
+  EXPECT_EQ(a.tp_comm_s, b.tp_comm_s);
+  EXPECT_EQ(a.step_time_s, b.step_time_s);
+  EXPECT_EQ(b.ep_comm_s, 0);
+  // Each rank holds one whole expert and runs 1/8 of the 16 x 2 (token, expert) pairs; it reads
+  // its expert when a token touches it: 1/8 of the expected distinct 8 (1 - 0.75^16).
+  const double distinct = 8 * (1 - std::pow(0.75, 16));
+  EXPECT_DOUBLE_EQ(a.matmul_flops, 2 * 16 * 32 * (kMixAttn / 8 + kMixRouter + 2 * kMixExpert / 8) +
+                                       2 * 16 * kMixLmHead / 8);
+  EXPECT_DOUBLE_EQ(a.weight_bytes,
+                   32 * (2 * kMixAttn / 8 + 4 * kMixRouter + distinct / 8 * 2 * kMixExpert) +
+                       2 * kMixLmHead / 8);
+  // Gathers over 8 ranks (7/8 B / 5e9 + 7 us each), bf16: the embedding [8, 16, 4096]; per layer
+  // the heads' outputs and o_proj's rows (16 x 4096 each) and the experts' outputs of the 16 x 2
+  // (token, slot) pairs (32 x 4096); the 16 logits rows (16 x 32000 f32). 98 gathers.
+  const double bytes = 8.0 * 16 * 4096 * 2 + 32 * (16 + 16 + 32) * 4096.0 * 2 + 16 * 32000.0 * 4;
+  EXPECT_NEAR(a.tp_comm_s, 7.0 / 8 * bytes / 5e9 + 98 * 7e-6, 1e-15);
+  // 16 ranks for 8 experts: the first 8 hold one each, the others none; the critical path is a
+  // rank with one (ceil(8 / 16) of 8). The 8 KV heads are fewer than the ranks: each rank holds
+  // one KV head's K and V rows (4096 x 128 each) instead of half of one.
+  const StepCost wide = make(m, {.tp = 16}, {}, toy_device(16)).step_cost(batch);
+  const double wide_attn = kMixAttn / 16 + 2 * 4096.0 * 128 * (1 - 8.0 / 16);
+  EXPECT_DOUBLE_EQ(wide.weight_bytes,
+                   32 * (2 * wide_attn + 4 * kMixRouter + distinct / 8 * 2 * kMixExpert) +
+                       2 * kMixLmHead / 16);
   // Sizes that do not fit are refused with the reason.
   auto bad = CostModel::create(m, toy_device(), {.tp = 3}, {});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("does not divide the model's 32 attention heads"),
             std::string::npos)
       << bad.status().message();
-  bad = CostModel::create(m, toy_device(), {.tp = 4, .ep = 8}, {});
+  bad = CostModel::create(m, toy_device(), {.tp = 4, .ep = 2}, {});
   ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("must be 1 or --tensor-parallel-size 4"),
+            std::string::npos)
+      << bad.status().message();
   bad = CostModel::create(shape_of(testing::repo_path("models/llama-134m")), toy_device(),
                           {.tp = 2, .ep = 2}, {});
   ASSERT_FALSE(bad.ok());

@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include "core/comm.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
 #include "engine/executor.h"
 #include "model/int_quant_writer.h"
+#include "model/parallel.h"
 #include "model/tiny_models.h"
 
 namespace strata {
@@ -231,7 +233,76 @@ TEST(PlanMemory, TheEnginesRefusalsWithWhatFits) {
   EXPECT_EQ(e.status().message().substr(0, msg.find(';')), msg.substr(0, msg.find(';')));
 }
 
-TEST(PlanMemory, ParallelismDividesTheClasses) {
+// What tensor-parallel rank 0 of pipeline stage `stage` loads: the engine's model for that place
+// (local groups stand in for the ranks; loading exchanges nothing).
+struct LoadedRank {
+  explicit LoadedRank(int threads) : pool(threads) {}
+  std::vector<std::unique_ptr<Comm>> tp, pp;
+  ThreadPool pool;  // the plan's threads: attention scratch is per thread
+  Result<LoadedModel> model = invalid_argument("not loaded");
+};
+std::unique_ptr<LoadedRank> load_rank(const plan::Deployment& d, int stage) {
+  auto r = std::make_unique<LoadedRank>(d.threads);
+  auto ranges = pipeline_layer_ranges(d.model.num_hidden_layers, static_cast<int>(d.parallel.pp),
+                                      d.parallel.layer_partition);
+  EXPECT_TRUE(ranges.ok()) << ranges.status().to_string();
+  LoadOptions o = d.engine.model;
+  o.pool = &r->pool;
+  ModelParallel& p = o.parallel;
+  p.tp_size = static_cast<int>(d.parallel.tp);
+  p.pp_size = static_cast<int>(d.parallel.pp);
+  p.pp_rank = stage;
+  p.first_layer = (*ranges)[stage].begin;
+  p.end_layer = (*ranges)[stage].end;
+  if (p.tp_size > 1) {
+    r->tp = make_local_group(p.tp_size);
+    p.tp = r->tp[0].get();
+  }
+  if (p.pp_size > 1) {
+    r->pp = make_local_group(p.pp_size);
+    p.pp = r->pp[stage].get();
+  }
+  r->model = load_model(o);
+  return r;
+}
+
+// The plan's device is a rank the engine would start: its weights, workspace and KV bytes per
+// token are what that rank loads and allocates (mirrors tests/model/tensor_parallel_test.cpp's
+// estimate-vs-loaded checks, through `strata plan`).
+void expect_loaded_rank(const plan::Deployment& d, const std::string& what) {
+  SCOPED_TRACE(what + " TP " + std::to_string(d.parallel.tp) + " x PP " +
+               std::to_string(d.parallel.pp));
+  auto m = plan::plan_device_memory(d);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_TRUE(m->plan.ok()) << m->plan.status().to_string();
+  EXPECT_EQ(m->communication_bytes, 0) << "counted in the model's workspace";
+  auto r = load_rank(d, m->stage);
+  ASSERT_TRUE(r->model.ok()) << r->model.status().to_string();
+  const Model& model = *r->model->model;
+  EXPECT_EQ(m->weights.total(), model.weight_bytes_total());
+  EXPECT_EQ(m->plan->weight_bytes, model.weight_bytes_total());
+  EXPECT_EQ(m->activation_bytes,
+            model.workspace_bytes() +
+                engine::logits_workspace_bytes(model.config().vocab_size,
+                                               d.engine.model.limits.max_logit_rows));
+  EXPECT_EQ(m->kv_bytes_per_token, model.kv_spec().bytes_per_token(m->kv_dtype, m->kv_fp8_ds_mla));
+  EXPECT_EQ(m->stage_layers, model.kv_spec().num_layers);
+  // Every other stage's rank 0 has at least as many KV tokens: the reported one is the tightest.
+  for (int s = 0; s < d.parallel.pp; ++s) {
+    if (s == m->stage) continue;
+    auto other = load_rank(d, s);
+    ASSERT_TRUE(other->model.ok()) << other->model.status().to_string();
+    const int64_t other_fixed =
+        other->model->model->weight_bytes_total() + other->model->model->workspace_bytes();
+    const int64_t other_kv = other->model->model->kv_spec().bytes_per_token(m->kv_dtype,
+                                                                            m->kv_fp8_ds_mla);
+    const int64_t fixed = model.weight_bytes_total() + model.workspace_bytes();
+    EXPECT_FALSE(other_fixed > fixed && other_kv >= m->kv_bytes_per_token)
+        << "stage " << s << " holds more than the reported stage " << m->stage;
+  }
+}
+
+TEST(PlanMemory, ParallelPlansAreWhatTheRankLoads) {
   auto c = testing::engine_config(testing::repo_path("models/llama-134m"), "dummy", 0);
   c.scheduler.max_model_len = 2048;
   auto d = local(c);
@@ -243,22 +314,72 @@ TEST(PlanMemory, ParallelismDividesTheClasses) {
   d.device_memory_bytes = hw->memory_bytes;
   d.num_devices = 4;
   d.parallel = {.tp = 4, .pp = 1, .ep = 1};
+  expect_loaded_rank(d, "llama-134m");
   auto tp4 = plan::plan_device_memory(d);
   ASSERT_TRUE(tp4.ok()) << tp4.status().to_string();
-  EXPECT_EQ(tp4->weights.attention, (one->weights.attention + 3) / 4);
-  EXPECT_EQ(tp4->weights.dense_mlp, (one->weights.dense_mlp + 3) / 4);
+  // Every matmul is split by rows (12 heads, 2048, 768 and 32000 divide by 4); the norms whole.
+  EXPECT_EQ(tp4->weights.attention, one->weights.attention / 4);
+  EXPECT_EQ(tp4->weights.dense_mlp, one->weights.dense_mlp / 4);
+  EXPECT_EQ(tp4->weights.other, one->weights.other);
   EXPECT_EQ(tp4->kv_bytes_per_token, one->kv_bytes_per_token / 4);  // 12 KV heads over 4 ranks
-  EXPECT_GT(tp4->communication_bytes, 0);
+  EXPECT_GT(tp4->activation_bytes, one->activation_bytes) << "the all-gather scratch";
+  EXPECT_NE(plan::format_memory_report(d, *tp4).find("all-gather scratch"), std::string::npos);
   d.num_devices = 8;
   d.parallel = {.tp = 4, .pp = 2, .ep = 1};
+  expect_loaded_rank(d, "llama-134m");
   auto pp2 = plan::plan_device_memory(d);
   ASSERT_TRUE(pp2.ok());
   EXPECT_EQ(pp2->kv_bytes_per_token, one->kv_bytes_per_token / 8);  // half the layers too
+  d.num_devices = 3;
+  d.parallel = {.tp = 1, .pp = 3, .ep = 1, .layer_partition = "2,3,7"};
+  expect_loaded_rank(d, "llama-134m, STRATA_PP_LAYER_PARTITION 2,3,7");
+  auto uneven = plan::plan_device_memory(d);
+  ASSERT_TRUE(uneven.ok());
+  EXPECT_EQ(uneven->stage, 2);  // 7 layers and the output head
+  EXPECT_NE(plan::format_memory_report(d, *uneven).find("pipeline stage 2, layers 7"),
+            std::string::npos)
+      << plan::format_memory_report(d, *uneven);
   d.parallel = {.tp = 5, .pp = 1, .ep = 1};
   d.num_devices = 5;
   auto bad = plan::plan_device_memory(d);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("must divide the 12 attention heads"), std::string::npos);
+}
+
+TEST(PlanMemory, ScaledDeepSeekV3PlansAreWhatTheRankLoads) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v3/config.json");
+  auto c = testing::engine_config(testing::shared_data_path("configs/deepseek-v3"), "dummy", 0);
+  c.model.hf_overrides =
+      R"({"num_hidden_layers": 5, "hidden_size": 256, "intermediate_size": 512,)"
+      R"( "moe_intermediate_size": 128, "n_routed_experts": 10, "num_experts_per_tok": 4,)"
+      R"( "n_shared_experts": 1, "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1,)"
+      R"( "num_attention_heads": 8, "q_lora_rank": 128, "kv_lora_rank": 64, "vocab_size": 2000})";
+  c.scheduler.max_model_len = 1024;
+  c.scheduler.max_num_batched_tokens = 256;
+  auto d = local(c);
+  auto one = plan::plan_device_memory(d);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  auto hw = plan::load_hardware("h200");
+  ASSERT_TRUE(hw.ok());
+  d.hardware = *hw;
+  d.device_memory_bytes = hw->memory_bytes;
+  for (const plan::ParallelConfig& p :
+       {plan::ParallelConfig{.tp = 4, .pp = 1, .ep = 1}, plan::ParallelConfig{.tp = 4, .pp = 1, .ep = 4},
+        plan::ParallelConfig{.tp = 2, .pp = 2, .ep = 1}}) {
+    d.parallel = p;
+    d.num_devices = p.tp * p.pp;
+    expect_loaded_rank(d, "DeepSeek-V3 (scaled)");
+  }
+  d.parallel = {.tp = 4, .pp = 1, .ep = 1};
+  d.num_devices = 4;
+  auto tp4 = plan::plan_device_memory(d);
+  ASSERT_TRUE(tp4.ok());
+  // Whole experts: rank 0 holds ceil(10 / 4) = 3 of the 10; the router and the latent cache are
+  // whole on every rank; the shared expert is split by rows.
+  EXPECT_EQ(tp4->weights.routed_experts, one->weights.routed_experts / 10 * 3);
+  EXPECT_EQ(tp4->weights.router, one->weights.router);
+  EXPECT_EQ(tp4->weights.shared_experts, one->weights.shared_experts / 4);
+  EXPECT_EQ(tp4->kv_bytes_per_token, one->kv_bytes_per_token);
 }
 
 }  // namespace
