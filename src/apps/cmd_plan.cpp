@@ -3,6 +3,7 @@
 // (plan/deployment.h); with --simulate, its serving speed over a concurrency sweep from the real
 // scheduler on a virtual clock and the step cost model (plan/simulator.h, plan/cost_model.h),
 // printed as `strata bench serve` prints a sweep.
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -214,6 +215,9 @@ int run(const Args& args) {
   d.parallel.tp = args.get_int("tensor-parallel-size");
   d.parallel.pp = args.get_int("pipeline-parallel-size");
   d.parallel.ep = args.get_bool("enable-expert-parallel") ? d.parallel.tp : 1;
+  // The stage split the engine would use (model/parallel.h): STRATA_PP_LAYER_PARTITION.
+  if (const char* v = std::getenv("STRATA_PP_LAYER_PARTITION"); v != nullptr)
+    d.parallel.layer_partition = v;
   if (d.num_devices == 1 && d.parallel.tp * d.parallel.pp > 1 && hw != "local") {
     d.num_devices = d.parallel.tp * d.parallel.pp;  // "--hardware h200" with --tp 8: 8 of them
   }
