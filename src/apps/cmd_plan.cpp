@@ -3,8 +3,8 @@
 // (plan/deployment.h); with --simulate, its serving speed over a concurrency sweep from the real
 // scheduler on a virtual clock and the step cost model (plan/simulator.h, plan/cost_model.h),
 // printed as `strata bench serve` prints a sweep.
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>

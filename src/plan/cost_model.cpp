@@ -129,8 +129,9 @@ Result<CostModel> CostModel::create(ModelShape model, HardwareSpec hardware, Par
                             " (--enable-expert-parallel places whole experts on every "
                             "tensor-parallel rank)");
   if (p.ep > 1 && model.num_experts == 0)
-    return invalid_argument("--enable-expert-parallel needs an MoE model (this one has no "
-                            "routed experts)");
+    return invalid_argument(
+        "--enable-expert-parallel needs an MoE model (this one has no "
+        "routed experts)");
   Result<std::vector<ShardRange>> ranges =
       pipeline_layer_ranges(model.num_layers, static_cast<int>(p.pp), p.layer_partition);
   if (!ranges.ok()) return ranges.status();
@@ -224,10 +225,10 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
   // Routed experts: whole experts, shard_range(E, tp, rank); the critical path is the rank with
   // the most, ceil(E / tp) of E, which runs that share of the (token, expert) pairs and reads that
   // share of the experts the batch touches.
-  const double expert_share =
-      m.num_experts > 0 ? static_cast<double>((m.num_experts + par_.tp - 1) / par_.tp) /
-                              static_cast<double>(m.num_experts)
-                        : 0;
+  const double expert_share = m.num_experts > 0
+                                  ? static_cast<double>((m.num_experts + par_.tp - 1) / par_.tp) /
+                                        static_cast<double>(m.num_experts)
+                                  : 0;
   const double distinct_on_rank =
       expected_distinct_experts(m.num_experts, m.top_k, T) * expert_share;
 
@@ -275,8 +276,8 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
       weights += attn_params * wb;
       if (m.has_indexer()) {
         // The indexer is replicated: every rank scores the whole context.
-        attn += sparse_pairs * m.attention_flops_per_pair() / tp +
-                pairs * m.indexer_flops_per_pair();
+        attn +=
+            sparse_pairs * m.attention_flops_per_pair() / tp + pairs * m.indexer_flops_per_pair();
         kv_read += sparse_rows * latent_bytes + kv_tokens * key_bytes;
       } else {
         attn += pairs * m.attention_flops_per_pair() / tp;
@@ -332,9 +333,9 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     bool crosses = false;
     for (int64_t s = 0; s < last_stage; ++s)
       crosses |= &pp_link(s, last_stage) == &hw_.inter_node_link;
-    c.pp_comm_s += broadcast_s(R * static_cast<double>(m.vocab) * 4, par_.pp,
-                               crosses ? hw_.inter_node_link : hw_.intra_node_link,
-                               eff.link_bandwidth);
+    c.pp_comm_s +=
+        broadcast_s(R * static_cast<double>(m.vocab) * 4, par_.pp,
+                    crosses ? hw_.inter_node_link : hw_.intra_node_link, eff.link_bandwidth);
   }
   c.step_time_s += c.pp_comm_s + c.overhead_s;
   return c;

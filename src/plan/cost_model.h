@@ -85,9 +85,7 @@ struct ModelShape {
   bool has_indexer() const { return index_topk > 0; }
   // Width of one token's attention output before o_proj (what TP all-gathers): heads * head_dim,
   // MLA heads * v_head_dim.
-  int64_t attention_output_width() const {
-    return num_heads * (mla ? v_head_dim : head_dim);
-  }
+  int64_t attention_output_width() const { return num_heads * (mla ? v_head_dim : head_dim); }
 };
 
 Result<ModelShape> model_shape(const ModelConfig& config);

@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
-#include <vector>
 #include <sstream>
+#include <vector>
 
-#include "core/strings.h"
 #include "core/comm.h"
+#include "core/strings.h"
 #include "engine/worker.h"
 #include "model/parallel.h"
 
@@ -118,8 +118,8 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
     m.activation_bytes = whole.inputs.workspace_bytes;
     m.kv_bytes_per_token = whole.inputs.kv_bytes_per_token;
     m.stage_layers = shape.num_layers;
-    m.plan = engine::plan_memory(device_inputs(d, whole, m.weights.total(),
-                                               m.activation_bytes, m.kv_bytes_per_token, 0));
+    m.plan = engine::plan_memory(
+        device_inputs(d, whole, m.weights.total(), m.activation_bytes, m.kv_bytes_per_token, 0));
     return m;
   }
 
@@ -166,8 +166,7 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
     attention_replicated = static_cast<int64_t>(static_cast<double>(w.attention) * rep / all);
     attention_split = w.attention - attention_replicated;
   }
-  const int64_t experts_on_rank =
-      shape.num_experts > 0 ? ceil_div(shape.num_experts, p.tp) : 0;
+  const int64_t experts_on_rank = shape.num_experts > 0 ? ceil_div(shape.num_experts, p.tp) : 0;
   for (size_t s = 0; s < stages.size(); ++s) {
     const int64_t layers = stages[s].size();
     auto layer_share = [&](int64_t total, int64_t divisor) {
@@ -189,9 +188,9 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
     // tp_workspace_floats: a local slice and tp received ones of the widest gathered row).
     int64_t comm = 0;
     if (p.tp > 1) {
-      const int64_t widest = std::max({shape.hidden, 2 * ceil_div(shape.dense_ffn, p.tp),
-                                       2 * ceil_div(shape.shared_ffn, p.tp),
-                                       shape.attention_output_width() / p.tp});
+      const int64_t widest =
+          std::max({shape.hidden, 2 * ceil_div(shape.dense_ffn, p.tp),
+                    2 * ceil_div(shape.shared_ffn, p.tp), shape.attention_output_width() / p.tp});
       const int64_t local =
           std::max(T * widest, c.model.limits.max_logit_rows * ceil_div(shape.vocab, p.tp));
       comm = (1 + p.tp) * local * static_cast<int64_t>(sizeof(float));
@@ -205,12 +204,10 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
       device.num_kv_heads = std::max<int64_t>(1, ceil_div(device.num_kv_heads, p.tp));
     const int64_t kv = device.bytes_per_token(m.kv_dtype, m.kv_fp8_ds_mla) +
                        whole.inputs.draft_kv_bytes_per_token;  // a draft's KV is not split
-    Result<engine::MemoryPlan> plan =
-        engine::plan_memory(device_inputs(d, whole, sw.total(), whole.inputs.workspace_bytes + comm,
-                                          kv, T > 0 ? comm / T : 0));
+    Result<engine::MemoryPlan> plan = engine::plan_memory(device_inputs(
+        d, whole, sw.total(), whole.inputs.workspace_bytes + comm, kv, T > 0 ? comm / T : 0));
     if (s == 0 || tighter(plan, m.plan)) {
-      for (const auto& [dtype, b] : w.by_dtype)
-        sw.by_dtype[dtype] = ceil_div(b * layers, L * p.tp);
+      for (const auto& [dtype, b] : w.by_dtype) sw.by_dtype[dtype] = ceil_div(b * layers, L * p.tp);
       m.weights = sw;
       m.activation_bytes = whole.inputs.workspace_bytes;
       m.communication_bytes = comm;

@@ -44,7 +44,7 @@ struct DeviceMemory {
   // 0 otherwise (the engine's estimate counts it in activation_bytes; the pipeline sends and
   // receives straight from the hidden states, no buffer).
   int64_t communication_bytes = 0;
-  KvSpec kv_spec;                    // the whole model's
+  KvSpec kv_spec;  // the whole model's
   DType kv_dtype = DType::kBF16;
   bool kv_fp8_ds_mla = false;      // the fp8_ds_mla layout (core/fp8_ds_mla.h)
   int64_t kv_bytes_per_token = 0;  // on the reported device (its layers, its KV heads)

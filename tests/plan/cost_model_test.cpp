@@ -266,7 +266,8 @@ TEST(CostModelTest, PipelineStagesRunOneAfterTheOtherWithASendBetween) {
   // Both stages are memory-bound (a decode-sized batch): stage times add up to the same.
   EXPECT_NEAR(b.step_time_s, a.step_time_s + b.pp_comm_s, 1e-12);
   // Without logits rows there is nothing to broadcast.
-  const std::vector<SequenceWork> chunk = {{.num_new_tokens = 8, .context_len = 0, .sample = false}};
+  const std::vector<SequenceWork> chunk = {
+      {.num_new_tokens = 8, .context_len = 0, .sample = false}};
   EXPECT_NEAR(two.step_cost(chunk).pp_comm_s, 12288.0 / 0.5e9 + 1e-5, 1e-15);
 }
 
@@ -334,9 +335,9 @@ TEST(CostModelTest, ExpertsAreWholeOnEveryRankWithOrWithoutTheExpertParallelFlag
   // one KV head's K and V rows (4096 x 128 each) instead of half of one.
   const StepCost wide = make(m, {.tp = 16}, {}, toy_device(16)).step_cost(batch);
   const double wide_attn = kMixAttn / 16 + 2 * 4096.0 * 128 * (1 - 8.0 / 16);
-  EXPECT_DOUBLE_EQ(wide.weight_bytes,
-                   32 * (2 * wide_attn + 4 * kMixRouter + distinct / 8 * 2 * kMixExpert) +
-                       2 * kMixLmHead / 16);
+  EXPECT_DOUBLE_EQ(
+      wide.weight_bytes,
+      32 * (2 * wide_attn + 4 * kMixRouter + distinct / 8 * 2 * kMixExpert) + 2 * kMixLmHead / 16);
   // Sizes that do not fit are refused with the reason.
   auto bad = CostModel::create(m, toy_device(), {.tp = 3}, {});
   ASSERT_FALSE(bad.ok());
@@ -345,8 +346,7 @@ TEST(CostModelTest, ExpertsAreWholeOnEveryRankWithOrWithoutTheExpertParallelFlag
       << bad.status().message();
   bad = CostModel::create(m, toy_device(), {.tp = 4, .ep = 2}, {});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("must be 1 or --tensor-parallel-size 4"),
-            std::string::npos)
+  EXPECT_NE(bad.status().message().find("must be 1 or --tensor-parallel-size 4"), std::string::npos)
       << bad.status().message();
   bad = CostModel::create(shape_of(testing::repo_path("models/llama-134m")), toy_device(),
                           {.tp = 2, .ep = 2}, {});

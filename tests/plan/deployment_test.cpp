@@ -294,8 +294,8 @@ void expect_loaded_rank(const plan::Deployment& d, const std::string& what) {
     ASSERT_TRUE(other->model.ok()) << other->model.status().to_string();
     const int64_t other_fixed =
         other->model->model->weight_bytes_total() + other->model->model->workspace_bytes();
-    const int64_t other_kv = other->model->model->kv_spec().bytes_per_token(m->kv_dtype,
-                                                                            m->kv_fp8_ds_mla);
+    const int64_t other_kv =
+        other->model->model->kv_spec().bytes_per_token(m->kv_dtype, m->kv_fp8_ds_mla);
     const int64_t fixed = model.weight_bytes_total() + model.workspace_bytes();
     EXPECT_FALSE(other_fixed > fixed && other_kv >= m->kv_bytes_per_token)
         << "stage " << s << " holds more than the reported stage " << m->stage;
@@ -363,9 +363,9 @@ TEST(PlanMemory, ScaledDeepSeekV3PlansAreWhatTheRankLoads) {
   ASSERT_TRUE(hw.ok());
   d.hardware = *hw;
   d.device_memory_bytes = hw->memory_bytes;
-  for (const plan::ParallelConfig& p :
-       {plan::ParallelConfig{.tp = 4, .pp = 1, .ep = 1}, plan::ParallelConfig{.tp = 4, .pp = 1, .ep = 4},
-        plan::ParallelConfig{.tp = 2, .pp = 2, .ep = 1}}) {
+  for (const plan::ParallelConfig& p : {plan::ParallelConfig{.tp = 4, .pp = 1, .ep = 1},
+                                        plan::ParallelConfig{.tp = 4, .pp = 1, .ep = 4},
+                                        plan::ParallelConfig{.tp = 2, .pp = 2, .ep = 1}}) {
     d.parallel = p;
     d.num_devices = p.tp * p.pp;
     expect_loaded_rank(d, "DeepSeek-V3 (scaled)");
