@@ -66,8 +66,16 @@ void signal_loop(server::OpenAiServer* server, net::EventLoop* loop) {
   sigaddset(&set, SIGUSR2);
   bool shutting_down = false;
   for (;;) {
-    int sig = 0;
-    if (sigwait(&set, &sig) != 0) continue;
+    siginfo_t info{};
+    const int sig = sigwaitinfo(&set, &info);
+    if (sig < 0) continue;
+    // SIGUSR1/SIGUSR2 are this process's own wake-ups (pthread_kill): one from outside (mpirun
+    // and schedulers pass these on to the ranks) is not a rank failure and ends nothing.
+    if ((sig == SIGUSR1 || sig == SIGUSR2) && info.si_pid != getpid()) {
+      STRATA_LOG(WARNING) << "ignoring " << (sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2")
+                          << " from outside (process " << info.si_pid << ")";
+      continue;
+    }
     if (sig == SIGUSR1) return;
     if (sig == SIGUSR2) {
       {

@@ -32,8 +32,9 @@ int64_t routed_experts(const ModelConfig& mc) {
 double start_timeout_seconds(double timeout) {
   const char* v = std::getenv("STRATA_DIST_START_TIMEOUT");
   if (v != nullptr && *v != '\0') {
-    const double t = std::atof(v);
-    if (t > 0) return t;
+    char* end = nullptr;
+    const double t = std::strtod(v, &end);
+    if (end != v && *end == '\0' && t > 0 && t <= 1e6) return t;  // else the default
   }
   return std::max(600.0, timeout);
 }

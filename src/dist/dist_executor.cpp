@@ -149,6 +149,12 @@ Status DistExecutor::round_trip(MessageKind kind, const std::string& payload,
     }
   }
   const Status mine = own ? own() : ok_status();
+  // This rank's own step lost a peer (a group's call timed out or failed): that is the failure,
+  // now; waiting for the replies would add another timeout before /health turns 503.
+  if (mine.code() == StatusCode::kUnavailable) {
+    fail(mine);
+    return mine;
+  }
   // Every rank ran the same step on the same state: they agree (all ok, or all the same error,
   // such as a batch over the workspace). Anything else leaves the ranks out of step: fatal.
   bool differ = false;

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -184,6 +185,13 @@ int self_launch(const ParallelOptions& options) {
     args.push_back(cmdline->substr(b, e - b));
     b = e + 1;
   }
+  // mpirun reads an argument that is exactly ":" as the start of another program's section.
+  for (const std::string& a : args)
+    if (a == ":") {
+      std::cerr << "strata: an argument that is exactly \":\" cannot be passed through mpirun; "
+                   "write it differently (e.g. in a JSON or a file)\n";
+      return 2;
+    }
   std::vector<std::string> argv = {mpirun, "-np", std::to_string(n),
                                    // Each rank runs its own compute threads: no pinning to a core,
                                    // and more ranks than cores is allowed.
@@ -217,6 +225,7 @@ int self_launch(const ParallelOptions& options) {
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) {
     std::cerr << "strata: fork failed: " << std::strerror(errno) << "\n";
@@ -226,6 +235,10 @@ int self_launch(const ParallelOptions& options) {
     // Its own process group: a terminal's Ctrl-C reaches this process only, which passes it to
     // rank 0 for a graceful shutdown (mpirun would kill every rank at once).
     setpgid(0, 0);
+    // When this process dies without passing a signal on (kill -9, a crash), mpirun and its ranks
+    // are stopped too instead of keeping the port.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
     execv(cargv[0], cargv.data());
     std::fprintf(stderr, "strata: cannot run %s: %s\n", cargv[0], std::strerror(errno));
     _exit(127);
@@ -235,7 +248,8 @@ int self_launch(const ParallelOptions& options) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  // Waits for mpirun, passing SIGINT/SIGTERM on: to rank 0 once it has written its pid (it
+  sigaction(SIGHUP, &sa, nullptr);  // the terminal or ssh session closed
+  // Waits for mpirun, passing SIGINT/SIGTERM/SIGHUP on: to rank 0 once it has written its pid (it
   // shuts down gracefully and stops the others), to mpirun before that.
   pid_t rank0 = 0;
   int status = 0;
@@ -246,7 +260,7 @@ int self_launch(const ParallelOptions& options) {
         rank0 = static_cast<pid_t>(std::atoll(std::string(trim(*pid_text)).c_str()));
     }
     if (const int sig = g_pending_signal.exchange(0); sig != 0)
-      kill(rank0 > 0 ? rank0 : child, sig);
+      kill(rank0 > 0 ? rank0 : child, sig == SIGHUP ? SIGTERM : sig);  // a graceful stop
     const pid_t w = waitpid(child, &status, WNOHANG);
     if (w == child || (w < 0 && errno != EINTR)) break;
     usleep(20 * 1000);

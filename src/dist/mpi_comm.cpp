@@ -26,9 +26,10 @@ Result<double> dist_timeout_seconds() {
   if (v == nullptr || *v == '\0') return 30.0;
   char* end = nullptr;
   const double t = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(t > 0))
+  // Bounded: the deadline arithmetic (steady_clock durations) overflows near 1e10 s.
+  if (end == v || *end != '\0' || !(t > 0) || !(t <= 1e6))
     return invalid_argument(std::string("STRATA_DIST_TIMEOUT=") + v +
-                            ": expected a number of seconds above 0");
+                            ": expected a number of seconds above 0 and at most 1000000");
   return t;
 }
 

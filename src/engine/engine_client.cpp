@@ -218,7 +218,10 @@ void EngineClient::loop() {
       steps_run_++;
       if (!s.ok()) {
         STRATA_LOG(ERROR) << "engine step failed: " << s.to_string() << "; aborting all requests";
-        engine_->abort_all(internal_error("engine step failed: " + s.message()));
+        // The step's own code: a lost rank (kUnavailable) is a 503 to the clients, not a 500.
+        engine_->abort_all(
+            Status(s.code() == StatusCode::kUnavailable ? s.code() : StatusCode::kInternal,
+                   "engine step failed: " + s.message()));
       }
     }
     std::lock_guard<std::mutex> lock(mu_);

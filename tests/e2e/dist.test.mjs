@@ -139,7 +139,7 @@ describe('a rank that dies while serving', () => {
     // A request now fails (it does not hang) and says which rank is gone.
     await assert.rejects(
       client.completions.create({ model: 'tiny', prompt: 'Hello', max_tokens: 4 }),
-      (e) => named.test(e.message));
+      (e) => named.test(e.message) && e.status === 503);
 
     // /health is unhealthy with the same message (the server holds here until `hold` exists).
     let health;
