@@ -585,7 +585,8 @@ TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
   ws.allocate(*spec, H, c->intermediate_size, T);
   std::vector<float> want(T * H);
   ASSERT_TRUE(one->forward(x.data(), H, T, want.data(), H, ops, pool, ws).ok());
-  for (auto [tp, rows] : {std::pair{2, 0}, {2, 40}, {3, 5}}) {
+  for (const auto& tp_rows : {std::pair{2, 0}, {2, 40}, {3, 5}}) {
+    const int tp = tp_rows.first, rows = tp_rows.second;  // (clang: no lambda capture of bindings)
     auto group = make_local_group(tp);
     std::vector<std::vector<float>> got(tp, std::vector<float>(T * H));
     std::vector<std::string> errors(tp);
