@@ -1783,39 +1783,47 @@ Result<ModelWeights> load_model_weights(const DeepseekV4Config& c, const TensorR
   return m;
 }
 
+// One decoder block of the float64 references on the hc streams h [t, hc, dim], in place: the
+// attention and the MoE sub-layers, each between its hc pre-mix (with its RMSNorm) and post-mix.
+void block_ref(const DeepseekV4Config& c, int64_t layer, const BlockWeights& b,
+               const int32_t* tokens, int64_t t, double* h) {
+  const int64_t dim = c.hidden_size;
+  const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
+  const double eps = c.rms_norm_eps;
+  std::vector<double> in(t * dim), out(t * dim), post(t * hc), comb(t * hc * hc), next(hc * dim);
+  for (int sub = 0; sub < 2; ++sub) {
+    const bool attn = sub == 0;
+    for (int64_t p = 0; p < t; ++p) {
+      hc_pre_ref(&h[p * hc * dim], hc, dim, (attn ? b.hc_attn_fn : b.hc_ffn_fn).data(),
+                 (attn ? b.hc_attn_scale : b.hc_ffn_scale).data(),
+                 (attn ? b.hc_attn_base : b.hc_ffn_base).data(), iters, c.hc_eps, eps, &in[p * dim],
+                 &post[p * hc], &comb[p * hc * hc]);
+      rms_norm_ref(&in[p * dim], dim, (attn ? b.attn_norm : b.ffn_norm).data(), eps);
+    }
+    if (attn)
+      attention_ref(c, layer, b.attn, in.data(), t, out.data());
+    else
+      for (int64_t p = 0; p < t; ++p)
+        moe_ref(c, layer, b.ffn, &in[p * dim], tokens[p], &out[p * dim]);
+    for (int64_t p = 0; p < t; ++p) {
+      hc_post_ref(&out[p * dim], &h[p * hc * dim], &post[p * hc], &comb[p * hc * hc], hc, dim,
+                  next.data());
+      std::copy(next.begin(), next.end(), &h[p * hc * dim]);
+    }
+  }
+}
+
 void model_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const int32_t* tokens,
                        int64_t t, double* logits, double* streams) {
   const int64_t dim = c.hidden_size, v = c.vocab_size;
-  const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
+  const int hc = static_cast<int>(c.hc_mult);
   const double eps = c.rms_norm_eps;
   std::vector<double> h(t * hc * dim);
   for (int64_t p = 0; p < t; ++p)
     for (int j = 0; j < hc; ++j)
       std::copy(&w.embed[tokens[p] * dim], &w.embed[(tokens[p] + 1) * dim], &h[(p * hc + j) * dim]);
-  std::vector<double> in(t * dim), out(t * dim), post(t * hc), comb(t * hc * hc), next(hc * dim);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const BlockWeights& b = w.layers[l];
-    for (int sub = 0; sub < 2; ++sub) {
-      const bool attn = sub == 0;
-      for (int64_t p = 0; p < t; ++p) {
-        hc_pre_ref(&h[p * hc * dim], hc, dim, (attn ? b.hc_attn_fn : b.hc_ffn_fn).data(),
-                   (attn ? b.hc_attn_scale : b.hc_ffn_scale).data(),
-                   (attn ? b.hc_attn_base : b.hc_ffn_base).data(), iters, c.hc_eps, eps,
-                   &in[p * dim], &post[p * hc], &comb[p * hc * hc]);
-        rms_norm_ref(&in[p * dim], dim, (attn ? b.attn_norm : b.ffn_norm).data(), eps);
-      }
-      if (attn)
-        attention_ref(c, l, b.attn, in.data(), t, out.data());
-      else
-        for (int64_t p = 0; p < t; ++p)
-          moe_ref(c, l, b.ffn, &in[p * dim], tokens[p], &out[p * dim]);
-      for (int64_t p = 0; p < t; ++p) {
-        hc_post_ref(&out[p * dim], &h[p * hc * dim], &post[p * hc], &comb[p * hc * hc], hc, dim,
-                    next.data());
-        std::copy(next.begin(), next.end(), &h[p * hc * dim]);
-      }
-    }
-  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    block_ref(c, l, w.layers[l], tokens, t, h.data());
   if (streams != nullptr) std::copy(h.begin(), h.end(), streams);
   std::vector<double> y(dim);
   for (int64_t p = 0; p < t; ++p) {
@@ -1855,7 +1863,7 @@ void mtp_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const Mtp
                      const double* streams, const int32_t* next_tokens, int64_t t, double* logits) {
   const DeepseekV4Config mc = mtp_config(c);
   const int64_t layer = c.num_hidden_layers, dim = c.hidden_size, v = c.vocab_size;
-  const int hc = static_cast<int>(c.hc_mult), iters = static_cast<int>(c.hc_sinkhorn_iters);
+  const int hc = static_cast<int>(c.hc_mult);
   const double eps = c.rms_norm_eps;
   std::vector<double> h(t * hc * dim), e(dim), pe(dim), s(dim), ps(dim);
   for (int64_t p = 0; p < t; ++p) {
@@ -1869,28 +1877,7 @@ void mtp_forward_ref(const DeepseekV4Config& c, const ModelWeights& w, const Mtp
       for (int64_t d = 0; d < dim; ++d) h[(p * hc + j) * dim + d] = pe[d] + ps[d];
     }
   }
-  const BlockWeights& b = m.block;
-  std::vector<double> in(t * dim), out(t * dim), post(t * hc), comb(t * hc * hc), next(hc * dim);
-  for (int sub = 0; sub < 2; ++sub) {
-    const bool attn = sub == 0;
-    for (int64_t p = 0; p < t; ++p) {
-      hc_pre_ref(&h[p * hc * dim], hc, dim, (attn ? b.hc_attn_fn : b.hc_ffn_fn).data(),
-                 (attn ? b.hc_attn_scale : b.hc_ffn_scale).data(),
-                 (attn ? b.hc_attn_base : b.hc_ffn_base).data(), iters, c.hc_eps, eps, &in[p * dim],
-                 &post[p * hc], &comb[p * hc * hc]);
-      rms_norm_ref(&in[p * dim], dim, (attn ? b.attn_norm : b.ffn_norm).data(), eps);
-    }
-    if (attn)
-      attention_ref(mc, layer, b.attn, in.data(), t, out.data());
-    else
-      for (int64_t p = 0; p < t; ++p)
-        moe_ref(mc, layer, b.ffn, &in[p * dim], next_tokens[p], &out[p * dim]);
-    for (int64_t p = 0; p < t; ++p) {
-      hc_post_ref(&out[p * dim], &h[p * hc * dim], &post[p * hc], &comb[p * hc * hc], hc, dim,
-                  next.data());
-      std::copy(next.begin(), next.end(), &h[p * hc * dim]);
-    }
-  }
+  block_ref(mc, layer, m.block, next_tokens, t, h.data());
   std::vector<double> y(dim);
   for (int64_t p = 0; p < t; ++p) {
     hc_head_ref(&h[p * hc * dim], hc, dim, m.hc_head_fn.data(), m.hc_head_scale.data(),

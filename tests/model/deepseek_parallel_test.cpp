@@ -293,7 +293,9 @@ TEST(DeepseekParallel, EachRankHoldsItsShareOfExpertsAndHeads) {
     for (const auto& l : ls)
       if (l.name.find(".experts.") != std::string::npos) {
         b += l.bytes;
-        if (names) EXPECT_TRUE(names->insert(l.name).second) << "two ranks hold " << l.name;
+        if (names) {
+          EXPECT_TRUE(names->insert(l.name).second) << "two ranks hold " << l.name;
+        }
       }
     return b;
   };
@@ -607,8 +609,11 @@ TEST(DeepseekParallel, MoeBlockMatchesOneProcessBitForBit) {
         }
         experts[r] = b->local_experts();
         if (rows > 0) b->set_parallel_rows(rows);
-        if (rows > 0) EXPECT_EQ(b->parallel_rows(), rows);
-        if (rows == 0) EXPECT_GE(b->parallel_rows(), T * 4);  // tiny hidden size: one gather
+        if (rows > 0) {
+          EXPECT_EQ(b->parallel_rows(), rows);
+        } else {
+          EXPECT_GE(b->parallel_rows(), T * 4);  // tiny hidden size: one gather
+        }
         MoeWorkspace w;
         w.allocate(*spec, H, c->intermediate_size, T);
         Status st = b->forward(x.data(), H, T, got[r].data(), H, ops, p, w);
