@@ -50,7 +50,7 @@ void add_parallel_options(OptionSet& o) {
          .kind = OptionKind::kString,
          .default_value = "",
          .help = "network interface the ranks talk over (default: STRATA_SOCKET_IFNAME, else "
-                 "OpenMPI's choice)",
+                 "the one that routes to mpirun's host)",
          .group = kGroup,
          .metavar = "IFACE"});
 }
