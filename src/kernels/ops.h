@@ -44,6 +44,11 @@ struct PagedKvLayer {
   // is the ds_mla_row_bytes(head_dim, ds_mla_latent) bytes at k + slot * those bytes, and
   // k_row_scale is unused. Only the MLA kernels (kernels/mla.h) read and write such a layer.
   int64_t ds_mla_latent = 0;
+  // Hybrid layouts (KvSpec::layer_block_bytes, DeepSeek-V4): the layer's paged storage as raw
+  // bytes, raw_block_bytes per block (block b at raw + b * raw_block_bytes), laid out by the
+  // model; the fields above are unused. Null: not hybrid (or nothing paged in this layer).
+  std::byte* raw = nullptr;
+  int64_t raw_block_bytes = 0;
 
   // The aux rows as a one-head cache layer of head_dim aux_dim (k = aux), for the row
   // read/write helpers.

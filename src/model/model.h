@@ -48,6 +48,23 @@ struct KvSpec {
   }
   // The KvStorageSpec fields of the fp8_ds_mla layout: ds_mla_latent (0 when not fp8_ds_mla).
   int64_t ds_mla_latent(bool fp8_ds_mla) const { return fp8_ds_mla ? latent_dim : 0; }
+
+  // Hybrid layouts (DeepSeek-V4). When set, the model lays out each layer's paged block itself:
+  // layer_block_bytes(layer, block_size, dtype) bytes per block of `block_size` tokens in
+  // `layer` (0: the layer keeps nothing in paged blocks), and the row fields above do not size
+  // the paged storage (PagedKvLayer::raw). Block sizes must be multiples of block_size_multiple.
+  std::function<int64_t(int64_t layer, int64_t block_size, DType dtype)> layer_block_bytes;
+  int64_t block_size_multiple = 1;
+  bool hybrid() const { return static_cast<bool>(layer_block_bytes); }
+  // Per-sequence state kept outside the paged blocks, in state slots (Model::allocate_state): V4's
+  // sliding-window ring and the compressors' pending rows. Bytes of one slot at the KV dtype;
+  // unset: no state.
+  std::function<int64_t(DType dtype)> state_bytes_per_slot;
+  bool has_state() const { return static_cast<bool>(state_bytes_per_slot); }
+  // Hybrid layouts: a start-up log line of the KV bytes per token of each kind at `dtype`
+  // (e.g. V4's window / compressed / indexer rows and the compressor state), with the totals of
+  // one sequence of `context_len` tokens. Unset: the engine describes the rows itself.
+  std::function<std::string(DType dtype, int64_t block_size, int64_t context_len)> describe;
 };
 
 // The role of a linear layer under tensor parallelism, named as vLLM's linear classes are:
@@ -121,6 +138,15 @@ class Model {
   // A multi-token-prediction module (DeepSeek's MTP layer): forward() needs
   // ForwardBatch::input_hidden.
   virtual bool takes_input_hidden() const { return false; }
+
+  // Models with per-sequence state (kv_spec().has_state()): the worker calls this once before the
+  // first forward with the slot count (running sequences plus prefix-cache snapshots), the memory
+  // coming from `allocator` (null: host). forward() then reads and writes the slots
+  // ForwardBatch::state_slots names, applies ForwardBatch::state_restores first and takes
+  // ForwardBatch::state_snapshots during the pass.
+  virtual Status allocate_state(int64_t num_slots, DType kv_dtype, DeviceAllocator* allocator) {
+    return unimplemented("this model keeps no per-sequence state");
+  }
 
   void set_activation_dump(ActivationDump dump) { dump_ = std::move(dump); }
 
