@@ -6,12 +6,16 @@
 
 #include "core/fp8_ds_mla.h"
 #include "model/deepseek_mla.h"
+#include "model/deepseek_v4_ops.h"
 #include "model/moe.h"
 #include "model/parallel.h"
 
 namespace strata::plan {
 
 int64_t ModelShape::attention_sharded_params() const {
+  if (v4)  // wq_b by heads, wo_a by groups, wo_b by its output rows
+    return q_lora_rank * num_heads * head_dim + o_groups * o_lora_rank * num_heads * head_dim / o_groups +
+           hidden * o_groups * o_lora_rank;
   if (!mla)
     return hidden * (num_heads * head_dim + 2 * num_kv_heads * head_dim) +
            num_heads * head_dim * hidden;
@@ -25,6 +29,22 @@ int64_t ModelShape::attention_sharded_params() const {
 }
 
 int64_t ModelShape::attention_replicated_params() const {
+  if (v4) {
+    // wq_a and wkv, and (averaged over the layers) each compressed layer's compressor (kv and
+    // gate, twice as wide with the overlapping windows of ratio 4) and the indexer of ratio-4
+    // layers (wq_b, weights_proj, its own overlapping compressor): replicated like V3.2's indexer.
+    int64_t per_layers = 0;
+    for (int r : compress_ratio) {
+      if (r == 0) continue;
+      const int64_t coff = r == 4 ? 2 : 1;
+      per_layers += 2 * coff * head_dim * hidden;
+      if (r == 4)
+        per_layers += q_lora_rank * index_heads * index_dim + hidden * index_heads +
+                      2 * 2 * index_dim * hidden;
+    }
+    return hidden * (q_lora_rank + head_dim) +
+           (num_layers > 0 ? per_layers / num_layers : 0);
+  }
   if (!mla) return 0;
   // q_a (with a q latent) and kv_a from the hidden state; the indexer's wq_b from the q latent,
   // wk and weights_proj from the hidden state: every rank holds and runs them whole.
@@ -34,7 +54,19 @@ int64_t ModelShape::attention_replicated_params() const {
   return hidden * (q_lora_rank + kv_lora_rank + qk_rope_dim) + indexer;
 }
 
+double ModelShape::v4_row_bytes(double kv_b, bool fp8) const {
+  // fp8: nope e4m3, rope bf16, a ue8m0 scale per 64 nope values and a pad byte (584 for 512/64).
+  return fp8 ? static_cast<double>(head_dim - qk_rope_dim + 2 * qk_rope_dim +
+                                   (head_dim - qk_rope_dim) / 64 + 1)
+             : static_cast<double>(head_dim) * kv_b;
+}
+
+double ModelShape::v4_key_bytes(double kv_b, bool fp8) const {
+  return fp8 ? static_cast<double>(index_dim + 4) : static_cast<double>(index_dim) * kv_b;
+}
+
 int64_t ModelShape::kv_elems_per_token() const {
+  if (v4) return head_dim;  // the window row; compressed rows are fewer (v4 step cost)
   return mla ? kv_lora_rank + qk_rope_dim + (has_indexer() ? index_dim : 0)
              : 2 * num_kv_heads * head_dim;
 }
@@ -44,14 +76,45 @@ double ModelShape::indexer_flops_per_pair() const {
 }
 
 double ModelShape::attention_flops_per_pair() const {
+  if (v4) return 4.0 * static_cast<double>(num_heads * head_dim);  // K = V: QK^T and PV
   if (!mla) return 4.0 * static_cast<double>(num_heads * head_dim);
   return static_cast<double>(num_heads) *
          (2.0 * static_cast<double>(kv_lora_rank + qk_rope_dim) + 2.0 * kv_lora_rank);
 }
 
 Result<ModelShape> model_shape(const ModelConfig& c) {
-  STRATA_RETURN_IF_ERROR(c.validate());
   ModelShape m;
+  if (c.architecture == "DeepseekV4ForCausalLM") {
+    if (c.raw == nullptr) return invalid_argument("DeepSeek-V4: the config has no JSON");
+    STRATA_ASSIGN_OR_RETURN(dsv4::DeepseekV4Config v, dsv4::parse_deepseek_v4_config(*c.raw));
+    m.v4 = true;
+    m.hidden = v.hidden_size;
+    m.vocab = v.vocab_size;
+    m.num_layers = v.num_hidden_layers;
+    m.num_heads = v.num_attention_heads;
+    m.num_kv_heads = 1;
+    m.head_dim = v.head_dim;
+    m.qk_rope_dim = v.qk_rope_head_dim;
+    m.q_lora_rank = v.q_lora_rank;
+    m.index_heads = v.index_n_heads;
+    m.index_dim = v.index_head_dim;
+    m.index_topk = v.index_topk;
+    m.compress_ratio.assign(v.compress_ratios.begin(),
+                            v.compress_ratios.begin() + static_cast<ptrdiff_t>(m.num_layers));
+    m.window = v.sliding_window;
+    m.o_groups = v.o_groups;
+    m.o_lora_rank = v.o_lora_rank;
+    m.hc_mult = v.hc_mult;
+    m.expert_fp4 = v.expert_dtype == dsv4::ExpertDtype::kFp4;
+    m.dense_ffn = 0;
+    m.moe_layer.assign(static_cast<size_t>(m.num_layers), true);
+    m.num_experts = v.n_routed_experts;
+    m.top_k = v.num_experts_per_tok;
+    m.expert_ffn = v.moe_intermediate_size;
+    m.shared_ffn = v.moe_intermediate_size * v.n_shared_experts;
+    return m;
+  }
+  STRATA_RETURN_IF_ERROR(c.validate());
   m.hidden = c.hidden_size;
   m.vocab = c.vocab_size;
   m.num_layers = c.num_hidden_layers;
@@ -174,6 +237,33 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
   // `pairs` and `kv_tokens` are what the indexer scores (the whole causal context).
   double sparse_pairs = 0, sparse_rows = 0;
   const double topk = static_cast<double>(m.index_topk);
+  // sum over v = a+1 .. a+n of min(v, k): the keys each of n tokens after a context of a sees
+  // when at most k are visible.
+  auto sum_min = [](double a, double n, double k) {
+    const double below = std::clamp(k - a, 0.0, n);
+    return below * a + below * (below + 1) / 2 + (n - below) * k;
+  };
+  // V4, per layer kind (sums over the batch): (query, row) pairs of the window, of the HCA rows
+  // (every complete row: v / 128 for the token at v), of the CSA rows the indexer picks
+  // (min(v / 4, top-k)) and of the indexer's scoring (v / 4); and rows read once per step.
+  // sum over v = a+1 .. a+n of min(floor(v / r), k) (k < 0: no cap).
+  auto sum_floor_min = [](double a, double n, int64_t r, int64_t k) {
+    auto floor_sum = [r](int64_t x) {  // sum over v = 1 .. x of floor(v / r)
+      const int64_t q = x / r, rem = x - q * r;
+      return static_cast<double>(r) * static_cast<double>(q) * static_cast<double>(q - 1) / 2 +
+             static_cast<double>(q) * static_cast<double>(rem + 1);
+    };
+    auto capped = [&](int64_t x) {
+      if (k < 0) return floor_sum(x);
+      const int64_t cap = k * r + r - 1;  // from here on floor(v / r) >= k
+      return x <= cap ? floor_sum(x) : floor_sum(cap) + static_cast<double>(x - cap) * k;
+    };
+    const int64_t lo = static_cast<int64_t>(a), hi = static_cast<int64_t>(a + n);
+    return capped(hi) - capped(lo);
+  };
+  double v4_window_pairs = 0, v4_hca_pairs = 0, v4_csa_pairs = 0, v4_index_pairs = 0;
+  double v4_window_rows = 0, v4_hca_rows = 0, v4_csa_rows = 0, v4_index_rows = 0, v4_new = 0;
+  const double window = static_cast<double>(m.window);
   for (const SequenceWork& s : batch) {
     if (s.num_new_tokens <= 0) continue;
     const double n = static_cast<double>(s.num_new_tokens),
@@ -182,6 +272,23 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     c.num_logits_rows += s.sample ? 1 : 0;
     pairs += n * ctx + n * (n + 1) / 2;  // causal: token i sees ctx + i + 1 keys
     kv_tokens += ctx + n;
+    if (m.v4) {
+      // Exact integer sums over the new tokens' counts v = ctx+1 .. ctx+n (the token at position
+      // p sees min(v, W) window rows, floor(v / 128) HCA rows, min(floor(v / 4), top-k) CSA rows
+      // and scores floor(v / 4) indexer keys).
+      v4_window_pairs += sum_min(ctx, n, window);
+      v4_hca_pairs += sum_floor_min(ctx, n, 128, -1);
+      v4_csa_pairs += sum_floor_min(ctx, n, 4, m.index_topk);
+      v4_index_pairs += sum_floor_min(ctx, n, 4, -1);
+      // Rows read once per step: the union of the tokens' windows, every complete HCA row, the
+      // CSA rows picked (at most top-k per token) and every indexer key.
+      v4_window_rows += std::min(ctx + n, window - 1 + n);
+      v4_hca_rows += std::floor((ctx + n) / 128);
+      v4_csa_rows += std::min(std::floor((ctx + n) / 4), topk * n);
+      v4_index_rows += std::floor((ctx + n) / 4);
+      v4_new += n;
+      continue;
+    }
     if (m.has_indexer()) {
       // Token i sees min(ctx + i + 1, topk) positions: sum over v = ctx+1 .. ctx+n of min(v, K).
       const double below = std::clamp(topk - ctx, 0.0, n);  // tokens whose whole context fits
@@ -206,6 +313,9 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
   double kv_share = 1;
   if (!m.mla) kv_share = m.num_kv_heads >= par_.tp ? 1.0 / tp : 1.0 / m.num_kv_heads;
   double kv_bytes_token_layer = static_cast<double>(m.kv_elems_per_token()) * kv_b * kv_share;
+  const bool v4_fp8 = prec_.kv_dtype == DType::kF8E4M3;
+  const double v4_row = m.v4 ? m.v4_row_bytes(kv_b, v4_fp8) : 0;
+  const double v4_key = m.v4 ? m.v4_key_bytes(kv_b, v4_fp8) : 0;
   // With the indexer, the latent rows (read for the selected positions) and the keys (all read).
   double key_bytes = static_cast<double>(m.index_dim) * kv_b;
   double latent_bytes = kv_bytes_token_layer - key_bytes;
@@ -274,7 +384,28 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     for (int64_t l = first; l < last; ++l) {
       mm += 2 * T * attn_params;
       weights += attn_params * wb;
-      if (m.has_indexer()) {
+      if (m.v4) {
+        // The hyper-connection mixes before attention and FFN ((2 + hc) hc rows of hc x H, f32,
+        // replicated), the window (and the compressed rows of the layer's kind), the indexer.
+        const double hc = static_cast<double>(m.hc_mult);
+        const double hc_params = 2 * (2 + hc) * hc * hc * static_cast<double>(m.hidden);
+        mm += 2 * T * hc_params;
+        weights += hc_params * 4;
+        const int r = m.compress_ratio[static_cast<size_t>(l)];
+        const double fp = m.attention_flops_per_pair() / tp;
+        attn += v4_window_pairs * fp;
+        kv_read += v4_window_rows * v4_row;
+        kv_write += v4_new * v4_row;
+        if (r == 128) {
+          attn += v4_hca_pairs * fp;
+          kv_read += v4_hca_rows * v4_row;
+          kv_write += v4_new / 128 * v4_row;
+        } else if (r == 4) {
+          attn += v4_csa_pairs * fp + v4_index_pairs * m.indexer_flops_per_pair();
+          kv_read += v4_csa_rows * v4_row + v4_index_rows * v4_key;
+          kv_write += v4_new / 4 * (v4_row + v4_key);
+        }
+      } else if (m.has_indexer()) {
         // The indexer is replicated: every rank scores the whole context.
         attn +=
             sparse_pairs * m.attention_flops_per_pair() / tp + pairs * m.indexer_flops_per_pair();
@@ -284,14 +415,15 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
         kv_read += kv_tokens * kv_bytes_token_layer;
       }
       kv_write += T * kv_bytes_token_layer;
-      act += 8 * T * static_cast<double>(m.hidden) * act_b;
+      act += 8 * T * static_cast<double>(m.hidden * (m.v4 ? m.hc_mult : 1)) * act_b;
       tp_s += attention_gather;
       if (m.is_moe(l)) {
         const double router = static_cast<double>(m.router_params());
         const double shared = static_cast<double>(m.shared_expert_params()) / tp;
         const double expert = static_cast<double>(m.expert_params());
+        const double expert_b = m.expert_fp4 ? 17.0 / 32.0 : wb;  // MXFP4: e2m1 + e8m0 per 32
         mm += 2 * T * (router + shared + static_cast<double>(m.top_k) * expert * expert_share);
-        weights += router * 4 + shared * wb + distinct_on_rank * expert * wb;
+        weights += router * 4 + shared * wb + distinct_on_rank * expert * expert_b;
         tp_s += experts_gather + (m.shared_ffn > 0 ? swiglu_gather(m.shared_ffn) : 0);
       } else {
         const double mlp = static_cast<double>(m.dense_mlp_params()) / tp;

@@ -52,6 +52,19 @@ struct ModelShape {
   int64_t index_heads = 0;
   int64_t index_dim = 0;
   int64_t index_topk = 0;
+  // DeepSeek-V4's compressed sparse attention (model/deepseek_v4_ops.h): one shared K=V head of
+  // head_dim values (num_heads query heads), per layer a sliding window of `window` raw rows plus
+  // compressed rows every compress_ratio[l] tokens (0: window only; 4: the indexer picks
+  // index_topk of them; 128: every complete row), the grouped low-rank output projection
+  // (o_groups x o_lora_rank) and hc_mult residual streams mixed before each sublayer. Every layer
+  // is MoE; expert_fp4: routed experts in MXFP4 (17/32 bytes per weight).
+  bool v4 = false;
+  std::vector<int> compress_ratio;
+  int64_t window = 0;
+  int64_t o_groups = 0;
+  int64_t o_lora_rank = 0;
+  int64_t hc_mult = 1;
+  bool expert_fp4 = false;
   // Feed-forward: dense SwiGLU layers, and MoE layers where moe_layer[l].
   int64_t dense_ffn = 0;
   std::vector<bool> moe_layer;
@@ -85,7 +98,13 @@ struct ModelShape {
   bool has_indexer() const { return index_topk > 0; }
   // Width of one token's attention output before o_proj (what TP all-gathers): heads * head_dim,
   // MLA heads * v_head_dim.
-  int64_t attention_output_width() const { return num_heads * (mla ? v_head_dim : head_dim); }
+  int64_t attention_output_width() const {
+    return v4 ? o_groups * o_lora_rank : num_heads * (mla ? v_head_dim : head_dim);
+  }
+  // V4: bytes of one cached row (window or compressed) and of one indexer key at `kv_b` bytes per
+  // value; fp8: the published layouts (584 and index_dim + 4 bytes).
+  double v4_row_bytes(double kv_b, bool fp8) const;
+  double v4_key_bytes(double kv_b, bool fp8) const;
 };
 
 Result<ModelShape> model_shape(const ModelConfig& config);

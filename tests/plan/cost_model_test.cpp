@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "model/deepseek_v4_ops.h"
 #include "model/model_config.h"
 #include "test_util.h"
 
@@ -151,6 +152,61 @@ TEST(CostModelTest, DeepSeekV32ReadsItsTopKRowsAndScoresEveryKey) {
             1536 * 64 * 128 + 7168 * (128 + 64));
   const StepCost tp8 = make(m, {.tp = 8}).step_cost(decode);
   EXPECT_DOUBLE_EQ(tp8.attention_flops, L * (2048 * mla_pair / 8 + 10001 * index_pair));
+}
+
+TEST(CostModelTest, DeepSeekV4ReadsItsWindowAndCompressedRowsAsTheKvLayoutSays) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-pro/config.json");
+  const std::string dir = testing::shared_data_path("configs/deepseek-v4-pro");
+  const ModelShape m = shape_of(dir);
+  ASSERT_TRUE(m.v4);
+  EXPECT_EQ(m.num_layers, 61);
+  EXPECT_EQ(m.head_dim, 512);
+  EXPECT_EQ(m.window, 128);
+  EXPECT_TRUE(m.expert_fp4);
+  EXPECT_EQ(m.attention_output_width(), 16 * 1024);  // what wo_b gathers: o_groups x o_lora
+  int64_t csa = 0, hca = 0, win = 0;
+  for (int r : m.compress_ratio) (r == 4 ? csa : r == 128 ? hca : win) += 1;
+  EXPECT_EQ(csa + hca + win, 61);
+  // fp8 KV: one decode step at a 65535-token context reads exactly what the published layout
+  // holds for it (dsv4::kv_bytes at 65536 tokens: 128 window rows per layer, 1024 picked rows and
+  // 16384 indexer keys per CSA layer, 512 rows per HCA layer).
+  auto config = read_hf_config(dir, "");
+  ASSERT_TRUE(config.ok());
+  auto v4c = dsv4::parse_deepseek_v4_config(*config->raw);
+  ASSERT_TRUE(v4c.ok()) << v4c.status().to_string();
+  auto kb = dsv4::kv_bytes(*v4c, 65536);
+  ASSERT_TRUE(kb.ok());
+  PrecisionConfig fp8{.weight_dtype = DType::kF8E4M3, .kv_dtype = DType::kF8E4M3};
+  const std::vector<SequenceWork> decode = {{1, 65535, true}};
+  const StepCost c = make(m, {}, fp8).step_cost(decode);
+  EXPECT_DOUBLE_EQ(c.kv_read_bytes, static_cast<double>(kb->decode_read));
+  EXPECT_DOUBLE_EQ(c.kv_read_bytes,
+                   win * 128 * 584.0 + csa * ((128 + 1024) * 584.0 + 16384 * 132.0) +
+                       hca * (128 + 512) * 584.0);
+  // Attention: 4 x 128 heads x 512 per (token, row) pair; the indexer 2 x 64 x (128 + 1) per key.
+  const double pair = 4.0 * 128 * 512, index_pair = 2.0 * 64 * 129;
+  EXPECT_DOUBLE_EQ(c.attention_flops, win * 128 * pair + csa * ((128 + 1024) * pair +
+                                                                16384 * index_pair) +
+                                          hca * (128 + 512) * pair);
+  // A chunk crossing an HCA boundary: positions 254..257 see floor(v / 128) = 1, 2, 2, 2 rows
+  // (v = 255..258), and 63, 64, 64, 64 CSA rows (under the top-k) scored and picked.
+  const StepCost chunk = make(m, {}, fp8).step_cost(std::vector<SequenceWork>{{4, 254, true}});
+  EXPECT_DOUBLE_EQ(chunk.attention_flops,
+                   win * 4 * 128 * pair + csa * (4 * 128 * pair + 255 * pair + 255 * index_pair) +
+                       hca * (4 * 128 * pair + 7 * pair));
+  // DeepSeek-V3 at the same context reads every 656-byte fp8_ds_mla row of every layer.
+  STRATA_REQUIRE_SHARED("configs/deepseek-v3/config.json");
+  const ModelShape v3 = shape_of(testing::shared_data_path("configs/deepseek-v3"));
+  PrecisionConfig ds{.weight_dtype = DType::kF8E4M3, .kv_dtype = DType::kF8E4M3,
+                     .kv_fp8_ds_mla = true};
+  const StepCost full = make(v3, {}, ds).step_cost(decode);
+  EXPECT_DOUBLE_EQ(full.kv_read_bytes, 61 * 65536 * 656.0);
+  EXPECT_GT(full.kv_read_bytes / c.kv_read_bytes, 5.0);
+  // Tensor parallel: the heads split, the indexer (replicated) does not.
+  const StepCost tp8 = make(m, {.tp = 8}, fp8).step_cost(decode);
+  EXPECT_DOUBLE_EQ(tp8.attention_flops, win * 128 * pair / 8 +
+                                            csa * ((128 + 1024) * pair / 8 + 16384 * index_pair) +
+                                            hca * (128 + 512) * pair / 8);
 }
 
 TEST(CostModelTest, LlamaPrefillIsComputeBoundAndChunksCountTheirContext) {
