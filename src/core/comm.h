@@ -36,6 +36,15 @@ class Comm {
   // Point to point: `bytes` must match on both sides.
   virtual Status send(int dst, const void* data, size_t bytes) = 0;
   virtual Status recv(int src, void* data, size_t bytes) = 0;
+  // A send that does not wait for the receiver: the bytes are copied (the caller may reuse
+  // `data` at once) and arrive in order with this rank's other sends to `dst`. Pipeline stages
+  // send activations and rank 0 sends steps this way, so that a stage can go on with the next
+  // micro-batch while the receiver still works on the previous one. An error (a peer gone, or a
+  // send still not taken after the group's timeout) is returned by this call or a later call of
+  // the group. Default: send() (the local group's send never waits).
+  virtual Status send_async(int dst, const void* data, size_t bytes) {
+    return send(dst, data, bytes);
+  }
 
   // Seconds this rank has spent inside the calls of this group so far (the transfers and the wait
   // for slower peers): the communication time the step trace reports.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -13,7 +14,8 @@ namespace {
 
 using Header = MessageHeader;
 constexpr MessageKind kStep = MessageKind::kStep, kHeartbeat = MessageKind::kHeartbeat,
-                      kShutdown = MessageKind::kShutdown;
+                      kShutdown = MessageKind::kShutdown, kSubmit = MessageKind::kSubmit,
+                      kComplete = MessageKind::kComplete;
 
 struct Reply {
   int32_t code = 0;  // StatusCode; 0: ok
@@ -44,6 +46,18 @@ std::string bytes_text(int64_t b) {
 }
 
 }  // namespace
+
+Result<int> pp_max_in_flight_from_env(int fallback) {
+  const char* v = std::getenv("STRATA_PP_MAX_INFLIGHT");
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 1 || n > 64)
+    return invalid_argument(std::string("STRATA_PP_MAX_INFLIGHT=") + v +
+                            ": expected the number of micro-batches kept in flight under pipeline "
+                            "parallelism, 1 (no overlap) to 64");
+  return static_cast<int>(n);
+}
 
 Result<std::vector<RankReport>> exchange_reports(Comm& world, const RankReport& mine) {
   std::vector<RankReport> all(world.size());
@@ -85,12 +99,30 @@ Result<std::unique_ptr<DistExecutor>> DistExecutor::create(Comm* world,
   e->info_ = e->worker_->info();
   for (const RankReport& r : e->reports_)
     e->info_.memory.num_blocks = std::min(e->info_.memory.num_blocks, r.num_blocks);
+  // Pipeline overlap: rank 0 is on the first stage; it can split steps when its worker can.
+  const ModelParallel& par = e->worker_->parallel();
+  if (world->size() > 1 && e->worker_->can_overlap()) {
+    int n = options.max_in_flight;
+    if (n <= 0) {
+      STRATA_ASSIGN_OR_RETURN(n, pp_max_in_flight_from_env(par.pp_size));
+    }
+    e->max_in_flight_ = std::max(1, n);
+  }
+  for (int r = 1; r < world->size(); ++r) {
+    e->others_.push_back(r);
+    if (r / std::max(1, par.tp_size) < par.pp_size - 1) e->split_ranks_.push_back(r);
+  }
   e->last_contact_ = now_seconds();
   if (world->size() > 1) e->heartbeat_ = std::thread([p = e.get()] { p->heartbeat_loop(); });
   return e;
 }
 
 DistExecutor::~DistExecutor() {
+  // Steps still in flight are completed (their outputs dropped), so every rank ends in step.
+  while (in_flight_.load() > 0 && health().ok()) {
+    engine::StepOutput dropped;
+    (void)complete(&dropped);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -148,7 +180,27 @@ Status DistExecutor::round_trip(MessageKind kind, const std::string& payload,
       return s;
     }
   }
-  const Status mine = own ? own() : ok_status();
+  return collect_replies(own ? own() : ok_status());
+}
+
+Status DistExecutor::send_to(const std::vector<int>& ranks, MessageKind kind,
+                             const std::string& payload) {
+  Header h;
+  h.kind = kind;
+  h.bytes = payload.size();
+  for (int r : ranks) {
+    Status s = world_->send_async(r, &h, sizeof(h));
+    if (s.ok() && !payload.empty()) s = world_->send_async(r, payload.data(), payload.size());
+    if (!s.ok()) {
+      fail(s);
+      return s;
+    }
+  }
+  return ok_status();
+}
+
+Status DistExecutor::collect_replies(const Status& mine) {
+  const int n = world_->size();
   // This rank's own step lost a peer (a group's call timed out or failed): that is the failure,
   // now; waiting for the replies would add another timeout before /health turns 503.
   if (mine.code() == StatusCode::kUnavailable) {
@@ -192,6 +244,28 @@ Status DistExecutor::execute(const engine::StepInput& input, engine::StepOutput*
   return round_trip(kStep, encoded_, [&] { return worker_->execute(input, output); });
 }
 
+Status DistExecutor::submit(const engine::StepInput& input) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (max_in_flight_ <= 1) return internal_error("DistExecutor::submit: steps run whole here");
+  STRATA_RETURN_IF_ERROR(health());
+  encoded_ = engine::encode_step_input(input);
+  STRATA_RETURN_IF_ERROR(send_to(others_, kSubmit, encoded_));
+  ++in_flight_;
+  // Errors of the step itself come back from complete() (every rank reports one then).
+  const Status mine = worker_->submit(input);
+  if (mine.code() == StatusCode::kUnavailable) fail(mine);
+  return mine.code() == StatusCode::kUnavailable ? mine : ok_status();
+}
+
+Status DistExecutor::complete(engine::StepOutput* output) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_.load() == 0) return internal_error("DistExecutor::complete: no step in flight");
+  --in_flight_;
+  STRATA_RETURN_IF_ERROR(health());
+  STRATA_RETURN_IF_ERROR(send_to(split_ranks_, kComplete, std::string()));
+  return collect_replies(worker_->complete(output));
+}
+
 void DistExecutor::heartbeat_loop() {
   const auto interval = std::chrono::duration<double>(options_.heartbeat_seconds);
   std::unique_lock<std::mutex> lock(mu_);
@@ -199,6 +273,7 @@ void DistExecutor::heartbeat_loop() {
     cv_.wait_for(lock, interval, [&] { return stop_; });
     if (stop_) break;
     if (!health().ok()) break;
+    if (in_flight_.load() > 0) continue;  // the steps in flight will answer
     if (now_seconds() - last_contact_ < options_.heartbeat_seconds) continue;
     (void)round_trip(kHeartbeat, std::string(), nullptr);
   }
@@ -215,9 +290,17 @@ Status run_worker_loop(Comm& world, engine::Worker& worker) {
     if (h.bytes > 0) STRATA_RETURN_IF_ERROR(world.recv(0, payload.data(), payload.size()));
     if (h.kind == kShutdown) return ok_status();
     Status result;
-    if (h.kind == kStep) {
+    if (h.kind == kSubmit && worker.can_overlap()) {  // the reply comes with kComplete
+      auto input = engine::decode_step_input(payload);
+      if (!input.ok()) return input.status().with_context("a step from rank 0");
+      (void)worker.submit(*input);  // its errors come back from complete()
+      continue;
+    }
+    if (h.kind == kStep || h.kind == kSubmit) {
       auto input = engine::decode_step_input(payload);
       result = input.ok() ? worker.execute(*input, &output) : input.status();
+    } else if (h.kind == kComplete) {
+      result = worker.complete(&output);
     } else if (h.kind != kHeartbeat) {
       result = internal_error("unknown message kind " +
                               std::to_string(static_cast<uint32_t>(h.kind)) + " from rank 0");

@@ -18,6 +18,7 @@
 // (supports_constraints() is false): their compiled grammar is not part of the encoding.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -34,7 +35,16 @@
 namespace strata::dist {
 
 // The header's kind (the wire format above).
-enum class MessageKind : uint32_t { kStep = 1, kHeartbeat = 2, kShutdown = 3 };
+// kStep: run the step whole and reply. kSubmit (pipeline overlap): a rank of a stage before the
+// last runs Worker::submit() and does not reply; a rank of the last stage runs the step whole and
+// replies. kComplete: a rank of a stage before the last runs Worker::complete() and replies.
+enum class MessageKind : uint32_t {
+  kStep = 1,
+  kHeartbeat = 2,
+  kShutdown = 3,
+  kSubmit = 4,
+  kComplete = 5
+};
 struct MessageHeader {
   MessageKind kind = MessageKind::kHeartbeat;
   uint32_t reserved = 0;
@@ -61,7 +71,14 @@ std::string format_world_table(const Comm& world, const std::vector<RankReport>&
 
 struct DistExecutorOptions {
   double heartbeat_seconds = 5;  // idle time after which rank 0 checks on every rank
+  // Pipeline overlap: the steps kept in flight under pipeline parallelism. 0: the
+  // STRATA_PP_MAX_INFLIGHT environment variable, or else the pipeline's size. 1: no overlap.
+  // Steps run whole (1) without pipeline parallelism, with speculative decoding or KV tiers.
+  int max_in_flight = 0;
 };
+
+// STRATA_PP_MAX_INFLIGHT (an integer >= 1), or `fallback` when unset.
+Result<int> pp_max_in_flight_from_env(int fallback);
 
 class DistExecutor final : public engine::Executor {
  public:
@@ -76,6 +93,10 @@ class DistExecutor final : public engine::Executor {
 
   const engine::WorkerInfo& info() const override { return info_; }
   Status execute(const engine::StepInput& input, engine::StepOutput* output) override;
+  int max_concurrent_batches() const override { return max_in_flight_; }
+  Status submit(const engine::StepInput& input) override;
+  Status complete(engine::StepOutput* output) override;
+  int num_in_flight() const override { return in_flight_.load(); }
   kv::KvTiers* kv_tiers() override { return worker_->kv_tiers(); }
   Status health() const override;
   bool supports_constraints() const override { return world_->size() == 1; }
@@ -92,6 +113,10 @@ class DistExecutor final : public engine::Executor {
   // replies. Called with mu_ held. Group failures go to fail().
   Status round_trip(MessageKind kind, const std::string& payload,
                     const std::function<Status()>& own);
+  // Sends `kind` (and `payload`) to `ranks` without waiting for them; failures go to fail().
+  Status send_to(const std::vector<int>& ranks, MessageKind kind, const std::string& payload);
+  // Collects one reply from every other rank and compares it with this rank's own result.
+  Status collect_replies(const Status& mine);
   void fail(const Status& why);
 
   Comm* world_ = nullptr;
@@ -100,6 +125,10 @@ class DistExecutor final : public engine::Executor {
   engine::WorkerInfo info_;
   DistExecutorOptions options_;
   std::string encoded_;
+  int max_in_flight_ = 1;
+  std::vector<int> others_;        // ranks 1 .. n-1
+  std::vector<int> split_ranks_;   // ranks > 0 of the stages before the last (they get kComplete)
+  std::atomic<int> in_flight_{0};  // steps submitted and not completed
 
   std::mutex mu_;  // one user of the group at a time (steps, heartbeats); guards the fields below
   std::condition_variable cv_;

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <thread>
 
 #include "core/strings.h"
@@ -74,6 +75,10 @@ class MpiComm final : public Comm {
     MPI_Comm_size(comm_, &size_);
   }
   ~MpiComm() override {
+    // Sends still on their way read from buffers freed below: give them the group's timeout.
+    if (broken_.ok()) {
+      while (!async_.empty() && reap_async().ok()) std::this_thread::yield();
+    }
     if (owned_) MPI_Comm_free(&comm_);
   }
 
@@ -94,6 +99,7 @@ class MpiComm final : public Comm {
 
   Status all_gather(const void* send, size_t bytes, void* recv) override {
     STRATA_RETURN_IF_ERROR(broken_);
+    STRATA_RETURN_IF_ERROR(reap_async());
     Pending p;
     auto* out = static_cast<char*>(recv);
     for (int r = 0; r < size_; ++r) {
@@ -111,6 +117,7 @@ class MpiComm final : public Comm {
 
   Status broadcast(void* data, size_t bytes, int root) override {
     STRATA_RETURN_IF_ERROR(broken_);
+    STRATA_RETURN_IF_ERROR(reap_async());
     if (root < 0 || root >= size_) return invalid_argument("broadcast: bad root");
     Pending p;
     if (rank_ == root) {
@@ -130,6 +137,7 @@ class MpiComm final : public Comm {
 
   Status send(int dst, const void* data, size_t bytes) override {
     STRATA_RETURN_IF_ERROR(broken_);
+    STRATA_RETURN_IF_ERROR(reap_async());
     if (dst < 0 || dst >= size_ || dst == rank_) return invalid_argument("send: bad destination");
     Pending p;
     STRATA_RETURN_IF_ERROR(post_send(&p, dst, data, bytes, kTagP2P));
@@ -138,10 +146,21 @@ class MpiComm final : public Comm {
 
   Status recv(int src, void* data, size_t bytes) override {
     STRATA_RETURN_IF_ERROR(broken_);
+    STRATA_RETURN_IF_ERROR(reap_async());
     if (src < 0 || src >= size_ || src == rank_) return invalid_argument("recv: bad source");
     Pending p;
     STRATA_RETURN_IF_ERROR(post_recv(&p, src, data, bytes, kTagP2P));
     return wait(&p, "receive");
+  }
+
+  Status send_async(int dst, const void* data, size_t bytes) override {
+    STRATA_RETURN_IF_ERROR(broken_);
+    STRATA_RETURN_IF_ERROR(reap_async());
+    if (dst < 0 || dst >= size_ || dst == rank_) return invalid_argument("send: bad destination");
+    AsyncSend& a = async_.emplace_back();
+    a.buffer.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+    a.start = std::chrono::steady_clock::now();
+    return post_send(&a.pending, dst, a.buffer.data(), bytes, kTagP2P);
   }
 
  private:
@@ -155,6 +174,40 @@ class MpiComm final : public Comm {
   struct Pending {
     std::vector<Op> ops;
   };
+
+  // A send_async() in flight: its own copy of the bytes and its requests.
+  struct AsyncSend {
+    std::vector<char> buffer;
+    Pending pending;
+    std::chrono::steady_clock::time_point start;
+  };
+
+  // Forgets the async sends that completed; one still not taken after the timeout breaks the
+  // group (its receiver is gone or stuck).
+  Status reap_async() {
+    for (auto it = async_.begin(); it != async_.end();) {
+      bool done = true;
+      for (Op& op : it->pending.ops) {
+        if (op.done) continue;
+        int flag = 0;
+        const int rc = MPI_Test(&op.request, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_failure(rc, op.peer, "send");
+        if (flag)
+          op.done = true;
+        else
+          done = false;
+      }
+      if (done) {
+        it = async_.erase(it);
+        continue;
+      }
+      if (std::chrono::steady_clock::now() - it->start > std::chrono::duration<double>(timeout_)) {
+        return timed_out(&it->pending, "send");
+      }
+      ++it;
+    }
+    return ok_status();
+  }
 
   Status mpi_failure(int code, int peer, const char* what) {
     broken_ = unavailable("MPI " + std::string(what) + " with " + describe_rank(peer) +
@@ -282,6 +335,7 @@ class MpiComm final : public Comm {
   bool owned_;
   int rank_ = 0, size_ = 1;
   Status broken_;
+  std::list<AsyncSend> async_;  // send_async()s not known to be complete, oldest first
 };
 
 Result<std::unique_ptr<MpiWorld>> MpiWorld::init(double timeout_seconds) {

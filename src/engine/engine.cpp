@@ -164,6 +164,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
   STRATA_ASSIGN_OR_RETURN(e->scheduler_,
                           sched::Scheduler::create(sc, c.cache, plan.num_blocks + 1));
   e->scheduler_->set_kv_tiers(e->executor_->kv_tiers());
+  e->depth_ = std::max(1, e->executor_->max_concurrent_batches());
+  e->scheduler_->set_pipeline_depth(e->depth_);
+  if (e->depth_ > 1)
+    STRATA_LOG(INFO) << "Pipeline overlap: up to " << e->depth_
+                     << " micro-batches in flight (STRATA_PP_MAX_INFLIGHT=1 turns it off)";
   if (sc.speculative.enabled())
     STRATA_LOG(INFO) << "Speculative decoding: " << sc.speculative.method << ", "
                      << sc.speculative.num_speculative_tokens << " draft tokens per step, "
@@ -420,23 +425,23 @@ void Engine::emit(Choice& c, const sched::RequestOutput& out, const SampledEntry
   r->stream->push(std::move(chunk));
 }
 
-Status Engine::step() {
-  // The step trace reads the clock between the phases; off, it costs these null checks.
-  StepTraceRecord* const tr = trace_ != nullptr || step_observer_ ? &trace_record_ : nullptr;
-  const double t_start = tr != nullptr ? now_seconds() : 0;
-  sched::StepPlan& plan = input_.plan;
+void Engine::plan_batch(Batch& b, StepTraceRecord* tr, bool* run) {
+  b.t_start = tr != nullptr ? now_seconds() : 0;
+  sched::StepPlan& plan = b.input.plan;
   plan = scheduler_->schedule();
-  // Nothing to run: every unfinished request is paused (or none is left). A plan that only moves
-  // KV blocks, or that waits for loads in flight, still goes to the executor.
+  *run = false;
+  // Nothing to run: every unfinished request is paused or in flight (or none is left). A plan
+  // that only moves KV blocks, or that waits for loads in flight, still goes to the executor.
   if (plan.empty() && plan.kv_stores.empty() && plan.kv_loads.empty() &&
       !scheduler_->has_kv_loads_in_flight()) {
     unsent_finished_.insert(unsent_finished_.end(), plan.finished_ids.begin(),
                             plan.finished_ids.end());
     unsent_preempted_.insert(unsent_preempted_.end(), plan.preempted_ids.begin(),
                              plan.preempted_ids.end());
-    return ok_status();
+    return;
   }
-  const double t_scheduled = tr != nullptr ? now_seconds() : 0;
+  *run = true;
+  b.t_scheduled = tr != nullptr ? now_seconds() : 0;
   if (!unsent_finished_.empty() || !unsent_preempted_.empty()) {
     plan.finished_ids.insert(plan.finished_ids.begin(), unsent_finished_.begin(),
                              unsent_finished_.end());
@@ -446,8 +451,9 @@ Status Engine::step() {
     unsent_preempted_.clear();
   }
   // Requests the workers have not seen yet travel with the plan, once.
-  input_.new_requests.clear();
-  std::vector<Choice*> choices(plan.scheduled.size());
+  b.input.new_requests.clear();
+  std::vector<Choice*>& choices = b.choices;
+  choices.assign(plan.scheduled.size(), nullptr);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const auto& s = plan.scheduled[i];
     const sched::Request* req = scheduler_->get(s.handle);
@@ -456,7 +462,7 @@ Status Engine::step() {
     choices[i] = c;
     if (c->sent_to_workers) continue;
     c->sent_to_workers = true;
-    NewRequestData& n = input_.new_requests.emplace_back();
+    NewRequestData& n = b.input.new_requests.emplace_back();
     n.request_id = s.request_id;
     n.prompt_token_ids = c->request->request.prompt_token_ids;
     n.params = c->params;
@@ -466,6 +472,7 @@ Status Engine::step() {
   }
   if (tr != nullptr) {
     ++trace_attempt_;  // an attempt that fails is not written; its events must not be reused
+    b.trace_attempt = trace_attempt_;
     tr->events.clear();
     tr->running = scheduler_->num_running();
     tr->waiting = scheduler_->num_waiting();
@@ -497,26 +504,38 @@ Status Engine::step() {
       c->trace_event = tr->events.size() - 1;
     }
   }
-  const double t_execute = tr != nullptr ? now_seconds() : 0;
-  STRATA_RETURN_IF_ERROR(executor_->execute(input_, &output_));
-  const double t_executed = tr != nullptr ? now_seconds() : 0;
+  b.t_execute = tr != nullptr ? now_seconds() : 0;
+}
+
+Status Engine::finish_batch(Batch& b, StepTraceRecord* tr, double t_executed) {
+  const sched::StepPlan& plan = b.input.plan;
+  std::vector<Choice*>& choices = b.choices;
   if (output_.entries.size() != plan.scheduled.size())
     return internal_error("the executor returned " + std::to_string(output_.entries.size()) +
                           " results for a plan of " + std::to_string(plan.scheduled.size()));
+  if (depth_ > 1) {
+    // Requests finished (aborted, stopped) while their batch was in flight: their choices may be
+    // gone; update() skips them.
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      const sched::Request* req = scheduler_->get(plan.scheduled[i].handle);
+      if (req == nullptr || sched::is_finished(req->status())) choices[i] = nullptr;
+    }
+  }
   sampled_.assign(plan.scheduled.size(), sched::kNoToken);
   accepted_.resize(plan.scheduled.size());
   proposals_.resize(plan.scheduled.size());
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Choice* c = choices[i];
     const SampledEntry& e = output_.entries[i];
+    if (plan.scheduled[i].will_sample) sampled_[i] = e.token_id;
+    accepted_[i] = e.accepted_token_ids;
+    proposals_[i] = e.draft_token_ids;
+    if (c == nullptr) continue;
     if (c->wants_prompt_logprobs) {
       if (c->prompt_logprobs.empty()) c->prompt_logprobs.emplace_back();  // first token: none
       for (const auto& lp : e.prompt_logprobs) c->prompt_logprobs.emplace_back(lp);
     }
     c->pending_sample = plan.scheduled[i].will_sample ? &e : nullptr;
-    if (plan.scheduled[i].will_sample) sampled_[i] = e.token_id;
-    accepted_[i] = e.accepted_token_ids;
-    proposals_[i] = e.draft_token_ids;
   }
   scheduler_->finish_kv_loads(output_.kv_loads_done);
   std::vector<sched::RequestOutput> outputs =
@@ -525,12 +544,12 @@ Status Engine::step() {
     Choice* c = reinterpret_cast<Choice*>(out.user_data);
     if (c->finished) continue;
     RequestState* r = c->request;
-    if (tr != nullptr && c->first_chunk) {       // this output is the choice's first token
-      if (c->trace_attempt != trace_attempt_) {  // not scheduled itself this step
+    if (tr != nullptr && c->first_chunk) {        // this output is the choice's first token
+      if (c->trace_attempt != b.trace_attempt) {  // not scheduled itself this step
         StepTraceEvent& ev = tr->events.emplace_back();
         ev.request_id = r->request.request_id;
         ev.choice = r->request.params.n > 1 ? c->index : -1;
-        c->trace_attempt = trace_attempt_;
+        c->trace_attempt = b.trace_attempt;
         c->trace_event = tr->events.size() - 1;
       }
       tr->events[c->trace_event].first_token = true;
@@ -541,23 +560,76 @@ Status Engine::step() {
   }
   if (tr != nullptr) {
     const double t_end = now_seconds();
-    tr->start = t_start;
-    tr->duration = t_end - t_start;
-    tr->between = std::max(0.0, t_start - trace_last_step_end_ - tr->wait);
-    tr->schedule = t_scheduled - t_start;
+    if (tr != &trace_record_) {  // a batch's own record (pipeline overlap): the running fields
+      tr->step = trace_record_.step++;
+      tr->wait = trace_record_.wait;
+      trace_record_.wait = 0;
+    }
+    tr->start = b.t_start;
+    tr->duration = t_end - b.t_start;
+    tr->between = std::max(0.0, b.t_start - trace_last_step_end_ - tr->wait);
+    tr->schedule = b.t_scheduled - b.t_start;
     tr->forward = output_.forward_seconds;
     tr->sample = output_.sample_seconds;
     tr->comm = output_.comm_seconds;
-    tr->prepare = (t_execute - t_scheduled) +
-                  std::max(0.0, (t_executed - t_execute) - tr->forward - tr->sample);
+    tr->prepare = (b.t_execute - b.t_scheduled) +
+                  std::max(0.0, (t_executed - b.t_execute) - tr->forward - tr->sample);
     tr->output = t_end - t_executed;
     if (trace_ != nullptr) trace_->write(*tr);
     if (step_observer_) step_observer_(*tr);
-    tr->step++;
-    tr->wait = 0;
+    if (tr == &trace_record_) {
+      tr->step++;
+      tr->wait = 0;
+    }
     trace_last_step_end_ = t_end;
   }
   return ok_status();
+}
+
+Status Engine::step() {
+  if (depth_ > 1) return step_pipelined();
+  // The step trace reads the clock between the phases; off, it costs these null checks.
+  StepTraceRecord* const tr = trace_ != nullptr || step_observer_ ? &trace_record_ : nullptr;
+  bool run = false;
+  plan_batch(batch_, tr, &run);
+  if (!run) return ok_status();
+  STRATA_RETURN_IF_ERROR(executor_->execute(batch_.input, &output_));
+  const double t_executed = tr != nullptr ? now_seconds() : 0;
+  return finish_batch(batch_, tr, t_executed);
+}
+
+// Pipeline overlap: plan and submit micro-batches (their requests disjoint: the scheduler skips
+// requests in flight) until depth_ are in flight or nothing more can be planned, then complete
+// the oldest. So while later stages run one micro-batch, the first stage runs the next.
+Status Engine::step_pipelined() {
+  const bool tracing = trace_ != nullptr || static_cast<bool>(step_observer_);
+  while (static_cast<int>(in_flight_.size()) < depth_) {
+    std::unique_ptr<Batch> b;
+    if (!spare_batches_.empty()) {
+      b = std::move(spare_batches_.back());
+      spare_batches_.pop_back();
+    } else {
+      b = std::make_unique<Batch>();
+    }
+    bool run = false;
+    plan_batch(*b, tracing ? &b->trace : nullptr, &run);
+    if (!run) {
+      spare_batches_.push_back(std::move(b));
+      break;
+    }
+    const Status s = executor_->submit(b->input);
+    in_flight_.push_back(std::move(b));  // submitted or not, it is completed in turn
+    if (!s.ok()) return s;
+  }
+  if (in_flight_.empty()) return ok_status();
+  std::unique_ptr<Batch> b = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  Status s = executor_->complete(&output_);
+  const double t_executed = tracing ? now_seconds() : 0;
+  if (s.ok()) s = finish_batch(*b, tracing ? &b->trace : nullptr, t_executed);
+  if (!s.ok()) scheduler_->abandon_plan(b->input.plan);
+  spare_batches_.push_back(std::move(b));
+  return s;
 }
 
 EngineStats Engine::stats() const {

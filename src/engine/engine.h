@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,10 +57,19 @@ class Engine {
 
   bool has_unfinished_requests() const { return !requests_.empty(); }
   // Unfinished requests that are not all paused: step() has work to do.
-  bool has_runnable_requests() const { return scheduler_->has_runnable_requests(); }
+  // (Steps in flight under pipeline overlap are work too: step() completes them.)
+  bool has_runnable_requests() const {
+    return scheduler_->has_runnable_requests() || !in_flight_.empty();
+  }
   int64_t num_requests() const { return static_cast<int64_t>(requests_.size()); }
-  // One step. Errors are internal failures (the model rejected the batch).
+  // One step. Errors are internal failures (the model rejected the batch). Under pipeline overlap
+  // (Executor::max_concurrent_batches() > 1) a step first plans and submits micro-batches until
+  // that many are in flight or nothing more can be planned, then completes the oldest one.
   Status step();
+  // Pipeline overlap: the micro-batches the engine keeps in flight (1: none), and how many are
+  // in flight now.
+  int pipeline_depth() const { return depth_; }
+  int num_batches_in_flight() const { return static_cast<int>(in_flight_.size()); }
   EngineStats stats() const;
 
   // The step trace (--step-trace; engine/step_trace.h). tracing(): whether it is on. The driver
@@ -91,7 +101,22 @@ class Engine {
  private:
   struct Choice;
   struct RequestState;
+  // A step between schedule() and its output processing: its input, its entries' choices and
+  // (pipeline overlap) its own trace record.
+  struct Batch {
+    StepInput input;
+    std::vector<Choice*> choices;
+    StepTraceRecord trace;
+    uint64_t trace_attempt = 0;
+    double t_start = 0, t_scheduled = 0, t_execute = 0;
+  };
   Engine() = default;
+  // Plans `b` (schedule(), the new requests' data, the trace's events); *run: whether it goes to
+  // the executor.
+  void plan_batch(Batch& b, StepTraceRecord* tr, bool* run);
+  // Applies `b`'s output (output_): scheduler update, chunks to the streams, the trace record.
+  Status finish_batch(Batch& b, StepTraceRecord* tr, double t_executed);
+  Status step_pipelined();
   void emit(Choice& c, const sched::RequestOutput& out, const SampledEntry* sample);
   void finish_choice(Choice& c, OutputChunk& chunk, const std::string& reason);
   void release_if_done(RequestState* r);
@@ -106,8 +131,12 @@ class Engine {
   std::vector<int32_t> eos_ids_;
   std::map<std::string, std::unique_ptr<RequestState>> requests_;
   uint64_t next_seq_ = 0;
+  // Pipeline overlap: depth (1: off), the batches in flight (oldest first) and spares to reuse.
+  int depth_ = 1;
+  std::deque<std::unique_ptr<Batch>> in_flight_;
+  std::vector<std::unique_ptr<Batch>> spare_batches_;
   // Per-step buffers.
-  StepInput input_;
+  Batch batch_;
   StepOutput output_;
   std::vector<int32_t> sampled_;
   std::vector<std::vector<int32_t>> accepted_;   // speculative decoding: per entry

@@ -21,6 +21,19 @@ class Executor {
   virtual const WorkerInfo& info() const = 0;
   // One step. Errors are internal failures (a worker rejected the step).
   virtual Status execute(const StepInput& input, StepOutput* output) = 0;
+  // Pipeline parallelism with overlap: how many steps the engine may keep outstanding (1: every
+  // step is execute()d whole). Above 1, the engine submit()s up to that many steps, with
+  // disjoint requests, before it complete()s the oldest; outputs come back in submission order,
+  // and every submitted step is completed (an error ends the engine anyway).
+  virtual int max_concurrent_batches() const { return 1; }
+  virtual Status submit(const StepInput& /*input*/) {
+    return internal_error("this executor runs one step at a time");
+  }
+  virtual Status complete(StepOutput* /*output*/) {
+    return internal_error("this executor runs one step at a time");
+  }
+  // Steps submitted and not completed yet.
+  virtual int num_in_flight() const { return 0; }
   // The KV tiers the scheduler looks blocks up in (rank 0's worker's); nullptr when none.
   virtual kv::KvTiers* kv_tiers() { return nullptr; }
   // Ok while the workers can run steps; an executor whose workers are gone (a dead rank) returns

@@ -104,7 +104,7 @@ Status ModelRunner::execute(const sched::StepPlan& plan, float* logits,
                  seq_lens_,
                  block_tables_,
                  max_blocks,
-                 rows_,
+                 defer_logits_ ? std::span<const int32_t>() : std::span<const int32_t>(rows_),
                  input_hidden};
   const double t0 = now_seconds();
   Status s = model_.forward(b, layers_, *ops_, logits);

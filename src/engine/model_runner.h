@@ -38,6 +38,14 @@ class ModelRunner {
   int32_t row_start(int i) const { return query_start_[i]; }
   // Logits of more rows of the last batch (prompt logprobs), in groups the model allows.
   Status logits_for_rows(std::span<const int32_t> rows, float* logits);
+  // Pipeline overlap (a stage before the last): execute() runs the stage's forward pass only and
+  // leaves the logits to a later logits_for_rows(logits_rows()) (kept by the caller, since the
+  // next execute() replaces them), so the stage can start the next micro-batch first.
+  void set_defer_logits(bool defer) { defer_logits_ = defer; }
+  // The batch rows whose logits the last execute() asked for (sample_plan_index() order), and the
+  // first row of each plan entry (size entries + 1).
+  const std::vector<int32_t>& logits_rows() const { return rows_; }
+  const std::vector<int32_t>& query_starts() const { return query_start_; }
   // The runner's block table of a request (empty when it has none), for tests.
   std::span<const kv::BlockId> block_table(const std::string& request_id) const;
   size_t num_tables() const { return tables_.size(); }
@@ -62,6 +70,7 @@ class ModelRunner {
   std::vector<int64_t> slots_;
   std::vector<int> sample_plan_index_;
   double forward_seconds_ = 0;
+  bool defer_logits_ = false;
 };
 
 }  // namespace strata::engine

@@ -365,6 +365,11 @@ Status Worker::execute(const StepInput& input, StepOutput* output) {
 
 Status Worker::execute_step(const StepInput& input, StepOutput* output) {
   for (const auto& id : input.plan.finished_ids) requests_.erase(id);
+  add_new_requests(input);
+  return run_step(input, output);
+}
+
+void Worker::add_new_requests(const StepInput& input) {
   for (const NewRequestData& n : input.new_requests) {
     RequestState& r = requests_[n.request_id];
     r.token_ids = n.prompt_token_ids;
@@ -378,6 +383,9 @@ Status Worker::execute_step(const StepInput& input, StepOutput* output) {
       r.mask.resize(grammar::GrammarMatcher::mask_words(sampler_->vocab_size()));
     }
   }
+}
+
+Status Worker::run_step(const StepInput& input, StepOutput* output) {
   // KV tiers: copy the plan's stores out of the pool before the forward pass may reuse their
   // blocks, then queue the loads (they run on the tiers' thread, into blocks no entry computes).
   if (tiers_ != nullptr) {
@@ -420,7 +428,116 @@ Status Worker::execute_step(const StepInput& input, StepOutput* output) {
   const sched::StepPlan& plan = *planp;
   STRATA_RETURN_IF_ERROR(runner_->execute(plan, logits_.data()));
   const double sample_start = now_seconds();
-  const auto& index = runner_->sample_plan_index();
+  STRATA_RETURN_IF_ERROR(
+      sample_step(plan, runner_->sample_plan_index(), runner_->query_starts(), output));
+  // The draft model's passes are forward time too.
+  output->forward_seconds =
+      runner_->forward_seconds() + (draft_ != nullptr ? draft_->forward_seconds() : 0.0);
+  output->sample_seconds = now_seconds() - sample_start;
+  if (mtp_ != nullptr) {  // drafts for the next step, from this step's standing positions
+    mtp_entries_.assign(plan.scheduled.size(), {});
+    histories_.clear();
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      const sched::ScheduledRequest& s = plan.scheduled[i];
+      RequestState& st = *entry_states_[i];
+      histories_.emplace_back(st.token_ids);
+      if (!st.speculate) continue;
+      mtp_entries_[i].positions =
+          s.num_scheduled_tokens - s.spec_token_ids_count +
+          static_cast<int64_t>(output->entries[i].accepted_token_ids.size());
+      mtp_entries_[i].propose = s.will_sample;
+    }
+    STRATA_RETURN_IF_ERROR(
+        mtp_->propose(plan, *model_, *runner_, mtp_entries_, histories_, &mtp_drafts_));
+    for (size_t i = 0; i < plan.scheduled.size(); ++i)
+      output->entries[i].draft_token_ids = std::move(mtp_drafts_[i]);
+    output->forward_seconds += mtp_->forward_seconds();
+  }
+  if (tiers_ != nullptr) output->kv_loads_done = tiers_->take_finished_loads();
+  return ok_status();
+}
+
+bool Worker::can_overlap() const {
+  const ModelParallel& p = config_.parallel;
+  return p.pp_size > 1 && !p.is_last_stage() && draft_ == nullptr && mtp_ == nullptr &&
+         tiers_ == nullptr;
+}
+
+Status Worker::submit(const StepInput& input) {
+  if (!can_overlap())
+    return internal_error(
+        "Worker::submit: this worker runs steps whole (not a stage before the "
+        "last of a pipeline, or speculative decoding or KV tiers are on)");
+  const double comm0 = comm_busy_seconds();
+  // Requests the plan finished: a batch still in flight may sample one of them (aborted while in
+  // flight), so their states live on, out of the map, until the latest such batch completes.
+  for (const auto& id : input.plan.finished_ids) {
+    auto node = requests_.extract(id);
+    if (node && !inflight_.empty()) inflight_.back().finished.push_back(std::move(node));
+  }
+  add_new_requests(input);
+  InFlight& f = inflight_.emplace_back();
+  f.input = input;
+  f.status = submit_forward(f);
+  f.comm_seconds = comm_busy_seconds() - comm0;
+  return f.status;
+}
+
+// The stage's part of a submitted step: the block tables and the forward pass through this
+// stage's layers (activations go on to the next stage without waiting). The logits come in
+// complete().
+Status Worker::submit_forward(InFlight& f) {
+  const sched::StepPlan& plan = f.input.plan;
+  if (!plan.kv_stores.empty() || !plan.kv_loads.empty())
+    return internal_error("plan moves KV blocks but this worker has no KV tiers");
+  if (plan.scheduled.empty()) return runner_->execute(plan, logits_.data());  // drops tables
+  f.states.assign(plan.scheduled.size(), nullptr);
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    auto it = requests_.find(plan.scheduled[i].request_id);
+    if (it == requests_.end())
+      return internal_error("plan schedules request '" + plan.scheduled[i].request_id +
+                            "', which this worker was never given");
+    f.states[i] = &it->second;
+  }
+  runner_->set_defer_logits(true);
+  const Status s = runner_->execute(plan, logits_.data());
+  runner_->set_defer_logits(false);
+  STRATA_RETURN_IF_ERROR(s);
+  f.index = runner_->sample_plan_index();
+  f.rows = runner_->logits_rows();
+  f.row_starts = runner_->query_starts();
+  f.forward_seconds = runner_->forward_seconds();
+  return ok_status();
+}
+
+Status Worker::complete(StepOutput* output) {
+  if (inflight_.empty()) return internal_error("Worker::complete: no step in flight");
+  InFlight f = std::move(inflight_.front());
+  inflight_.pop_front();
+  STRATA_RETURN_IF_ERROR(f.status);
+  const double comm0 = comm_busy_seconds();
+  output->kv_loads_done.clear();
+  output->entries.clear();
+  output->forward_seconds = f.forward_seconds;
+  output->sample_seconds = 0;
+  const sched::StepPlan& plan = f.input.plan;
+  if (!plan.scheduled.empty()) {
+    // The logits of the sampled rows, from the last stage (it ran the step meanwhile).
+    STRATA_RETURN_IF_ERROR(runner_->logits_for_rows(f.rows, logits_.data()));
+    const double sample_start = now_seconds();
+    entry_states_ = f.states;
+    STRATA_RETURN_IF_ERROR(sample_step(plan, f.index, f.row_starts, output));
+    output->sample_seconds = now_seconds() - sample_start;
+  }
+  output->comm_seconds = f.comm_seconds + comm_busy_seconds() - comm0;
+  return ok_status();
+}
+
+// Samples every entry of `plan` that samples from logits_ (row r for plan entry index[r], the
+// entries' states in entry_states_), computes the logprobs asked for and appends the step's
+// tokens to each request's history.
+Status Worker::sample_step(const sched::StepPlan& plan, std::span<const int> index,
+                           std::span<const int32_t> row_starts, StepOutput* output) {
   const size_t R = index.size();
   rows_.resize(R);
   samples_.resize(R);
@@ -475,11 +592,7 @@ Status Worker::execute_step(const StepInput& input, StepOutput* output) {
     }
     r += drafts.size() + 1;
   }
-  STRATA_RETURN_IF_ERROR(compute_prompt_logprobs(plan, output));
-  // The draft model's passes are forward time too.
-  output->forward_seconds =
-      runner_->forward_seconds() + (draft_ != nullptr ? draft_->forward_seconds() : 0.0);
-  output->sample_seconds = now_seconds() - sample_start;
+  STRATA_RETURN_IF_ERROR(compute_prompt_logprobs(plan, row_starts, output));
   // The step's tokens join each request's history (penalties, min_tokens and the draft models see
   // them next step): the entry's token (for a sampled request with drafts, the one rejection
   // sampling kept, not the row's own draw), then the accepted drafts' successors.
@@ -497,30 +610,11 @@ Status Worker::execute_step(const StepInput& input, StepOutput* output) {
       st.matcher.reset();
     }
   }
-  if (mtp_ != nullptr) {  // drafts for the next step, from this step's standing positions
-    mtp_entries_.assign(plan.scheduled.size(), {});
-    histories_.clear();
-    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-      const sched::ScheduledRequest& s = plan.scheduled[i];
-      RequestState& st = *entry_states_[i];
-      histories_.emplace_back(st.token_ids);
-      if (!st.speculate) continue;
-      mtp_entries_[i].positions =
-          s.num_scheduled_tokens - s.spec_token_ids_count +
-          static_cast<int64_t>(output->entries[i].accepted_token_ids.size());
-      mtp_entries_[i].propose = s.will_sample;
-    }
-    STRATA_RETURN_IF_ERROR(
-        mtp_->propose(plan, *model_, *runner_, mtp_entries_, histories_, &mtp_drafts_));
-    for (size_t i = 0; i < plan.scheduled.size(); ++i)
-      output->entries[i].draft_token_ids = std::move(mtp_drafts_[i]);
-    output->forward_seconds += mtp_->forward_seconds();
-  }
-  if (tiers_ != nullptr) output->kv_loads_done = tiers_->take_finished_loads();
   return ok_status();
 }
 
-Status Worker::compute_prompt_logprobs(const sched::StepPlan& plan, StepOutput* output) {
+Status Worker::compute_prompt_logprobs(const sched::StepPlan& plan,
+                                       std::span<const int32_t> row_starts, StepOutput* output) {
   const int64_t max_rows = config_.engine.model.limits.max_logit_rows;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const auto& s = plan.scheduled[i];
@@ -535,7 +629,7 @@ Status Worker::compute_prompt_logprobs(const sched::StepPlan& plan, StepOutput* 
       const int64_t cnt = std::min(max_rows, p1 - p);
       std::vector<int32_t> rows(cnt), targets(cnt);
       for (int64_t k = 0; k < cnt; ++k) {
-        rows[k] = runner_->row_start(static_cast<int>(i)) + static_cast<int32_t>(p - p0 + k);
+        rows[k] = row_starts[i] + static_cast<int32_t>(p - p0 + k);
         targets[k] = st.token_ids[p + k + 1];
       }
       STRATA_RETURN_IF_ERROR(runner_->logits_for_rows(rows, prompt_logits_.data()));

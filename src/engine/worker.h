@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,20 @@ class Worker {
   // samples every entry that samples and computes the logprobs asked for.
   Status execute(const StepInput& input, StepOutput* output);
 
+  // Pipeline overlap (several micro-batches in flight, engine/executor.h). A worker of a stage
+  // before the last splits a step in two: submit() takes the step's requests and runs this
+  // stage's forward pass (its activations go on to the next stage without waiting), and
+  // complete() takes the oldest submitted step's logits from the last stage and samples it.
+  // Steps complete in the order submitted; the stage can run the next micro-batch's forward pass
+  // while later stages still compute the previous one. Workers of the last stage run steps whole
+  // (execute()), in the same order. submit() always queues the step: an error it returns is
+  // returned again by the matching complete().
+  bool can_overlap() const;
+  Status submit(const StepInput& input);
+  Status complete(StepOutput* output);
+  size_t num_in_flight() const { return inflight_.size(); }
+  const ModelParallel& parallel() const { return config_.parallel; }
+
   // For tests and benchmarks.
   Model& model() { return *model_; }
   Backend& backend() { return *backend_; }
@@ -97,9 +112,26 @@ class Worker {
     std::optional<grammar::GrammarMatcher> matcher;  // structured outputs
     std::vector<uint64_t> mask;                      // its allowed tokens this step
   };
+  // A submitted step (submit()): its input, what complete() needs of the forward pass, and the
+  // states of requests finished since (kept alive until this step has sampled them).
+  struct InFlight {
+    StepInput input;
+    Status status;
+    std::vector<RequestState*> states;
+    std::vector<int> index;
+    std::vector<int32_t> rows, row_starts;
+    double forward_seconds = 0, comm_seconds = 0;
+    std::vector<std::unordered_map<std::string, RequestState>::node_type> finished;
+  };
   Worker() = default;
-  Status compute_prompt_logprobs(const sched::StepPlan& plan, StepOutput* output);
+  Status compute_prompt_logprobs(const sched::StepPlan& plan, std::span<const int32_t> row_starts,
+                                 StepOutput* output);
   Status execute_step(const StepInput& input, StepOutput* output);  // execute() without the timing
+  void add_new_requests(const StepInput& input);
+  Status run_step(const StepInput& input, StepOutput* output);
+  Status sample_step(const sched::StepPlan& plan, std::span<const int> index,
+                     std::span<const int32_t> row_starts, StepOutput* output);
+  Status submit_forward(InFlight& f);
   double comm_busy_seconds() const;  // Comm::busy_seconds() of this rank's groups
 
   WorkerConfig config_;
@@ -123,6 +155,7 @@ class Worker {
   std::vector<std::span<const int32_t>> histories_;
   std::vector<MtpProposer::Entry> mtp_entries_;
   std::vector<std::vector<int32_t>> mtp_drafts_;
+  std::deque<InFlight> inflight_;  // submitted steps, oldest first
 };
 
 }  // namespace strata::engine

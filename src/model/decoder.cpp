@@ -530,8 +530,9 @@ Status DecoderModel::forward(const ForwardBatch& b, std::span<const PagedKvLayer
     add_rows(h_, H, tmp_, H, T, H, pool);
     if (dump_) dump(prefix + "hidden", h_, T, H, H);
   }
+  // Not waiting for the next stage to take them: this stage may go on with the next micro-batch.
   if (!par_.is_last_stage())
-    STRATA_RETURN_IF_ERROR(par_.pp->send(par_.pp_rank + 1, h_, T * H * sizeof(float)));
+    STRATA_RETURN_IF_ERROR(par_.pp->send_async(par_.pp_rank + 1, h_, T * H * sizeof(float)));
   last_num_tokens_ = T;
   return compute_logits(b.logits_rows, ops, logits);
 }
@@ -563,9 +564,11 @@ Status DecoderModel::compute_logits(std::span<const int32_t> rows, const KernelO
   if (R > limits_.max_logit_rows)
     return invalid_argument("compute_logits: " + std::to_string(R) + " rows exceed " +
                             std::to_string(limits_.max_logit_rows));
-  for (int64_t r = 0; r < R; ++r)
-    if (rows[r] < 0 || rows[r] >= last_num_tokens_)
-      return invalid_argument("compute_logits: row out of range");
+  // Only the last stage reads the rows (an earlier stage may have run later micro-batches since).
+  if (par_.is_last_stage())
+    for (int64_t r = 0; r < R; ++r)
+      if (rows[r] < 0 || rows[r] >= last_num_tokens_)
+        return invalid_argument("compute_logits: row out of range");
   if (par_.is_last_stage()) {
     for (int64_t r = 0; r < R; ++r)
       std::memcpy(rows_ + r * H, h_ + int64_t{rows[r]} * H, H * sizeof(float));

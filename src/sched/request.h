@@ -114,6 +114,8 @@ class Request {
   const std::string& cache_salt() const { return cache_salt_; }
   const RequestTimes& times() const { return times_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // In a submitted plan not yet given to update() (pipeline overlap).
+  bool in_flight() const { return in_flight_; }
   // Paused by Scheduler::pause_request(): not scheduled until resumed.
   bool paused() const { return paused_; }
   // Admitted with prefix blocks coming from a lower KV tier: not scheduled until they arrive.
@@ -154,6 +156,9 @@ class Request {
   int64_t load_first_block_ = 0;
   std::vector<uint8_t> load_state_;
   bool table_sent_ = true;  // its block table went to the workers with an entry
+  // In a plan that the engine has submitted and not yet given to update() (pipeline overlap,
+  // Scheduler::set_pipeline_depth): not scheduled, not preempted until then.
+  bool in_flight_ = false;
   bool speculate_ = false;
   int64_t num_draft_tokens_ = 0;  // drafts in the pending plan (part of num_scheduled_tokens_)
   // Adaptivity: after drafts that were all rejected, the next spec_skip_ decode steps propose

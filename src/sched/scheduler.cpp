@@ -248,7 +248,13 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
                                              std::span<const std::vector<int32_t>> proposals) {
   STRATA_CHECK_EQ(sampled_token_ids.size(), plan.scheduled.size())
       << "update() needs one sampled token (or kNoToken) per scheduled request";
-  STRATA_CHECK_EQ(plan.step, step_) << "update() must get the latest plan, once";
+  if (depth_ <= 1) {
+    STRATA_CHECK_EQ(plan.step, step_) << "update() must get the latest plan, once";
+  } else if (!plan.scheduled.empty()) {
+    STRATA_CHECK(!outstanding_.empty() && outstanding_.front() == plan.step)
+        << "update() must get the plans in flight in the order planned, once";
+    outstanding_.pop_front();
+  }
   std::vector<RequestOutput> outputs;
   outputs.reserve(plan.scheduled.size());
   const double now = clock_->now();
@@ -256,6 +262,7 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const ScheduledRequest& s = plan.scheduled[i];
     Request* r = get_mutable(s.handle);
+    if (r != nullptr) r->in_flight_ = false;
     if (r == nullptr || r->status_ != RequestStatus::kRunning) continue;  // aborted meanwhile
     STRATA_CHECK_EQ(r->num_computed_tokens_, s.num_computed_tokens)
         << "request " << r->id_ << ": plan applied twice or out of order";
@@ -305,6 +312,19 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
     }
   }
   return outputs;
+}
+
+void Scheduler::abandon_plan(const StepPlan& plan) {
+  auto it = std::find(outstanding_.begin(), outstanding_.end(), plan.step);
+  if (it == outstanding_.end()) return;
+  outstanding_.erase(it);
+  for (const ScheduledRequest& s : plan.scheduled) {
+    Request* r = get_mutable(s.handle);
+    if (r == nullptr) continue;
+    r->in_flight_ = false;
+    r->num_scheduled_tokens_ = 0;
+    r->num_draft_tokens_ = 0;
+  }
 }
 
 // Publishes the request's newly computed full blocks; with KV tiers, those the tiers lack are

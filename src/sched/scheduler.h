@@ -44,6 +44,7 @@
 // step is never empty while an unpaused request is unfinished.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -104,6 +105,26 @@ class Scheduler {
                                     std::span<const int32_t> sampled_token_ids,
                                     std::span<const std::vector<int32_t>> accepted = {},
                                     std::span<const std::vector<int32_t>> proposals = {});
+
+  // PIPELINE OVERLAP. With depth > 1 the engine keeps up to `depth` plans outstanding (submitted
+  // to the pipeline, not yet given to update()), and gives every plan that scheduled requests to
+  // update(), in the order planned. The requests of an outstanding plan are "in flight":
+  // schedule() skips them (their next tokens are planned once their plan is applied), a partial
+  // prefill in flight keeps its prefill slot, and preemption never takes one: a request that
+  // needs a block preempts the youngest request not in flight (R3 over the requests not in
+  // flight); when that is itself and younger requests are in flight, it waits for their plans
+  // (not scheduled, and nothing admitted, this step) and preempts them once they are back. Each
+  // plan takes at most ceil(unpaused unfinished requests / depth) requests, so the micro-batches
+  // are balanced. Requests may still be aborted or finished while in flight (their blocks go back
+  // at once; the stages run the plans in order, so a later plan's writes to those blocks come
+  // after). Depth 1 (the default): plans are not tracked, and a plan never given to update() is
+  // simply replaced by the next.
+  void set_pipeline_depth(int depth) { depth_ = depth < 1 ? 1 : depth; }
+  int pipeline_depth() const { return depth_; }
+  int64_t num_plans_in_flight() const { return static_cast<int64_t>(outstanding_.size()); }
+  // A plan in flight that will never be applied (its step failed): its requests are no longer in
+  // flight and are planned again from where they were.
+  void abandon_plan(const StepPlan& plan);
 
   // KV TIERS. With `tiers` set (and prefix caching on), admission continues a prefix lookup that
   // misses the pool in the tiers: a request whose next blocks are there is admitted holding
@@ -186,6 +207,10 @@ class Scheduler {
   }
   void preempt(Request* victim, StepPlan* plan);
   Request* youngest_paused_running() const;
+  // R3 over the requests not in flight: the youngest running request not in flight (it is
+  // `requester` or younger); nullptr when that is `requester` while younger requests are in
+  // flight (it waits for their plans rather than preempt itself).
+  Request* youngest_preemptable(const Request* requester) const;
   void preempt_paused_prefills(StepPlan* plan);
   void add_entry(StepPlan* plan, Request* r, int64_t n, std::span<const kv::BlockId> blocks,
                  bool new_table, std::span<const int32_t> drafts = {});
@@ -217,6 +242,10 @@ class Scheduler {
   std::vector<Request*> finished_;  // finished since the last schedule(); released there
   uint64_t next_seq_no_ = 0;
   uint64_t step_ = 0;
+  int depth_ = 1;                     // set_pipeline_depth()
+  std::deque<uint64_t> outstanding_;  // steps of the plans in flight, oldest first
+  bool waiting_for_flight_ = false;   // this schedule(): a request waits for a plan in flight
+  int64_t plan_seq_cap_ = INT64_MAX;  // this schedule(): requests per plan
 
   int64_t num_preemptions_ = 0;
   int64_t prompt_tokens_ = 0;

@@ -28,9 +28,19 @@ StepPlan Scheduler::schedule() {
     }
   }
   step_draft_tokens_ = 0;
+  waiting_for_flight_ = false;
+  plan_seq_cap_ = INT64_MAX;
+  if (depth_ > 1) {  // balanced micro-batches
+    const int64_t runnable = num_running() + num_waiting() - num_paused_;
+    plan_seq_cap_ = std::max<int64_t>(1, (runnable + depth_ - 1) / depth_);
+  }
   schedule_running(&plan, &budget, &slots);
-  schedule_waiting(&plan, &budget, &slots);
+  if (!waiting_for_flight_) schedule_waiting(&plan, &budget, &slots);
   plan.total_num_scheduled_tokens = config_.max_num_batched_tokens - budget;
+  if (depth_ > 1 && !plan.scheduled.empty()) {
+    for (const ScheduledRequest& e : plan.scheduled) get_mutable(e.handle)->in_flight_ = true;
+    outstanding_.push_back(plan.step);
+  }
   return plan;
 }
 
@@ -94,8 +104,11 @@ void Scheduler::add_entry(StepPlan* plan, Request* r, int64_t n,
 // findable in the prefix cache until reused), and it waits to be admitted again, in key order.
 // The victim is the youngest running request (R3) or a paused one (P1, P2).
 void Scheduler::preempt(Request* victim, StepPlan* plan) {
-  STRATA_CHECK(!running_.empty() && (running_.back() == victim || victim->paused_))
-      << "only the youngest or a paused request is preempted";
+  bool youngest = true;  // no younger running request is out of flight
+  for (auto it = running_.rbegin(); it != running_.rend() && *it != victim; ++it)
+    if (!(*it)->in_flight_) youngest = false;
+  STRATA_CHECK(!running_.empty() && !victim->in_flight_ && (youngest || victim->paused_))
+      << "only the youngest request not in flight or a paused one is preempted";
   erase_running(victim);
   drop_loads(victim);
   kv_.free(seq(*victim));
@@ -109,7 +122,22 @@ void Scheduler::preempt(Request* victim, StepPlan* plan) {
 
 Request* Scheduler::youngest_paused_running() const {
   for (auto it = running_.rbegin(); it != running_.rend(); ++it)
-    if ((*it)->paused_) return *it;
+    if ((*it)->paused_ && !(*it)->in_flight_) return *it;
+  return nullptr;
+}
+
+Request* Scheduler::youngest_preemptable(const Request* requester) const {
+  bool younger_in_flight = false;
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if ((*it)->in_flight_) {
+      younger_in_flight = true;
+      continue;
+    }
+    // The requester itself (not in flight) is reached at the latest. Rather than preempt itself
+    // while younger requests are in flight, it waits for them: they can be preempted once back.
+    if (*it == requester && younger_in_flight) return nullptr;
+    return *it;
+  }
   return nullptr;
 }
 
@@ -119,7 +147,8 @@ void Scheduler::preempt_paused_prefills(StepPlan* plan) {
   if (num_paused_ == 0) return;
   std::vector<Request*> victims;
   for (Request* r : running_)
-    if (r->paused_ && r->num_tokens() - r->num_computed_tokens_ > 1) victims.push_back(r);
+    if (r->paused_ && !r->in_flight_ && r->num_tokens() - r->num_computed_tokens_ > 1)
+      victims.push_back(r);
   for (Request* r : victims) preempt(r, plan);
 }
 
@@ -129,9 +158,18 @@ void Scheduler::preempt_paused_prefills(StepPlan* plan) {
 void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* slots) {
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* r = running_[i];
+    if (r->in_flight_) {  // its plan is outstanding: a prefill continuing after it keeps its slot
+      const int64_t remaining = r->num_tokens() - r->num_computed_tokens_;
+      if (remaining > 1 && r->num_scheduled_tokens_ < remaining) {
+        ++slots->partial;
+        if (is_long(remaining)) ++slots->long_partial;
+      }
+      continue;
+    }
     r->num_scheduled_tokens_ = 0;  // a plan never given to update() is simply replaced
     r->num_draft_tokens_ = 0;
     if (r->paused_) continue;  // decoding (P2): needs no prefill slot
+    if (static_cast<int64_t>(plan->scheduled.size()) >= plan_seq_cap_) continue;
     const int64_t remaining = r->num_tokens() - r->num_computed_tokens_;
     if (r->num_loading_ > 0) {  // waits for its tier blocks; holds a prefill slot meanwhile
       ++slots->partial;
@@ -179,7 +217,8 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
     while (kv_.num_blocks_to_allocate(seq(*r), total) > kv_.num_allocatable_blocks()) {
       Request* victim = youngest_paused_running();
       took_paused |= victim != nullptr;
-      if (victim == nullptr) victim = running_.back();
+      if (victim == nullptr) victim = youngest_preemptable(r);
+      if (victim == nullptr) break;  // every younger request is in flight: wait for them
       self_preempted = victim == r;
       preempt(victim, plan);
       if (self_preempted) break;
@@ -190,6 +229,15 @@ void Scheduler::schedule_running(StepPlan* plan, int64_t* budget, PrefillSlots* 
         if (is_long(remaining)) --slots->long_partial;
       }
       break;  // r was the youngest: nothing after it
+    }
+    if (kv_.num_blocks_to_allocate(seq(*r), total) > kv_.num_allocatable_blocks()) {
+      // Waits for the plans in flight (pipeline overlap): not scheduled, and nobody is admitted
+      // ahead of it; its prefill slot (if any) stays counted.
+      waiting_for_flight_ = true;
+      if (took_paused)
+        i = static_cast<size_t>(std::lower_bound(running_.begin(), running_.end(), r, KeyLess()) -
+                                running_.begin());
+      continue;
     }
     if (took_paused)  // paused requests older than r may have left: find r's place again
       i = static_cast<size_t>(std::lower_bound(running_.begin(), running_.end(), r, KeyLess()) -
@@ -228,6 +276,7 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
   bool older_seen = false;  // an unpaused waiting request before `it` (passed over or admitted)
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (*budget <= 0 || slots->prompt_tokens_left <= 0) return;
+    if (static_cast<int64_t>(plan->scheduled.size()) >= plan_seq_cap_) return;
     Request* w = *it;
     if (w->paused_) {
       ++it;

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "grammar/grammar.h"
 #include "grammar/vocabulary.h"
+#include "model/parallel.h"
 
 namespace strata {
 namespace {
@@ -306,6 +307,268 @@ TEST(DistExecutor, GrammarConstrainedRequestsAreRefusedWithSeveralRanks) {
   EXPECT_NE(s.status().message().find("not supported with tensor or pipeline parallelism"),
             std::string::npos);
   EXPECT_FALSE(two.executor_->supports_constraints());
+}
+
+// ---- Pipeline parallelism over thread ranks, with and without overlap ----
+
+// Rank 0's executor behind a wrapper that records what is in flight at every submit: whether a
+// second step was submitted before the first completed is observable state, not timing.
+class CountingExecutor final : public engine::Executor {
+ public:
+  explicit CountingExecutor(std::unique_ptr<DistExecutor> inner) : inner_(std::move(inner)) {}
+  const engine::WorkerInfo& info() const override { return inner_->info(); }
+  Status execute(const engine::StepInput& in, engine::StepOutput* out) override {
+    executes++;
+    return inner_->execute(in, out);
+  }
+  int max_concurrent_batches() const override { return inner_->max_concurrent_batches(); }
+  Status submit(const engine::StepInput& in) override {
+    Status s = inner_->submit(in);
+    submits++;
+    const int n = inner_->num_in_flight();
+    max_in_flight = std::max(max_in_flight.load(), n);
+    // The first stage's worker has run this step's forward pass with the earlier ones still
+    // waiting for their logits.
+    max_worker_in_flight =
+        std::max(max_worker_in_flight.load(), static_cast<int>(inner_->worker().num_in_flight()));
+    if (n >= 2) submits_behind_another++;
+    return s;
+  }
+  Status complete(engine::StepOutput* out) override {
+    completes++;
+    return inner_->complete(out);
+  }
+  int num_in_flight() const override { return inner_->num_in_flight(); }
+  Status health() const override { return inner_->health(); }
+  bool supports_constraints() const override { return inner_->supports_constraints(); }
+  std::atomic<int> executes{0}, submits{0}, completes{0}, max_in_flight{0}, max_worker_in_flight{0},
+      submits_behind_another{0};
+
+ private:
+  std::unique_ptr<DistExecutor> inner_;
+};
+
+// tp x pp ranks as threads: rank 0 behind an engine, the others in their worker loops. Each
+// rank loads its stage's layers (and its tensor-parallel slice).
+class PipelineRanks {
+ public:
+  PipelineRanks(engine::EngineConfig config, int tp, int pp, int max_in_flight) {
+    const int n = tp * pp;
+    world_ = make_local_group(n);
+    for (int st = 0; st < pp; ++st) tp_groups_.push_back(make_local_group(tp));
+    for (int t = 0; t < tp; ++t) pp_groups_.push_back(make_local_group(pp));
+    auto ranges = pipeline_layer_ranges(4, pp, "");  // strata-tiny: 4 layers
+    EXPECT_TRUE(ranges.ok());
+    auto place = [this, tp, pp, ranges](int w) {
+      ModelParallel p;
+      p.tp_size = tp;
+      p.tp_rank = w % tp;
+      p.pp_size = pp;
+      p.pp_rank = w / tp;
+      p.first_layer = (*ranges)[p.pp_rank].begin;
+      p.end_layer = (*ranges)[p.pp_rank].end;
+      p.tp = tp > 1 ? tp_groups_[p.pp_rank][p.tp_rank].get() : nullptr;
+      p.pp = pp > 1 ? pp_groups_[p.tp_rank][p.pp_rank].get() : nullptr;
+      return p;
+    };
+    for (int w = 1; w < n; ++w) {
+      ranks_.emplace_back([this, config, w, place] {
+        Comm& world = *world_[w];
+        auto wc = engine::resolve_worker_config(config);
+        if (!wc.ok()) {
+          (void)dist::exchange_reports(world, RankReport{});
+          return;
+        }
+        wc->parallel = place(w);
+        auto worker = engine::Worker::create(*wc);
+        if (!worker.ok()) {
+          ADD_FAILURE() << worker.status().to_string();
+          (void)dist::exchange_reports(world, RankReport{});
+          return;
+        }
+        if (!dist::exchange_reports(world, report_of(**worker)).ok()) return;
+        Status s = dist::run_worker_loop(world, **worker);
+        EXPECT_TRUE(s.ok()) << "rank " << w << ": " << s.to_string();
+      });
+    }
+    dist::DistExecutorOptions options;
+    options.max_in_flight = max_in_flight;
+    auto engine = engine::Engine::create(
+        config,
+        [this, options,
+         place](const engine::WorkerConfig& wc_in) -> Result<std::unique_ptr<engine::Executor>> {
+          engine::WorkerConfig wc = wc_in;
+          wc.parallel = place(0);
+          STRATA_ASSIGN_OR_RETURN(auto w, engine::Worker::create(wc));
+          STRATA_ASSIGN_OR_RETURN(auto reports, dist::exchange_reports(*world_[0], report_of(*w)));
+          STRATA_ASSIGN_OR_RETURN(auto e, DistExecutor::create(world_[0].get(), std::move(w),
+                                                               std::move(reports), options));
+          auto counting = std::make_unique<CountingExecutor>(std::move(e));
+          executor_ = counting.get();
+          return std::unique_ptr<engine::Executor>(std::move(counting));
+        });
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    if (engine.ok()) {
+      depth_ = (*engine)->pipeline_depth();
+      client_ = engine::EngineClient::start(std::move(engine).value());
+    }
+  }
+  ~PipelineRanks() {
+    client_.reset();
+    for (auto& t : ranks_) t.join();
+  }
+
+  std::vector<std::unique_ptr<Comm>> world_;
+  std::vector<std::vector<std::unique_ptr<Comm>>> tp_groups_, pp_groups_;
+  std::vector<std::thread> ranks_;
+  std::unique_ptr<engine::EngineClient> client_;
+  CountingExecutor* executor_ = nullptr;
+  int depth_ = 0;
+};
+
+// Many concurrent requests: prompts of many lengths (chunked prefills beside decodes), greedy or
+// seeded sampling with logprobs, some with n = 2, some with prompt logprobs.
+std::vector<engine::EngineRequest> many_requests(bool sampled) {
+  std::vector<engine::EngineRequest> out;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> p = {256};
+    for (int k = 1; k < 3 + 19 * (i % 5); ++k)
+      p.push_back(static_cast<int32_t>((k * 7 + i * 31) % 256));
+    auto r = testing::greedy_request("m" + std::to_string(i), std::move(p), 6 + 3 * (i % 4));
+    if (sampled) {
+      r.params.temperature = 0.8;
+      r.params.seed = 7 + i;
+      r.params.logprobs = 1;
+      r.params.n = i % 3 == 0 ? 2 : 1;
+      if (i % 4 == 1) r.params.prompt_logprobs = 1;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<testing::Completion> run_many(engine::EngineClient& client, bool sampled) {
+  auto streams = testing::submit_together(client, many_requests(sampled));
+  std::vector<testing::Completion> out;
+  for (auto& s : streams)
+    for (auto& c : testing::collect(*s)) {
+      EXPECT_TRUE(c.error.ok()) << c.error.to_string();
+      out.push_back(std::move(c));
+    }
+  EXPECT_TRUE(testing::wait_idle(client));
+  return out;
+}
+
+void expect_same_with_prompt_logprobs(const std::vector<testing::Completion>& a,
+                                      const std::vector<testing::Completion>& b) {
+  expect_same(a, b);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i].prompt_logprobs, b[i].prompt_logprobs) << "choice " << i;
+}
+
+TEST(DistPipeline, TwoStagesKeepTwoBatchesInFlightAndGiveTheOutputsOfOneProcess) {
+  for (bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    std::vector<testing::Completion> one;
+    {
+      auto client = engine::EngineClient::create(tiny_config());
+      ASSERT_TRUE(client.ok()) << client.status().to_string();
+      one = run_many(**client, sampled);
+    }
+    ASSERT_EQ(one.size(), sampled ? 16u : 12u);
+    PipelineRanks pp(tiny_config(), /*tp=*/1, /*pp=*/2, /*max_in_flight=*/0);
+    ASSERT_NE(pp.client_, nullptr);
+    EXPECT_EQ(pp.depth_, 2);
+    auto out = run_many(*pp.client_, sampled);
+    expect_same_with_prompt_logprobs(one, out);
+    CountingExecutor& e = *pp.executor_;
+    EXPECT_EQ(e.executes.load(), 0);
+    EXPECT_GT(e.submits.load(), 10);
+    EXPECT_EQ(e.submits.load(), e.completes.load());
+    // A second micro-batch went in before the first came out, at the executor and in stage 0's
+    // worker (its forward pass ran while the first batch's logits were still due).
+    EXPECT_EQ(e.max_in_flight.load(), 2);
+    EXPECT_EQ(e.max_worker_in_flight.load(), 2);
+    EXPECT_GT(e.submits_behind_another.load(), 5);
+    EXPECT_TRUE(pp.client_->health().ok());
+  }
+}
+
+TEST(DistPipeline, OverlapOffRunsEveryStepWhole) {
+  PipelineRanks pp(tiny_config(), 1, 2, /*max_in_flight=*/1);
+  ASSERT_NE(pp.client_, nullptr);
+  EXPECT_EQ(pp.depth_, 1);
+  auto out = run_many(*pp.client_, false);
+  EXPECT_EQ(out.size(), 12u);
+  EXPECT_GT(pp.executor_->executes.load(), 10);
+  EXPECT_EQ(pp.executor_->submits.load(), 0);
+}
+
+TEST(DistPipeline, TensorTimesPipelineWithOverlapGivesTheOutputsOfOneProcess) {
+  std::vector<testing::Completion> one;
+  {
+    auto client = engine::EngineClient::create(tiny_config());
+    ASSERT_TRUE(client.ok());
+    one = run_many(**client, true);
+  }
+  PipelineRanks pp(tiny_config(), /*tp=*/2, /*pp=*/2, 0);
+  ASSERT_NE(pp.client_, nullptr);
+  auto out = run_many(*pp.client_, true);
+  expect_same_with_prompt_logprobs(one, out);
+  EXPECT_EQ(pp.executor_->max_in_flight.load(), 2);
+}
+
+TEST(DistPipeline, ThreeStagesWithThreeInFlightGiveTheOutputsOfOneProcess) {
+  std::vector<testing::Completion> one;
+  {
+    auto client = engine::EngineClient::create(tiny_config());
+    ASSERT_TRUE(client.ok());
+    one = run_many(**client, false);
+  }
+  PipelineRanks pp(tiny_config(), 1, 3, 0);
+  ASSERT_NE(pp.client_, nullptr);
+  EXPECT_EQ(pp.depth_, 3);
+  auto out = run_many(*pp.client_, false);
+  expect_same(one, out);
+  EXPECT_EQ(pp.executor_->max_in_flight.load(), 3);
+}
+
+TEST(DistPipeline, AbortsWhileInFlightLeaveTheOthersIntact) {
+  std::vector<testing::Completion> one;
+  {
+    auto client = engine::EngineClient::create(tiny_config());
+    ASSERT_TRUE(client.ok());
+    one = run_many(**client, false);
+  }
+  PipelineRanks pp(tiny_config(), 1, 2, 0);
+  ASSERT_NE(pp.client_, nullptr);
+  auto streams = testing::submit_together(*pp.client_, many_requests(false));
+  // Abort two of them after a token (their batches may be in flight then, or not: either way the
+  // other requests' outputs must not change).
+  std::vector<std::vector<int32_t>> firsts(streams.size());
+  for (int k : {3, 8}) {
+    auto first = streams[k]->next();
+    ASSERT_TRUE(first.has_value());
+    firsts[k] = first->token_ids;
+    pp.client_->abort("m" + std::to_string(k));
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    auto got = testing::collect(*streams[i]);
+    ASSERT_EQ(got.size(), 1u);
+    got[0].tokens.insert(got[0].tokens.begin(), firsts[i].begin(), firsts[i].end());
+    if ((i == 3 || i == 8) && got[0].finish_reason == "abort") {
+      // Aborted (unless it had finished first): what came out is the start of its tokens.
+      ASSERT_LE(got[0].tokens.size(), one[i].tokens.size()) << i;
+      EXPECT_TRUE(std::equal(got[0].tokens.begin(), got[0].tokens.end(), one[i].tokens.begin()))
+          << i;
+      continue;
+    }
+    EXPECT_EQ(got[0].tokens, one[i].tokens) << i;
+    EXPECT_EQ(got[0].finish_reason, one[i].finish_reason) << i;
+  }
+  EXPECT_TRUE(testing::wait_idle(*pp.client_));
+  EXPECT_TRUE(pp.client_->health().ok());
 }
 
 TEST(DistExecutor, OneRankIsTheWorkerItself) {

@@ -259,6 +259,8 @@ describe('sharded llama-134m (dummy weights): 64 greedy tokens as one process, 1
       try {
         for (let i = 0; i < prompts.length; ++i)
           assert.deepEqual(await greedyIds(server, prompts[i], 64), expected[i]);
+        // Concurrently: under PP the two requests go in separate micro-batches, both in flight.
+        assert.deepEqual(await Promise.all(prompts.map((p) => greedyIds(server, p, 64))), expected);
         const bytes = weightBytes(server.output());
         const tp = 2;
         const pp = layout.includes('--pipeline-parallel-size') ? 2 : 1;
@@ -305,6 +307,8 @@ describe('sharded DeepSeek-V3 (scaled, MLA + MoE): 64 greedy tokens as one proce
       try {
         for (let i = 0; i < prompts.length; ++i)
           assert.deepEqual(await greedyIds(server, prompts[i], 64), expected[i]);
+        // Concurrently: under PP the two requests go in separate micro-batches, both in flight.
+        assert.deepEqual(await Promise.all(prompts.map((p) => greedyIds(server, p, 64))), expected);
         if (layout.includes('--enable-expert-parallel')) {
           // The world table places 8 whole routed experts on each rank.
           assert.match(server.output(), /rank 0 on host .* experts 0\.\.7/);
