@@ -279,6 +279,23 @@ int run(const Args& args) {
   so.input_len = wl->input_len;
   so.output_len = wl->output_len;
   const plan::CostModel& model = *cost;
+  // The engine's pipeline overlap (engine.cpp, DistExecutor): up to PP micro-batches in flight
+  // (STRATA_PP_MAX_INFLIGHT), none with speculative decoding or KV tiers.
+  if (d.parallel.pp > 1 && !d.engine.scheduler.speculative.enabled() &&
+      !d.engine.cache.has_kv_tiers()) {
+    const char* env = std::getenv("STRATA_PP_MAX_INFLIGHT");
+    int64_t depth = d.parallel.pp;
+    if (env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      const long v = std::strtol(env, &end, 10);
+      if (*end != '\0' || v < 1)
+        return fail(invalid_argument(std::string("STRATA_PP_MAX_INFLIGHT=") + env +
+                                     ": expected an integer >= 1"));
+      depth = v;
+    }
+    sim.pipeline_depth = static_cast<int>(depth);
+    sim.stage_cost = [&](std::span<const plan::SequenceWork> b) { return model.step_cost(b); };
+  }
   auto sweep = plan::simulate_sweep(
       sim, workload, [&](std::span<const plan::SequenceWork> b) { return model.step_time(b); }, so);
   if (!sweep.ok()) return fail(sweep.status());

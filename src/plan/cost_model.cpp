@@ -451,23 +451,30 @@ StepCost CostModel::step_cost(std::span<const SequenceWork> batch) const {
     c.compute_s += compute;
     c.memory_s += memory;
     c.tp_comm_s += tp_s;
-    c.step_time_s +=
+    double stage =
         (hw_.roofline == Roofline::kSum ? compute + memory : std::max(compute, memory)) + tp_s;
+    c.step_time_s += stage;
     if (s + 1 < par_.pp) {
       // Rank i of stage s sends the hidden states to rank i of stage s + 1 (device s*tp + i to
       // (s+1)*tp + i); over the inter-node link when any such pair is on different nodes.
-      c.pp_comm_s += hidden_bytes / (pp_link(s, s + 1).bandwidth_bytes_per_s * eff.link_bandwidth) +
-                     pp_link(s, s + 1).latency_s;
+      const double send =
+          hidden_bytes / (pp_link(s, s + 1).bandwidth_bytes_per_s * eff.link_bandwidth) +
+          pp_link(s, s + 1).latency_s;
+      c.pp_comm_s += send;
+      stage += send;
     }
+    c.stage_s.push_back(stage);
   }
   // The last stage broadcasts the f32 logits rows to every other stage (each rank samples).
   if (par_.pp > 1 && c.num_logits_rows > 0) {
     bool crosses = false;
     for (int64_t s = 0; s < last_stage; ++s)
       crosses |= &pp_link(s, last_stage) == &hw_.inter_node_link;
-    c.pp_comm_s +=
+    const double logits =
         broadcast_s(R * static_cast<double>(m.vocab) * 4, par_.pp,
                     crosses ? hw_.inter_node_link : hw_.intra_node_link, eff.link_bandwidth);
+    c.pp_comm_s += logits;
+    c.stage_s.back() += logits;
   }
   c.step_time_s += c.pp_comm_s + c.overhead_s;
   return c;

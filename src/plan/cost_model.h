@@ -172,6 +172,11 @@ struct StepCost {
   double pp_comm_s = 0;  // stage-to-stage sends and the logits broadcast
   double overhead_s = 0;
   double step_time_s = 0;
+  // Each pipeline stage's time (its roofline, its TP all-gathers and its send of the hidden
+  // states to the next stage; the last stage's includes the logits broadcast), without the
+  // overhead: step_time_s = sum of stage_s + overhead_s. With micro-batches in flight the stages
+  // of different batches overlap (plan/simulator.h).
+  std::vector<double> stage_s;
 
   double flops() const { return matmul_flops + attention_flops; }
   double bytes() const { return weight_bytes + kv_read_bytes + kv_write_bytes + activation_bytes; }

@@ -368,53 +368,13 @@ Result<SimulationResult> simulate(const SimulationConfig& config,
 
   std::vector<SequenceWork> batch;
   std::vector<int32_t> sampled;
-  while (done < n) {
-    admit_until(now);
-    if (!sched->has_runnable_requests()) {
-      dispatch_pending(now);
-      if (done == n) continue;
-      if (!admitting.empty() && admitting.front().time <= now) continue;
-      // Idle until the next admission or arrival.
-      double next_t = std::numeric_limits<double>::infinity();
-      if (!admitting.empty()) next_t = admitting.front().time;
-      if (next < n) next_t = std::min(next_t, workload[order[next]].arrival_s);
-      if (!std::isfinite(next_t))
-        return internal_error("simulation: requests are queued but the scheduler has no work");
-      now = std::max(now, next_t);
-      clock.set(now);
-      arrive_until(now, &in_flight);
-      dispatch_pending(now);
-      continue;
-    }
-    if (res.num_steps >= config.max_steps)
-      return internal_error("simulation: no end after " + std::to_string(config.max_steps) +
-                            " steps (" + std::to_string(n - done) + " requests unfinished)");
-    sched::StepPlan plan = sched->schedule();
-    if (plan.empty()) return internal_error("simulation: the scheduler planned an empty step");
-    batch.clear();
-    sampled.clear();
-    for (const auto& s : plan.scheduled) {
-      batch.push_back({.num_new_tokens = s.num_scheduled_tokens,
-                       .context_len = s.num_computed_tokens,
-                       .sample = s.will_sample});
-      // A made-up token that is no stop token (EOS is ignored anyway).
-      sampled.push_back(
-          s.will_sample
-              ? static_cast<int32_t>(1 + (s.num_computed_tokens + s.num_scheduled_tokens) % 30000)
-              : sched::kNoToken);
-    }
-    const double dt = step_time(batch);
-    if (!(dt > 0) || !std::isfinite(dt))
-      return invalid_argument("simulation: the step time of a batch of " +
-                              std::to_string(plan.total_num_scheduled_tokens) +
-                              " tokens is not a positive number of seconds");
-    now += dt;
-    clock.set(now);
+  // The outputs of a completed step at time `now`.
+  auto complete = [&](const sched::StepPlan& plan, const std::vector<int32_t>& tokens) {
     ++res.num_steps;
     res.max_running = std::max(res.max_running, static_cast<int64_t>(plan.scheduled.size()));
     int64_t occupied = in_flight;  // the slots in use while the step ran
     int64_t freed = 0;
-    for (const sched::RequestOutput& o : sched->update(plan, sampled)) {
+    for (const sched::RequestOutput& o : sched->update(plan, tokens)) {
       const size_t i = static_cast<size_t>(o.user_data);
       bench::RequestOutput& out = res.outputs[i];
       if (o.num_output_tokens == 1) {
@@ -438,6 +398,111 @@ Result<SimulationResult> simulate(const SimulationConfig& config,
     arrive_until(now, &occupied);
     in_flight = occupied - freed;
     dispatch_pending(now);
+  };
+  // The batch a plan runs, and made-up sampled tokens that are no stop tokens (EOS is ignored).
+  auto batch_of = [&](const sched::StepPlan& plan, std::vector<SequenceWork>* b,
+                      std::vector<int32_t>* tokens) {
+    b->clear();
+    tokens->clear();
+    for (const auto& s : plan.scheduled) {
+      b->push_back({.num_new_tokens = s.num_scheduled_tokens,
+                    .context_len = s.num_computed_tokens,
+                    .sample = s.will_sample});
+      tokens->push_back(
+          s.will_sample
+              ? static_cast<int32_t>(1 + (s.num_computed_tokens + s.num_scheduled_tokens) % 30000)
+              : sched::kNoToken);
+    }
+  };
+  auto idle = [&]() -> Status {  // no runnable request: wait for the next admission or arrival
+    dispatch_pending(now);
+    if (done == n) return Status::ok_status();
+    if (!admitting.empty() && admitting.front().time <= now) return Status::ok_status();
+    double next_t = std::numeric_limits<double>::infinity();
+    if (!admitting.empty()) next_t = admitting.front().time;
+    if (next < n) next_t = std::min(next_t, workload[order[next]].arrival_s);
+    if (!std::isfinite(next_t))
+      return internal_error("simulation: requests are queued but the scheduler has no work");
+    now = std::max(now, next_t);
+    clock.set(now);
+    arrive_until(now, &in_flight);
+    dispatch_pending(now);
+    return Status::ok_status();
+  };
+
+  if (config.pipeline_depth > 1 && config.stage_cost) {
+    sched->set_pipeline_depth(config.pipeline_depth);
+    struct Submitted {
+      sched::StepPlan plan;
+      std::vector<int32_t> tokens;
+      double done_at = 0;
+    };
+    std::deque<Submitted> submitted;
+    std::vector<double> stage_free;  // when each stage's device finishes its last batch
+    while (done < n) {
+      admit_until(now);
+      while (static_cast<int>(submitted.size()) < config.pipeline_depth &&
+             sched->has_runnable_requests()) {
+        if (res.num_steps + static_cast<int64_t>(submitted.size()) >= config.max_steps)
+          return internal_error("simulation: no end after " + std::to_string(config.max_steps) +
+                                " steps (" + std::to_string(n - done) + " requests unfinished)");
+        sched::StepPlan plan = sched->schedule();
+        if (plan.empty()) break;  // every runnable request is in a batch in flight
+        Submitted sub;
+        batch_of(plan, &batch, &sub.tokens);
+        const StepCost cost = config.stage_cost(batch);
+        if (!(cost.step_time_s > 0) || !std::isfinite(cost.step_time_s))
+          return invalid_argument("simulation: the step time of a batch of " +
+                                  std::to_string(plan.total_num_scheduled_tokens) +
+                                  " tokens is not a positive number of seconds");
+        if (stage_free.size() < cost.stage_s.size()) stage_free.resize(cost.stage_s.size(), 0.0);
+        double t = now;
+        for (size_t s = 0; s < cost.stage_s.size(); ++s) {
+          t = std::max(t, stage_free[s]) + cost.stage_s[s];
+          stage_free[s] = t;
+        }
+        // Sampling and the step's bookkeeping run on the first stage's device at completion.
+        sub.done_at = t + cost.overhead_s;
+        sub.plan = std::move(plan);
+        submitted.push_back(std::move(sub));
+      }
+      if (submitted.empty()) {
+        if (sched->has_runnable_requests())
+          return internal_error("simulation: the scheduler planned an empty step");
+        STRATA_RETURN_IF_ERROR(idle());
+        continue;
+      }
+      Submitted oldest = std::move(submitted.front());
+      submitted.pop_front();
+      now = std::max(now, oldest.done_at);
+      if (!stage_free.empty()) stage_free[0] = std::max(stage_free[0], now);
+      clock.set(now);
+      complete(oldest.plan, oldest.tokens);
+    }
+    res.stats = sched->stats();
+    return res;
+  }
+
+  while (done < n) {
+    admit_until(now);
+    if (!sched->has_runnable_requests()) {
+      STRATA_RETURN_IF_ERROR(idle());
+      continue;
+    }
+    if (res.num_steps >= config.max_steps)
+      return internal_error("simulation: no end after " + std::to_string(config.max_steps) +
+                            " steps (" + std::to_string(n - done) + " requests unfinished)");
+    sched::StepPlan plan = sched->schedule();
+    if (plan.empty()) return internal_error("simulation: the scheduler planned an empty step");
+    batch_of(plan, &batch, &sampled);
+    const double dt = step_time(batch);
+    if (!(dt > 0) || !std::isfinite(dt))
+      return invalid_argument("simulation: the step time of a batch of " +
+                              std::to_string(plan.total_num_scheduled_tokens) +
+                              " tokens is not a positive number of seconds");
+    now += dt;
+    clock.set(now);
+    complete(plan, sampled);
   }
   res.stats = sched->stats();
   return res;

@@ -113,6 +113,14 @@ struct SimulationConfig {
   // Guard against a scheduler that stops making progress (a bug): the simulation fails after
   // this many steps instead of looping.
   int64_t max_steps = 100'000'000;
+  // Pipeline parallelism with micro-batches in flight, as the engine runs it (engine.cpp: up to
+  // --pipeline-parallel-size disjoint batches submitted before the oldest completes): with
+  // pipeline_depth > 1 and stage_cost set, batch b's stage s starts when stage s has finished
+  // batch b-1 and stage s-1 has finished batch b (CostModel's stage_s), and the oldest batch
+  // completes (its tokens are sampled, overhead_s on the first stage's device) before the next
+  // is planned once `pipeline_depth` are in flight. Otherwise one step at a time (step_time).
+  int pipeline_depth = 1;
+  std::function<StepCost(std::span<const SequenceWork>)> stage_cost;
 };
 
 // Seconds one step of `batch` takes (> 0, finite).

@@ -321,6 +321,12 @@ TEST(CostModelTest, PipelineStagesRunOneAfterTheOtherWithASendBetween) {
   EXPECT_NEAR(b.pp_comm_s, 12288.0 / 0.5e9 + 1e-5 + 128000.0 / 0.5e9 + 2e-5, 1e-15);
   // Both stages are memory-bound (a decode-sized batch): stage times add up to the same.
   EXPECT_NEAR(b.step_time_s, a.step_time_s + b.pp_comm_s, 1e-12);
+  // Per stage (what overlapping micro-batches run): the stage times, the first with its send,
+  // the last with the broadcast, add up to the step without the overhead.
+  ASSERT_EQ(b.stage_s.size(), 2u);
+  EXPECT_NEAR(b.stage_s[0] + b.stage_s[1] + b.overhead_s, b.step_time_s, 1e-12);
+  EXPECT_GT(b.stage_s[1], 128000.0 / 0.5e9);
+  ASSERT_EQ(a.stage_s.size(), 1u);
   // Without logits rows there is nothing to broadcast.
   const std::vector<SequenceWork> chunk = {
       {.num_new_tokens = 8, .context_len = 0, .sample = false}};
