@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "core/json.h"
+#include "core/check.h"
 #include "core/logging.h"
 #include "core/rng.h"
 
@@ -1096,6 +1097,17 @@ Status DeepseekV4Model::forward(const ForwardBatch& b, std::span<const PagedKvLa
                               " bytes at " + dtype_name(state_.dtype) +
                               " (KvSpec::layer_block_bytes)");
   }
+  for (int64_t t = 0; t < n; ++t)
+    if (b.token_ids[t] < 0 || b.token_ids[t] >= c_.vocab_size)
+      return invalid_argument("token id " + std::to_string(b.token_ids[t]) +
+                              " outside the vocabulary (" + std::to_string(c_.vocab_size) + ")");
+  auto bad_slot = [&](int32_t x) { return x < 0 || x >= state_.slots; };
+  for (const ForwardBatch::StateCopy& r : b.state_restores)
+    if (bad_slot(r.src_slot) || bad_slot(r.dst_slot))
+      return invalid_argument("state restore between slots out of range");
+  for (const ForwardBatch::StateSnapshot& sn : b.state_snapshots)
+    if (bad_slot(sn.dst_slot) || sn.seq < 0 || sn.seq >= b.num_seqs())
+      return invalid_argument("state snapshot of a sequence or into a slot out of range");
   for (const ForwardBatch::StateCopy& r : b.state_restores)
     std::memcpy(slot(r.dst_slot), slot(r.src_slot), state_.bytes);
   const KvCodec codec = codec_for(c_, state_.dtype);
