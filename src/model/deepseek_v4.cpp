@@ -8,8 +8,8 @@
 #include <map>
 #include <numeric>
 
-#include "core/json.h"
 #include "core/check.h"
+#include "core/json.h"
 #include "core/logging.h"
 #include "core/rng.h"
 

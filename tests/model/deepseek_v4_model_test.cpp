@@ -333,14 +333,29 @@ TEST(DeepseekV4Model, Fp8KvStaysCloseToF32) {
   const std::vector<int32_t> tokens = prompt(140, 5);
   std::vector<float> a = h32.step({Harness::Part{0, 0, tokens, 0}}, true);
   std::vector<float> b = h8.step({Harness::Part{0, 0, tokens, 0}}, true);
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max<double>(num, std::abs(a[i] - b[i]));
-    den = std::max<double>(den, std::abs(a[i]));
+  // Per position, max |fp8 - f32| / max |f32| of its logits. e4m3 rows (3 mantissa bits, a
+  // power-of-two scale per 64 values), bf16 rope values and e4m3 indexer keys put a single
+  // token's logits ~2.5 % off; over 140 tokens and three layers the routing (top-2 of 8 experts)
+  // and the indexer's top-3 flip now and then, which moves a position's logits by up to ~0.7
+  // of the largest: so the bound is on the median and on the greedy choices.
+  const int64_t V = c.vocab_size;
+  std::vector<double> errs;
+  int same = 0;
+  for (int64_t p = 0; p < 140; ++p) {
+    double num = 0, den = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      num = std::max<double>(num, std::abs(a[p * V + v] - b[p * V + v]));
+      den = std::max<double>(den, std::abs(a[p * V + v]));
+    }
+    errs.push_back(num / den);
+    same += Harness::argmax(&a[p * V], V) == Harness::argmax(&b[p * V], V);
   }
-  // e4m3 rows (3 mantissa bits, power-of-two scales per 64 values) and bf16 rope: a few percent.
-  EXPECT_LT(num / den, 0.05) << num / den;
-  EXPECT_GT(num, 0.0);  // it did go through fp8
+  EXPECT_GT(errs[0], 0.0);  // it did go through fp8
+  EXPECT_LT(errs[0], 0.05);
+  // Measured on this config: median 0.06, greedy choices equal at 121 of 140 positions.
+  std::sort(errs.begin(), errs.end());
+  EXPECT_LT(errs[70], 0.1) << "median";
+  EXPECT_GE(same, 112) << "greedy choices equal at " << same << " of 140 positions";
   // Chunked fp8 prefill equals the whole (the ring holds the same bytes the step used).
   auto mc = make(c, w, pool);
   Harness hc(*mc, DType::kF8E4M3, pool);
