@@ -125,6 +125,33 @@ TEST(MemoryEstimate, EveryTinyArchitectureDtypeAndQuantization) {
       }
     }
   }
+  // DeepSeek-V4 (hybrid KV, MXFP4 experts): not among the shared tiny archs, which other tests
+  // run through the engine's standard KV cache; window + hash, CSA and HCA layers.
+  {
+    LoadOptions o;
+    o.model = testing::write_tiny_config(R"({
+      "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",
+      "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+      "num_key_value_heads": 1, "head_dim": 32, "qk_rope_head_dim": 8, "q_lora_rank": 24,
+      "o_lora_rank": 16, "o_groups": 2, "sliding_window": 8, "compress_ratios": [0, 4, 128],
+      "index_n_heads": 2, "index_head_dim": 16, "index_topk": 3, "n_routed_experts": 8,
+      "num_experts_per_tok": 2, "n_shared_experts": 1, "num_hash_layers": 1,
+      "moe_intermediate_size": 32, "expert_dtype": "fp4", "hc_mult": 4,
+      "hc_sinkhorn_iters": 20, "max_position_embeddings": 4096})");
+    o.load_format = "dummy";
+    o.seed = 3;
+    o.pool = &pool;
+    o.limits = {96, 200, 12};
+    for (const char* dtype : {"auto", "bfloat16", "float32", "float16"}) {
+      for (const char* quant : {"", "fp8", "q8_0"}) {
+        o.dtype = dtype;
+        o.quantization = quant;
+        if (check_estimate(o, std::string("deepseek_v4 --dtype ") + dtype + " --quantization " +
+                                  (*quant ? quant : "(none)")))
+          covered.insert("DeepseekV4ForCausalLM");
+      }
+    }
+  }
   // Every architecture the loader registers was built and estimated.
   for (const std::string& name : supported_architectures())
     EXPECT_TRUE(covered.count(name)) << name << " has no tiny config here";
