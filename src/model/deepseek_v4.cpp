@@ -836,16 +836,17 @@ void DeepseekV4Model::attention_layer(int64_t l, const ForwardBatch& b, const Pa
   // RoPE of q (every head), the window row, the indexer queries; the window rows as the ring
   // will hold them (encoded and decoded at the KV dtype).
   pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<std::byte> tmp;  // small: one row region
+    // One encoded row, in this thread's attention scratch (unused until phase B).
+    std::byte* tmp = reinterpret_cast<std::byte*>(w_.scratch + ThreadPool::current_thread_index() *
+                                                                   d_.scratch_floats());
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t p = b.positions[t];
       for (int64_t hh = 0; hh < h; ++hh)
         dsv4::rope_interleaved(w_.q + (t * h + hh) * hd + hd - rd, rd, p, W.inv_freq.data(), false);
       float* kr = w_.kv_raw + t * hd;
       dsv4::rope_interleaved(kr + hd - rd, rd, p, W.inv_freq.data(), false);
-      tmp.resize(codec.main_region_bytes(1));
-      codec.put_main(tmp.data(), 1, 0, kr);
-      codec.get_main(tmp.data(), 1, 0, w_.kv + t * hd);
+      codec.put_main(tmp, 1, 0, kr);
+      codec.get_main(tmp, 1, 0, w_.kv + t * hd);
       if (ratio == 4)
         for (int64_t hh = 0; hh < ih; ++hh)
           dsv4::rope_interleaved(w_.iq + (t * ih + hh) * id + id - rd, rd, p, W.inv_freq.data(),

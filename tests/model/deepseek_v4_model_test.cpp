@@ -239,6 +239,21 @@ TEST(DeepseekV4Model, LogitsMatchTheFloat64Reference) {
   std::vector<float> b =
       h.step({Harness::Part{0, 0, {tokens.begin() + 70, tokens.end()}, 70}}, true);
   got.insert(got.end(), b.begin(), b.end());
+  // compute_logits() of rows of the last step = forward()'s; hidden_states() are the hc_head
+  // collapse, finite and of the model's width.
+  {
+    const std::vector<int32_t> rows = {69, 3};
+    std::vector<float> again(2 * c.vocab_size), hidden(2 * c.hidden_size);
+    const KernelOps& ops = kernel_ops(default_kernel_variant());
+    ASSERT_TRUE(m->compute_logits(rows, ops, again.data()).ok());
+    for (int64_t v = 0; v < c.vocab_size; ++v) {
+      ASSERT_EQ(again[v], b[69 * c.vocab_size + v]);
+      ASSERT_EQ(again[c.vocab_size + v], b[3 * c.vocab_size + v]);
+    }
+    ASSERT_TRUE(m->hidden_states(rows, true, ops, hidden.data()).ok());
+    for (float x : hidden) ASSERT_TRUE(std::isfinite(x));
+    EXPECT_FALSE(m->compute_logits(std::vector<int32_t>{70}, ops, again.data()).ok());
+  }
   double worst = 0;
   int same = 0;
   for (int64_t p = 0; p < t; ++p) {
