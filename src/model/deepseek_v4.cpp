@@ -421,11 +421,26 @@ uint64_t fnv1a(const std::string& s) {
 
 class DummyFeed final : public Feed {
  public:
-  DummyFeed(const DeepseekV4Config& c, uint64_t seed) : c_(c), seed_(seed) {}
+  DummyFeed(const DeepseekV4Config& c, uint64_t seed, ThreadPool* pool)
+      : c_(c), seed_(seed), pool_(pool) {}
+  // One RNG stream per chunk of 2^16 values of the tensor (seeded by the seed, the name and the
+  // chunk), generated in parallel: the values do not depend on the thread count.
   std::vector<float> get(const std::string& name, int64_t count, double lo, double hi) override {
-    Rng rng(seed_ ^ fnv1a(name));
+    constexpr int64_t kChunk = int64_t{1} << 16;
+    const uint64_t base = seed_ ^ fnv1a(name);
     std::vector<float> v(count);
-    for (float& x : v) x = static_cast<float>(lo + (hi - lo) * rng.uniform());
+    const int64_t chunks = (count + kChunk - 1) / kChunk;
+    auto fill = [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        Rng rng(base + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(ch));
+        for (int64_t i = ch * kChunk; i < std::min(count, (ch + 1) * kChunk); ++i)
+          v[i] = static_cast<float>(lo + (hi - lo) * rng.uniform());
+      }
+    };
+    if (pool_ != nullptr && chunks > 1)
+      pool_->parallel_for(chunks, 1, fill);
+    else
+      fill(0, chunks);
     return v;
   }
   void expert(int64_t layer, int64_t e, int which, int64_t n, int64_t k, std::vector<uint8_t>* q,
@@ -436,7 +451,14 @@ class DummyFeed final : public Feed {
                                      n * k, -a, a);
     q->resize(n * k / 2);
     s->resize(n * k / dsv4::kMxfp4Group);
-    dsv4::quantize_mxfp4(w.data(), n, k, q->data(), s->data());
+    auto rows = [&](int64_t r0, int64_t r1) {  // rows are quantised independently
+      dsv4::quantize_mxfp4(w.data() + r0 * k, r1 - r0, k, q->data() + r0 * (k / 2),
+                           s->data() + r0 * (k / dsv4::kMxfp4Group));
+    };
+    if (pool_ != nullptr)
+      pool_->parallel_for(n, 16, rows);
+    else
+      rows(0, n);
   }
   std::vector<int32_t> tid2eid(int64_t) override {
     const int64_t k = c_.num_experts_per_tok, e = c_.n_routed_experts;
@@ -450,6 +472,7 @@ class DummyFeed final : public Feed {
  private:
   const DeepseekV4Config& c_;
   uint64_t seed_;
+  ThreadPool* pool_;
 };
 
 class RefFeed final : public Feed {
@@ -1315,7 +1338,7 @@ Result<std::unique_ptr<Model>> create_deepseek_v4_model(const ModelConfig& confi
     return unimplemented("DeepSeek-V4 checkpoints (" + weights->describe() +
                          ") are not loaded by the engine model yet: use --load-format dummy");
   auto m = std::make_unique<DeepseekV4Model>(config, c, storage, options.limits, options.pool);
-  DummyFeed feed(c, options.seed);
+  DummyFeed feed(c, options.seed, options.pool);
   STRATA_RETURN_IF_ERROR(m->load(feed));
   return std::unique_ptr<Model>(std::move(m));
 }
