@@ -56,6 +56,7 @@ struct ModelBuildOptions {
   ThreadPool* pool = nullptr;            // compute threads (required)
   DeviceAllocator* allocator = nullptr;  // weight memory; null: host memory
   ModelParallel parallel;                // this rank's shard and stage (model/parallel.h)
+  uint64_t seed = 0;                     // LoadOptions::seed (models that make dummy weights)
 };
 
 // Checkpoint names of the tensors every architecture has.

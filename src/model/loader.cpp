@@ -10,6 +10,7 @@
 #include "core/strings.h"
 #include "io/gguf.h"
 #include "model/deepseek.h"
+#include "model/deepseek_v4.h"
 #include "model/llama.h"
 #include "model/memory_estimate.h"
 #include "model/model.h"
@@ -29,6 +30,7 @@ struct Architecture {
 const std::map<std::string, Architecture>& registry() {
   static const Architecture kLlama{create_llama_model, estimate_llama_model};
   static const Architecture kDeepseek{create_deepseek_model, estimate_deepseek_model};
+  static const Architecture kDeepseekV4{create_deepseek_v4_model, estimate_deepseek_v4_model};
   static const std::map<std::string, Architecture> r = {
       {"LlamaForCausalLM", kLlama},
       {"MistralForCausalLM", kLlama},
@@ -43,6 +45,8 @@ const std::map<std::string, Architecture>& registry() {
       {"DeepseekV3ForCausalLM", kDeepseek},
       // + DeepSeek Sparse Attention's lightning indexer (model/deepseek_mla.h).
       {"DeepseekV32ForCausalLM", kDeepseek},
+      // Compressed sparse attention, hyper-connections, MXFP4 experts (model/deepseek_v4.h).
+      {"DeepseekV4ForCausalLM", kDeepseekV4},
   };
   return r;
 }
@@ -309,6 +313,7 @@ Result<PreparedLoad> prepare_load(const LoadOptions& o, bool log) {
   build.pool = o.pool;
   build.allocator = o.allocator;
   build.parallel = o.parallel;
+  build.seed = o.seed;
   return p;
 }
 

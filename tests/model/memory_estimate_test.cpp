@@ -125,6 +125,33 @@ TEST(MemoryEstimate, EveryTinyArchitectureDtypeAndQuantization) {
       }
     }
   }
+  // DeepSeek-V4 (hybrid KV, MXFP4 experts): not among the shared tiny archs, which other tests
+  // run through the engine's standard KV cache; window + hash, CSA and HCA layers.
+  {
+    LoadOptions o;
+    o.model = testing::write_tiny_config(R"({
+      "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",
+      "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+      "num_key_value_heads": 1, "head_dim": 32, "qk_rope_head_dim": 8, "q_lora_rank": 24,
+      "o_lora_rank": 16, "o_groups": 2, "sliding_window": 8, "compress_ratios": [0, 4, 128],
+      "index_n_heads": 2, "index_head_dim": 16, "index_topk": 3, "n_routed_experts": 8,
+      "num_experts_per_tok": 2, "n_shared_experts": 1, "num_hash_layers": 1,
+      "moe_intermediate_size": 32, "expert_dtype": "fp4", "hc_mult": 4,
+      "hc_sinkhorn_iters": 20, "max_position_embeddings": 4096})");
+    o.load_format = "dummy";
+    o.seed = 3;
+    o.pool = &pool;
+    o.limits = {96, 200, 12};
+    for (const char* dtype : {"auto", "bfloat16", "float32", "float16"}) {
+      for (const char* quant : {"", "fp8", "q8_0"}) {
+        o.dtype = dtype;
+        o.quantization = quant;
+        if (check_estimate(o, std::string("deepseek_v4 --dtype ") + dtype + " --quantization " +
+                                  (*quant ? quant : "(none)")))
+          covered.insert("DeepseekV4ForCausalLM");
+      }
+    }
+  }
   // Every architecture the loader registers was built and estimated.
   for (const std::string& name : supported_architectures())
     EXPECT_TRUE(covered.count(name)) << name << " has no tiny config here";
@@ -407,6 +434,48 @@ TEST(MemoryEstimate, DeepseekV3FullSizeConfig) {
   ASSERT_TRUE(mtp.ok()) << mtp.status().to_string();
   EXPECT_EQ(mtp->routed_experts, 256 * (gate_up + down));
   EXPECT_GT(mtp->other, int64_t{7168} * 14336);  // eh_proj [7168, 14336] in FP8
+}
+
+// DeepSeek-V4 (model/deepseek_v4.h): the scaled Flash config with dummy weights (MXFP4 experts,
+// hybrid KV), at bf16 and f32, and the full-size Pro config estimated without loading.
+TEST(MemoryEstimate, DeepseekV4) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-flash/config.json");
+  ThreadPool pool(2);
+  LoadOptions o;
+  o.model = testing::shared_data_path("configs/deepseek-v4-flash");
+  o.load_format = "dummy";
+  o.hf_overrides =
+      R"({"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+          "q_lora_rank": 64, "o_lora_rank": 32, "o_groups": 2, "n_routed_experts": 8,
+          "moe_intermediate_size": 64, "vocab_size": 512, "index_n_heads": 4})";
+  o.seed = 3;
+  o.pool = &pool;
+  o.limits = {64, 1024, 8};
+  EXPECT_TRUE(check_estimate(o, "deepseek-v4-flash scaled, bf16"));
+  o.dtype = "float32";
+  EXPECT_TRUE(check_estimate(o, "deepseek-v4-flash scaled, f32"));
+  auto est = estimate_model_memory(o, 2);
+  auto loaded = load_model(o);
+  ASSERT_TRUE(est.ok() && loaded.ok());
+  const KvSpec a = est->kv_spec, b = loaded->model->kv_spec();
+  ASSERT_TRUE(a.hybrid() && b.hybrid());
+  EXPECT_EQ(a.block_size_multiple, b.block_size_multiple);
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (int64_t l = 0; l < 4; ++l)
+      EXPECT_EQ(a.layer_block_bytes(l, 256, d), b.layer_block_bytes(l, 256, d));
+    EXPECT_EQ(a.state_bytes_per_slot(d), b.state_bytes_per_slot(d));
+  }
+  // The full Pro config: estimated, not loaded.
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-pro/config.json");
+  LoadOptions pro;
+  pro.model = testing::shared_data_path("configs/deepseek-v4-pro");
+  pro.load_format = "dummy";
+  pro.limits = {8192, 1048576, 256};
+  auto e = estimate_model_memory(pro, 16);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  // Routed experts MXFP4: 4.25 bits per weight; Pro is ~1.6T parameters, nearly all experts.
+  EXPECT_GT(e->weights.routed_experts, int64_t{700} * 1000 * 1000 * 1000);
+  EXPECT_LT(e->weights.routed_experts, int64_t{900} * 1000 * 1000 * 1000);
 }
 
 }  // namespace
