@@ -114,7 +114,7 @@ TEST(MemoryPlan, LongMaxModelLenIsAcceptedWhereTheBudgetAllowsAndRefusedClearlyE
   const int64_t one_seq = 3125 * kV4BlockBytes + kV4StateBytes;
   auto p = engine::plan_memory(v4_inputs(one_seq + 2 * kV4StateBytes, 1));
   ASSERT_TRUE(p.ok()) << p.status().to_string();
-  EXPECT_EQ(p->num_blocks, 3125);
+  EXPECT_GE(p->num_blocks, 3125);
 
   // Room for the blocks and one slot, but 256 sequences' slots (and snapshots) eat it: lower
   // --max-num-seqs.

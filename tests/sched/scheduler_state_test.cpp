@@ -65,13 +65,15 @@ TEST(SchedulerStateTest, EntriesAskForSnapshotsAtTheBoundariesTheyCross) {
   EXPECT_EQ(s1.plan.state_snapshots[0].entry, 0u);
   EXPECT_EQ(s1.plan.state_snapshots[0].boundary, 4);
   EXPECT_GE(s1.plan.state_snapshots[0].dst_slot, 4);
-  auto s2 = d.step();  // tokens 6..11: boundary 8
-  ASSERT_EQ(s2.plan.state_snapshots.size(), 1u);
+  auto s2 = d.step();  // tokens 6..11: boundaries 8 and 12 (token 11 ends block 2)
+  ASSERT_EQ(s2.plan.state_snapshots.size(), 2u);
   EXPECT_EQ(s2.plan.state_snapshots[0].boundary, 8);
+  EXPECT_EQ(s2.plan.state_snapshots[1].boundary, 12);
   EXPECT_NE(s2.plan.state_snapshots[0].dst_slot, s1.plan.state_snapshots[0].dst_slot);
-  auto s3 = d.step();  // token 12: boundary 12 is crossed by token 11 already (not this step)
+  EXPECT_NE(s2.plan.state_snapshots[0].dst_slot, s2.plan.state_snapshots[1].dst_slot);
+  auto s3 = d.step();  // token 12: no boundary
   EXPECT_TRUE(s3.plan.state_snapshots.empty());
-  EXPECT_EQ(d.sched->state_slots().stats().snapshots_ready, 2);
+  EXPECT_EQ(d.sched->state_slots().stats().snapshots_ready, 3);
 }
 
 TEST(SchedulerStateTest, HitResumesFromTheSnapshotAtItsEnd) {
@@ -132,8 +134,9 @@ TEST(SchedulerStateTest, HitIsCutBackToTheLastSnapshotKept) {
 }
 
 TEST(SchedulerStateTest, PreemptionFreesTheSlotAndTheRequestStartsOver) {
-  // 4 usable blocks of 4: a and b both grow until the younger is preempted.
-  Driver d(config(64, 2), cache(false), 5);
+  // 6 usable blocks of 4: a and b (4 blocks each in the end) grow until the younger is
+  // preempted.
+  Driver d(config(64, 2), cache(false), 7);
   ASSERT_TRUE(d.sched->enable_state_slots(2, 0).ok());
   ASSERT_TRUE(d.add("a", prompt(6), 8).ok());
   ASSERT_TRUE(d.add("b", prompt(6, 40), 8).ok());
@@ -142,7 +145,11 @@ TEST(SchedulerStateTest, PreemptionFreesTheSlotAndTheRequestStartsOver) {
     auto s = d.step();
     if (!s.plan.preempted_ids.empty()) {
       preempted = true;
-      EXPECT_EQ(d.sched->state_slots().num_free_running(), 1);
+      // The victim's slot is back: slots in use are the running requests'.
+      EXPECT_EQ(d.sched->state_slots().num_running() - d.sched->state_slots().num_free_running(),
+                d.sched->num_running());
+      for (const Request* w : d.sched->waiting_requests())
+        EXPECT_EQ(w->state_slot(), -1) << w->request_id() << " waits holding a slot";
     }
     if (const ScheduledRequest* b = entry(s.plan, "b"); b != nullptr && b->new_block_table)
       EXPECT_EQ(b->num_computed_tokens, 0) << "resumed without a snapshot";
