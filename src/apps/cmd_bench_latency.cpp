@@ -280,11 +280,11 @@ int run(const Args& args) {
   const double decode_tps = batch * steps_per_s;
   const double util = model.weight_bytes_per_token() * steps_per_s / bw;
   std::printf(
-      "kernels: %s (%s; CPU: %s), threads: %d, batch size: %lld, input len: %lld, "
+      "kernels: %s (%s; CPU: %s), threads: %d, batch size: %lld, %s: %lld, "
       "output len: %lld\n",
       backend.variant().name.c_str(), backend.name().c_str(), cpu_features_string().c_str(),
-      pool.size(), static_cast<long long>(batch), static_cast<long long>(in_len),
-      static_cast<long long>(out_len));
+      pool.size(), static_cast<long long>(batch), at_context ? "context len" : "input len",
+      static_cast<long long>(decode_start), static_cast<long long>(out_len));
   if (at_context)
     std::printf("context: %lld tokens (no prefill: zero-filled KV blocks and state)\n",
                 static_cast<long long>(context));
