@@ -1,6 +1,10 @@
 // strata bench latency MODEL: prefill and decode speed of one batch of random prompts, with this
 // machine's memory read bandwidth measured in the same run and the decode bandwidth utilisation
-// (weight bytes per decode step x steps per second / measured bandwidth).
+// (weight bytes per decode step x steps per second / measured bandwidth). With --context-len N,
+// decode only, at N tokens of context without computing a prefill (the KV blocks and the
+// per-sequence state are zero-filled, positions start at N), with the KV bytes a decode token
+// reads there: how long context costs a model's KV layout (DeepSeek-V4's compressed one vs
+// V3's MLA, docs/performance.md).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -11,6 +15,7 @@
 #include "core/logging.h"
 #include "core/rng.h"
 #include "core/strings.h"
+#include "engine/memory_plan.h"
 #include "kernels/backend.h"
 #include "kernels/bandwidth.h"
 #include "kernels/op_profile.h"
@@ -24,13 +29,19 @@ namespace {
 void add_options(OptionSet& o) {
   o.add_int("input-len", 128, "prompt tokens per sequence");
   o.add_int("output-len", 64, "generated tokens per sequence");
+  o.add_int("context-len", 0,
+            "decode at this many tokens of context without computing a prefill: the KV blocks "
+            "and per-sequence state are zero-filled and positions start here (--input-len is "
+            "then unused); 0: prefill --input-len random prompts first");
   o.add_int("batch-size", 1, "sequences run together");
   o.add_int("num-iters", 3, "measured iterations (the best is reported)");
   o.add_int("num-iters-warmup", 1, "warm-up iterations");
   o.add_int("max-num-batched-tokens", 2048, "most prompt tokens per forward pass (prefill chunk)");
   o.add_string("load-format", "auto", "auto, safetensors, gguf or dummy");
   o.add_string("dtype", "auto", "weight dtype: auto, float32, bfloat16, float16");
-  o.add_int("block-size", 16, "KV cache block size (tokens per block)");
+  o.add_int("block-size", 16,
+            "KV cache block size (tokens per block); not given: 256 for hybrid layouts "
+            "(DeepSeek-V4), 64 for DeepSeek-V3.2's fp8_ds_mla, as the engine");
   o.add_string("kv-cache-dtype", "auto",
                "auto (model dtype), float32, bfloat16, float16, fp8 (fp8_ds_mla for "
                "DeepSeek-V3.2), fp8_ds_mla (MLA models)");
@@ -65,6 +76,15 @@ int run(const Args& args) {
   const int64_t in_len = args.get_int("input-len"), out_len = args.get_int("output-len");
   const int64_t batch = args.get_int("batch-size");
   const int64_t chunk = args.get_int("max-num-batched-tokens");
+  const int64_t context = args.get_int("context-len");
+  const bool at_context = context > 0;
+  // Positions of the prompt tokens [0, prompt_end), then the decode steps from decode_start.
+  const int64_t prompt_end = at_context ? 0 : in_len;
+  const int64_t decode_start = at_context ? context : in_len;
+  if (context < 0) {
+    std::fprintf(stderr, "strata bench latency: --context-len must be >= 0\n");
+    return 2;
+  }
   if (in_len < 1 || out_len < 1 || batch < 1 || chunk < 1 || args.get_int("block-size") < 1) {
     std::fprintf(stderr,
                  "strata bench latency: lengths, batch size, chunk and block size must be >= 1\n");
@@ -86,8 +106,9 @@ int run(const Args& args) {
   lo.seed = static_cast<uint64_t>(args.get_int("seed"));
   lo.pool = &pool;
   lo.allocator = &backend.allocator();
-  const int64_t max_len = in_len + out_len;
-  lo.limits = {std::max(std::min(chunk, in_len * batch), batch), max_len, batch};
+  const int64_t max_len = decode_start + out_len;
+  lo.limits = {at_context ? batch : std::max(std::min(chunk, in_len * batch), batch), max_len,
+               batch};
   auto loaded = load_model(lo);
   if (!loaded.ok()) {
     std::fprintf(stderr, "strata bench latency: %s\n", loaded.status().message().c_str());
@@ -100,8 +121,6 @@ int run(const Args& args) {
                dtype_name(model.weight_dtype()), format_bytes(model.weight_bytes_total()).c_str());
 
   KvSpec ks = model.kv_spec();
-  const int64_t block = args.get_int("block-size");
-  const int64_t blocks_per_seq = (max_len + block - 1) / block;
   DType kv_dtype = kv_dtype_for(args.get("kv-cache-dtype"), model.weight_dtype());
   // fp8_ds_mla by name, or fp8 for DeepSeek-V3.2 (as the engine decides, kv/cache_config.h).
   kv::CacheConfig cache;
@@ -113,10 +132,28 @@ int run(const Args& args) {
     return 2;
   }
   const bool ds_mla = *ds;
-  auto storage =
-      KvStorage::allocate({ks.num_layers, batch * blocks_per_seq + 1, block, ks.num_kv_heads,
-                           ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(ds_mla)},
-                          backend.allocator());
+  auto block_or =
+      engine::resolve_block_size(args.get_int("block-size"), args.is_set("block-size"),
+                                 ks.block_size_multiple, ks.hybrid(), ds_mla && ks.aux_dim > 0);
+  if (!block_or.ok()) {
+    std::fprintf(stderr, "strata bench latency: %s\n", block_or.status().message().c_str());
+    return 2;
+  }
+  const int64_t block = *block_or;
+  const int64_t blocks_per_seq = (max_len + block - 1) / block;
+  KvStorageSpec spec{ks.num_layers,
+                     batch * blocks_per_seq + 1,
+                     block,
+                     ks.num_kv_heads,
+                     ks.head_dim,
+                     kv_dtype,
+                     ks.has_v,
+                     ks.aux_dim,
+                     ks.ds_mla_latent(ds_mla)};
+  if (ks.hybrid())
+    for (int64_t l = 0; l < ks.num_layers; ++l)
+      spec.layer_block_bytes.push_back(ks.layer_block_bytes(l, block, kv_dtype));
+  auto storage = KvStorage::allocate(spec, backend.allocator());
   if (!storage.ok()) {
     std::fprintf(stderr, "strata bench latency: %s\n", storage.status().message().c_str());
     return 1;
@@ -126,6 +163,21 @@ int run(const Args& args) {
     layers.push_back({kv_dtype, block, ks.num_kv_heads, ks.head_dim, storage->k(l), storage->v(l),
                       1.0f, 1.0f, storage->k_scales(l), storage->v_scales(l), storage->aux(l),
                       ks.aux_dim, storage->aux_scales(l), ks.ds_mla_latent(ds_mla)});
+  if (ks.hybrid())
+    for (int64_t l = 0; l < ks.num_layers; ++l) {
+      layers[static_cast<size_t>(l)].raw = storage->raw(l);
+      layers[static_cast<size_t>(l)].raw_block_bytes =
+          spec.layer_block_bytes[static_cast<size_t>(l)];
+    }
+  // Per-sequence state (DeepSeek-V4): one zero-filled slot per sequence.
+  std::vector<int32_t> state_slots;
+  if (ks.has_state()) {
+    if (Status s = model.allocate_state(batch, kv_dtype, &backend.allocator()); !s.ok()) {
+      std::fprintf(stderr, "strata bench latency: %s\n", s.to_string().c_str());
+      return 1;
+    }
+    for (int64_t s = 0; s < batch; ++s) state_slots.push_back(static_cast<int32_t>(s));
+  }
   std::vector<int32_t> tables(batch * blocks_per_seq);
   for (int64_t i = 0; i < batch * blocks_per_seq; ++i) tables[i] = static_cast<int32_t>(i + 1);
 
@@ -144,7 +196,7 @@ int run(const Args& args) {
     std::vector<int64_t> slots;
     for (int64_t s = 0; s < batch; ++s) {
       for (int64_t t = start; t < start + n; ++t) {
-        ids.push_back(t < in_len ? prompts[s][t] : next[s]);
+        ids.push_back(t < prompt_end ? prompts[s][t] : next[s]);
         pos.push_back(static_cast<int32_t>(t));
         slots.push_back(int64_t{tables[s * blocks_per_seq + t / block]} * block + t % block);
       }
@@ -153,6 +205,7 @@ int run(const Args& args) {
       rows.push_back(qs.back() - 1);
     }
     ForwardBatch b{ids, pos, slots, qs, lens, tables, blocks_per_seq, rows};
+    b.state_slots = state_slots;
     return model.forward(b, layers, *ops_in_use, logits.data());
   };
 
@@ -164,20 +217,26 @@ int run(const Args& args) {
   auto run_once = [&](double* prefill, double* decode) -> Status {
     reset_op_times();
     Stopwatch sw;
-    for (int64_t start = 0; start < in_len; start += per_chunk) {
-      STRATA_RETURN_IF_ERROR(forward(start, std::min(per_chunk, in_len - start), {}));
+    for (int64_t start = 0; start < prompt_end; start += per_chunk) {
+      STRATA_RETURN_IF_ERROR(forward(start, std::min(per_chunk, prompt_end - start), {}));
     }
     *prefill = sw.elapsed();
     prefill_profile = op_times();
     reset_op_times();
     std::vector<int32_t> next(batch);
     sw.reset();
-    for (int64_t t = 0; t < out_len - 1; ++t) {
+    // After a prefill, out_len - 1 steps (the prefill gave the first token); at a context,
+    // out_len steps from a random token.
+    const int64_t steps = at_context ? out_len : out_len - 1;
+    for (int64_t t = 0; t < steps; ++t) {
       for (int64_t s = 0; s < batch; ++s)
-        next[s] = static_cast<int32_t>(std::max_element(logits.begin() + s * cfg.vocab_size,
+        next[s] =
+            at_context && t == 0
+                ? prompts[s][0]
+                : static_cast<int32_t>(std::max_element(logits.begin() + s * cfg.vocab_size,
                                                         logits.begin() + (s + 1) * cfg.vocab_size) -
                                        (logits.begin() + s * cfg.vocab_size));
-      STRATA_RETURN_IF_ERROR(forward(in_len + t, 1, next));
+      STRATA_RETURN_IF_ERROR(forward(decode_start + t, 1, next));
     }
     *decode = sw.elapsed();
     return Status();
@@ -216,24 +275,52 @@ int run(const Args& args) {
   const double bw = meter.best();
   const double peak = measure_fma_peak(pool);
   const double prefill_tps = batch * in_len / best_prefill;
-  const int64_t decode_steps = std::max<int64_t>(1, out_len - 1);
+  const int64_t decode_steps = std::max<int64_t>(1, at_context ? out_len : out_len - 1);
   const double steps_per_s = decode_steps / best_decode;
   const double decode_tps = batch * steps_per_s;
   const double util = model.weight_bytes_per_token() * steps_per_s / bw;
   std::printf(
-      "kernels: %s (%s; CPU: %s), threads: %d, batch size: %lld, input len: %lld, "
+      "kernels: %s (%s; CPU: %s), threads: %d, batch size: %lld, %s: %lld, "
       "output len: %lld\n",
       backend.variant().name.c_str(), backend.name().c_str(), cpu_features_string().c_str(),
-      pool.size(), static_cast<long long>(batch), static_cast<long long>(in_len),
-      static_cast<long long>(out_len));
-  std::printf("prefill: %.1f tokens/s (%.1f ms for %lld tokens)\n", prefill_tps, best_prefill * 1e3,
-              static_cast<long long>(batch * in_len));
+      pool.size(), static_cast<long long>(batch), at_context ? "context len" : "input len",
+      static_cast<long long>(decode_start), static_cast<long long>(out_len));
+  if (at_context)
+    std::printf("context: %lld tokens (no prefill: zero-filled KV blocks and state)\n",
+                static_cast<long long>(context));
+  else
+    std::printf("prefill: %.1f tokens/s (%.1f ms for %lld tokens)\n", prefill_tps,
+                best_prefill * 1e3, static_cast<long long>(batch * in_len));
   std::printf("decode: %.1f tokens/s (%.2f ms per step)\n", decode_tps, 1e3 / steps_per_s);
   std::printf("weight bytes per decode step: %s\n",
               format_bytes(model.weight_bytes_per_token()).c_str());
-  std::printf("KV bytes per token: %lld (%s)\n",
-              static_cast<long long>(ks.bytes_per_token(kv_dtype, ds_mla)),
-              ds_mla ? "fp8_ds_mla" : dtype_name(kv_dtype));
+  const char* kv_kind = ds_mla ? "fp8_ds_mla" : dtype_name(kv_dtype);
+  // What one sequence holds at decode_start tokens, and what one decode token reads there.
+  const int64_t ctx_blocks = (decode_start + block - 1) / block;
+  int64_t held = 0;
+  if (ks.hybrid()) {
+    held = ctx_blocks * storage->block_bytes() +
+           (ks.has_state() ? ks.state_bytes_per_slot(kv_dtype) : 0);
+    std::printf("KV bytes per block of %lld tokens: %lld (%s, hybrid layout)%s\n",
+                static_cast<long long>(block), static_cast<long long>(storage->block_bytes()),
+                kv_kind,
+                ks.has_state() ? (", per-sequence state " +
+                                  std::to_string(ks.state_bytes_per_slot(kv_dtype)) + " bytes")
+                                     .c_str()
+                               : "");
+  } else {
+    held = decode_start * ks.bytes_per_token(kv_dtype, ds_mla);
+    std::printf("KV bytes per token: %lld (%s)\n",
+                static_cast<long long>(ks.bytes_per_token(kv_dtype, ds_mla)), kv_kind);
+  }
+  if (ks.describe)
+    std::printf("KV layout: %s\n", ks.describe(kv_dtype, block, decode_start).c_str());
+  const int64_t read = ks.decode_read_bytes ? ks.decode_read_bytes(kv_dtype, decode_start) : held;
+  std::printf(
+      "KV bytes at %lld tokens of context: %s held per sequence, %s read per decode token%s\n",
+      static_cast<long long>(decode_start), format_bytes(static_cast<double>(held)).c_str(),
+      format_bytes(static_cast<double>(read)).c_str(),
+      !ks.decode_read_bytes && ks.hybrid() ? " (upper bound: all held)" : "");
   std::printf("measured read bandwidth: %.2f GB/s (best of %d passes between the iterations)\n",
               bw / 1e9, meter.passes());
   if (batch == 1) {
@@ -262,15 +349,18 @@ int run(const Args& args) {
       std::printf("  %-10s %8.3f ms %s (%4.1f%%)\n", "rest", (total - covered) / steps * 1e3, per,
                   100 * (total - covered) / total);
     };
-    std::printf("prefill profile (one more run, %.1f ms):\n", profiled_prefill * 1e3);
-    print_profile(prefill_profile, profiled_prefill, 1, "in all");
+    if (!at_context) {
+      std::printf("prefill profile (one more run, %.1f ms):\n", profiled_prefill * 1e3);
+      print_profile(prefill_profile, profiled_prefill, 1, "in all");
+    }
     std::printf("decode step profile (the same run, %.2f ms per step):\n",
                 profiled_decode / decode_steps * 1e3);
     print_profile(profile, profiled_decode, decode_steps, "per step");
   }
   if (peak > 0) {
     // Decode step t: every sequence's new token attends to in_len + t + 1 positions.
-    const double ctx_sum = decode_steps * (in_len + 1.0) + decode_steps * (decode_steps - 1) / 2.0;
+    const double ctx_sum =
+        decode_steps * (decode_start + 1.0) + decode_steps * (decode_steps - 1) / 2.0;
     const double dflops = model.forward_flops(
         batch * decode_steps, static_cast<int64_t>(batch * ctx_sum), batch * decode_steps);
     // Prefill: every prompt token attends to the tokens before it (sum of 1..in_len per sequence).
@@ -279,8 +369,9 @@ int run(const Args& args) {
     std::printf("measured f32 FMA peak: %.1f GFLOP/s (%d threads)\n", peak / 1e9, pool.size());
     std::printf("decode compute utilisation = %.3f (%.1f GFLOP/s)\n", dflops / best_decode / peak,
                 dflops / best_decode / 1e9);
-    std::printf("prefill compute utilisation = %.3f (%.1f GFLOP/s of %.2f GFLOP per prefill)\n",
-                flops / best_prefill / peak, flops / best_prefill / 1e9, flops / 1e9);
+    if (!at_context)
+      std::printf("prefill compute utilisation = %.3f (%.1f GFLOP/s of %.2f GFLOP per prefill)\n",
+                  flops / best_prefill / peak, flops / best_prefill / 1e9, flops / 1e9);
   }
   return 0;
 }

@@ -161,8 +161,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
                    << " tokens = " << plan.num_tokens() << " tokens; max_model_len "
                    << sc.max_model_len << ", max_num_seqs " << sc.max_num_seqs
                    << ", prefix caching " << (c.cache.enable_prefix_caching ? "on" : "off");
+  c.cache.block_size = plan.block_size;  // the workers' (resolve_block_size())
   STRATA_ASSIGN_OR_RETURN(e->scheduler_,
                           sched::Scheduler::create(sc, c.cache, plan.num_blocks + 1));
+  if (plan.num_state_slots > 0)
+    STRATA_RETURN_IF_ERROR(e->scheduler_->enable_state_slots(
+        plan.num_state_slots - plan.num_snapshot_slots, plan.num_snapshot_slots));
   e->scheduler_->set_kv_tiers(e->executor_->kv_tiers());
   e->depth_ = std::max(1, e->executor_->max_concurrent_batches());
   e->scheduler_->set_pipeline_depth(e->depth_);
@@ -643,6 +647,12 @@ EngineStats Engine::stats() const {
   e.kv_blocks_cached_free = s.kv.cached_free;
   e.kv_blocks_free = s.kv.free;
   e.kv_cache_usage = s.kv.usage();
+  e.state_slots_running = s.state.num_running;
+  e.state_slots_in_use = s.state.running_in_use;
+  e.state_snapshots = s.state.num_snapshots;
+  e.state_snapshots_ready = s.state.snapshots_ready;
+  e.state_slot_bytes = executor_->info().memory.state_bytes_per_slot;
+  e.state_restores = s.state.restores;
   e.prefix_cache_queries = s.prefix_cache.queries;
   e.prefix_cache_hits = s.prefix_cache.hits;
   if (kv::KvTiers* tiers = executor_->kv_tiers()) {

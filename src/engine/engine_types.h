@@ -105,7 +105,14 @@ struct EngineStats {
   int64_t kv_blocks_referenced = 0;
   int64_t kv_blocks_cached_free = 0;
   int64_t kv_blocks_free = 0;
-  double kv_cache_usage = 0;         // referenced / total
+  double kv_cache_usage = 0;  // referenced / total
+  // Models with per-sequence state (KvSpec::has_state(): DeepSeek-V4's window and compressor
+  // state, outside the paged blocks that kv_cache_usage counts): slots, in use by running
+  // sequences, and prefix-cache snapshots ready; state_slot_bytes per slot. 0 slots: none.
+  int64_t state_slots_running = 0, state_slots_in_use = 0;
+  int64_t state_snapshots = 0, state_snapshots_ready = 0;
+  int64_t state_slot_bytes = 0;
+  int64_t state_restores = 0;        // prefix-cache hits resumed from a snapshot, cumulative
   int64_t prefix_cache_queries = 0;  // tokens
   int64_t prefix_cache_hits = 0;     // tokens
   // KV tiers (kv/kv_tiers.h): the scheduler's lookups in them, and their own counters.

@@ -1,5 +1,6 @@
 #include "engine/memory_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/strings.h"
@@ -28,7 +29,16 @@ Result<MemoryPlan> plan_memory(const MemoryPlanInputs& in) {
   plan.workspace_bytes = in.workspace_bytes;
   plan.kv_bytes_per_token = in.kv_bytes_per_token;
   plan.draft_kv_bytes_per_token = in.draft_kv_bytes_per_token;
-  const int64_t block_bytes = plan.kv_bytes_per_token * plan.block_size;
+  const int64_t block_bytes =
+      in.kv_block_bytes > 0 ? in.kv_block_bytes : plan.kv_bytes_per_token * plan.block_size;
+  plan.block_bytes = block_bytes;
+  if (in.kv_block_bytes > 0)  // for logs: the average, rounded up
+    plan.kv_bytes_per_token = (in.kv_block_bytes + plan.block_size - 1) / plan.block_size;
+  if (in.state_bytes_per_slot > 0) {
+    plan.state_bytes_per_slot = in.state_bytes_per_slot;
+    plan.num_snapshot_slots = in.num_snapshot_state_slots;
+    plan.num_state_slots = in.num_running_state_slots + in.num_snapshot_state_slots;
+  }
   const std::string util = "--gpu-memory-utilization " + number(in.gpu_memory_utilization);
   if (in.kv_cache_memory_bytes > 0) {
     plan.kv_bytes = in.kv_cache_memory_bytes;
@@ -62,8 +72,43 @@ Result<MemoryPlan> plan_memory(const MemoryPlanInputs& in) {
     }
     plan.kv_bytes = left - plan.workspace_bytes;
   }
-  plan.num_blocks = block_bytes > 0 ? plan.kv_bytes / block_bytes : 0;
   const int64_t needed = (in.max_model_len + plan.block_size - 1) / plan.block_size;
+  const int64_t state = plan.state_bytes();
+  if (state > 0 && (state >= plan.kv_bytes || (plan.kv_bytes - state) / block_bytes < needed)) {
+    // One sequence needs its blocks and one slot: say what to change.
+    const int64_t one = needed * block_bytes + plan.state_bytes_per_slot;
+    const std::string slots =
+        "the per-sequence state takes " + gib(plan.state_bytes_per_slot) + " a slot x " +
+        std::to_string(plan.num_state_slots) + " slots (" +
+        std::to_string(in.num_running_state_slots) + " for --max-num-seqs" +
+        (plan.num_snapshot_slots > 0
+             ? ", " + std::to_string(plan.num_snapshot_slots) + " prefix-cache snapshots"
+             : std::string()) +
+        ") = " + gib(state) + " of the " + gib(plan.kv_bytes) + " of KV memory";
+    if (one <= plan.kv_bytes) {
+      const int64_t per_seq = plan.state_bytes_per_slot * (plan.num_snapshot_slots > 0 ? 2 : 1);
+      const int64_t fit_seqs = (plan.kv_bytes - needed * block_bytes) / per_seq;
+      return resource_exhausted(
+          slots + ", leaving too little for one max_model_len " + std::to_string(in.max_model_len) +
+          " sequence (" + std::to_string(needed) + " KV blocks, " + gib(needed * block_bytes) +
+          "); " +
+          (fit_seqs > 0 ? "lower --max-num-seqs (at most " + std::to_string(fit_seqs) + " fit)"
+                        : std::string("turn prefix caching off (--no-enable-prefix-caching: no "
+                                      "snapshots) with --max-num-seqs 1")) +
+          " or --max-model-len, or raise --kv-cache-memory / --gpu-memory-utilization");
+    }
+    const int64_t most =
+        std::max<int64_t>(0, (plan.kv_bytes - plan.state_bytes_per_slot) / block_bytes) *
+        plan.block_size;
+    return resource_exhausted(
+        "max_model_len " + std::to_string(in.max_model_len) + " needs " + std::to_string(needed) +
+        " KV blocks (" + gib(needed * block_bytes) + ") and one state slot (" +
+        gib(plan.state_bytes_per_slot) + ") but the KV memory is " + gib(plan.kv_bytes) +
+        "; lower --max-model-len (at most " + std::to_string(most) +
+        " with one sequence), or raise --kv-cache-memory / --gpu-memory-utilization (" + slots +
+        ")");
+  }
+  plan.num_blocks = block_bytes > 0 ? (plan.kv_bytes - state) / block_bytes : 0;
   if (plan.num_blocks < needed)
     return resource_exhausted("max_model_len " + std::to_string(in.max_model_len) + " needs " +
                               std::to_string(needed) + " KV blocks (" + gib(needed * block_bytes) +
@@ -74,6 +119,27 @@ Result<MemoryPlan> plan_memory(const MemoryPlanInputs& in) {
                               "), or raise --kv-cache-memory / --gpu-memory-utilization");
   plan.kv_bytes = plan.num_blocks * block_bytes;
   return plan;
+}
+
+Result<int64_t> resolve_block_size(int64_t block_size, bool block_size_given,
+                                   int64_t block_size_multiple, bool hybrid,
+                                   bool fp8_ds_mla_sparse) {
+  if (fp8_ds_mla_sparse) {
+    if (block_size_given && block_size != 64)
+      return invalid_argument("--block-size " + std::to_string(block_size) +
+                              ": DeepSeek-V3.2's fp8_ds_mla KV cache takes blocks of 64 tokens "
+                              "(as vLLM's FlashMLA sparse kernels); use --block-size 64 or leave "
+                              "it out, or another --kv-cache-dtype");
+    return int64_t{64};
+  }
+  if (!block_size_given && hybrid) block_size = std::max<int64_t>(256, block_size_multiple);
+  if (block_size_multiple > 1 && block_size % block_size_multiple != 0)
+    return invalid_argument("--block-size " + std::to_string(block_size) +
+                            ": this model's hybrid KV layout needs a multiple of " +
+                            std::to_string(block_size_multiple) + " tokens per block (e.g. " +
+                            std::to_string(std::max<int64_t>(256, block_size_multiple)) +
+                            ", vLLM's for DeepSeek-V4)");
+  return block_size;
 }
 
 }  // namespace strata::engine

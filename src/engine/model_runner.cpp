@@ -13,6 +13,11 @@ ModelRunner::ModelRunner(Model& model, KvStorage& storage, const KernelOps& ops)
     layers_.push_back({s.dtype, s.block_size, s.num_kv_heads, s.head_dim, storage.k(l),
                        storage.v(l), 1.0f, 1.0f, storage.k_scales(l), storage.v_scales(l),
                        storage.aux(l), s.aux_dim, storage.aux_scales(l), s.ds_mla_latent});
+  if (s.hybrid())  // the model lays out its blocks itself (KvSpec::layer_block_bytes)
+    for (int64_t l = 0; l < s.num_layers; ++l) {
+      layers_[static_cast<size_t>(l)].raw = storage.raw(l);
+      layers_[static_cast<size_t>(l)].raw_block_bytes = s.layer_block_bytes[static_cast<size_t>(l)];
+    }
 }
 
 std::span<const kv::BlockId> ModelRunner::block_table(const std::string& request_id) const {
@@ -106,6 +111,27 @@ Status ModelRunner::execute(const sched::StepPlan& plan, float* logits,
                  max_blocks,
                  defer_logits_ ? std::span<const int32_t>() : std::span<const int32_t>(rows_),
                  input_hidden};
+  // Per-sequence state (KvSpec::has_state()): the entries' slots, the restores and snapshots.
+  state_slots_.clear();
+  state_restores_.clear();
+  state_snapshots_.clear();
+  if (model_.kv_spec().has_state()) {
+    for (const sched::ScheduledRequest& s : plan.scheduled) {
+      if (s.state_slot < 0)
+        return internal_error("plan entry '" + s.request_id +
+                              "' has no state slot, and this model keeps per-sequence state");
+      state_slots_.push_back(s.state_slot);
+    }
+    for (const sched::StateRestore& c : plan.state_restores)
+      state_restores_.push_back({c.src_slot, c.dst_slot});
+    for (const sched::StateSnapshot& c : plan.state_snapshots)
+      state_snapshots_.push_back({static_cast<int32_t>(c.entry), c.boundary, c.dst_slot});
+    b.state_slots = state_slots_;
+    b.state_restores = state_restores_;
+    b.state_snapshots = state_snapshots_;
+  } else if (!plan.state_restores.empty() || !plan.state_snapshots.empty()) {
+    return internal_error("plan restores or snapshots state, and this model keeps none");
+  }
   const double t0 = now_seconds();
   Status s = model_.forward(b, layers_, *ops_, logits);
   forward_seconds_ = now_seconds() - t0;

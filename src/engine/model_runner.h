@@ -69,6 +69,9 @@ class ModelRunner {
   std::vector<int32_t> positions_, query_start_, seq_lens_, block_tables_, rows_;
   std::vector<int64_t> slots_;
   std::vector<int> sample_plan_index_;
+  std::vector<int32_t> state_slots_;
+  std::vector<ForwardBatch::StateCopy> state_restores_;
+  std::vector<ForwardBatch::StateSnapshot> state_snapshots_;
   double forward_seconds_ = 0;
   bool defer_logits_ = false;
 };

@@ -51,6 +51,8 @@ std::string kv_fingerprint(const EngineConfig& c, const std::string& format, con
   f.add("head_dim", spec.head_dim);
   f.add("has_v", spec.has_v ? 1 : 0);
   if (spec.aux_dim > 0) f.add("aux_dim", spec.aux_dim);
+  for (size_t l = 0; l < spec.layer_block_bytes.size(); ++l)
+    f.add("layer_block_bytes_" + std::to_string(l), spec.layer_block_bytes[l]);
   f.add("block_size", spec.block_size);
   f.add("kernels", backend);
   f.add("tokenizer", c.tokenizer.empty() ? c.model.model : c.tokenizer);
@@ -70,7 +72,45 @@ LoadOptions draft_load_options(const LoadOptions& target, const sched::Speculati
   return o;
 }
 
+// The KV figures of the memory plan's inputs, from the target's KV spec and the draft's bytes per
+// token (0: none): the block size in effect (resolve_block_size()), the bytes per token or, for
+// hybrid layouts, per block, the state slots, and the limits. The estimate and the loaded model
+// both come through here, so they agree by construction where their specs agree.
+Status set_kv_inputs(const EngineConfig& c, const KvSpec& ks, DType kv_dtype, bool ds_mla,
+                     int64_t draft_kv_bytes_per_token, MemoryPlanInputs* mi) {
+  const auto& sc = c.scheduler;
+  STRATA_ASSIGN_OR_RETURN(
+      mi->block_size,
+      resolve_block_size(c.cache.block_size, c.cache.block_size_given, ks.block_size_multiple,
+                         ks.hybrid(), ds_mla && ks.aux_dim > 0));
+  mi->draft_kv_bytes_per_token = draft_kv_bytes_per_token;
+  if (ks.hybrid()) {
+    mi->kv_bytes_per_token = draft_kv_bytes_per_token;
+    mi->kv_block_bytes = hybrid_block_bytes(ks, mi->block_size, kv_dtype) +
+                         draft_kv_bytes_per_token * mi->block_size;
+  } else {
+    mi->kv_bytes_per_token = ks.bytes_per_token(kv_dtype, ds_mla) + draft_kv_bytes_per_token;
+    mi->kv_block_bytes = 0;
+  }
+  if (ks.has_state()) {
+    mi->state_bytes_per_slot = ks.state_bytes_per_slot(kv_dtype);
+    mi->num_running_state_slots = sc.max_num_seqs;
+    mi->num_snapshot_state_slots =
+        num_snapshot_state_slots(sc.max_num_seqs, c.cache.enable_prefix_caching);
+  }
+  mi->kv_cache_memory_bytes = c.cache.kv_cache_memory_bytes;
+  mi->max_model_len = sc.max_model_len;
+  mi->max_num_batched_tokens = sc.max_num_batched_tokens;
+  return ok_status();
+}
+
 }  // namespace
+
+int64_t hybrid_block_bytes(const KvSpec& ks, int64_t block_size, DType kv_dtype) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < ks.num_layers; ++l) n += ks.layer_block_bytes(l, block_size, kv_dtype);
+  return n;
+}
 
 Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& c, int threads) {
   EngineMemoryEstimate e;
@@ -128,19 +168,15 @@ Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& c, int t
   STRATA_ASSIGN_OR_RETURN(
       e.kv_fp8_ds_mla, kv::use_fp8_ds_mla(c.cache, e.kv_dtype, tks.latent_dim > 0, tks.aux_dim > 0,
                                           mc.architecture));
-  mi.kv_bytes_per_token = tks.bytes_per_token(e.kv_dtype, e.kv_fp8_ds_mla);
+  int64_t draft_per_token = 0;
   if (draft) {
     e.draft_weight_bytes = drafter.weights.total();
     e.draft_workspace_bytes = ws - e.target.workspace_bytes;
     mi.weight_bytes += e.draft_weight_bytes;
-    mi.draft_kv_bytes_per_token = drafter.kv_spec.bytes_per_token(
+    draft_per_token = drafter.kv_spec.bytes_per_token(
         e.kv_dtype, e.kv_fp8_ds_mla && drafter.kv_spec.latent_dim > 0);
-    mi.kv_bytes_per_token += mi.draft_kv_bytes_per_token;
   }
-  mi.block_size = c.cache.block_size;
-  mi.kv_cache_memory_bytes = c.cache.kv_cache_memory_bytes;
-  mi.max_model_len = sc.max_model_len;
-  mi.max_num_batched_tokens = sc.max_num_batched_tokens;
+  STRATA_RETURN_IF_ERROR(set_kv_inputs(c, tks, e.kv_dtype, e.kv_fp8_ds_mla, draft_per_token, &mi));
   mi.workspace_for_tokens = [workspace, logits](int64_t tokens) -> int64_t {
     auto w = workspace(tokens, nullptr, nullptr);
     return w.ok() ? *w + logits : std::numeric_limits<int64_t>::max();
@@ -228,64 +264,89 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
   mi.gpu_memory_utilization = c.cache.gpu_memory_utilization;
   mi.weight_bytes = model.weight_bytes_total();
   mi.workspace_bytes = model.workspace_bytes() + logits_workspace_bytes(V, max_logit_rows);
-  mi.kv_bytes_per_token = ks.bytes_per_token(kv_dtype, ds_mla);
+  int64_t draft_per_token = 0;
   if (w->draft_ != nullptr) {  // its weights, activations and KV (the same blocks as the target)
     mi.weight_bytes += w->draft_->model().weight_bytes_total();
     mi.workspace_bytes += w->draft_->workspace_bytes();
-    mi.draft_kv_bytes_per_token = w->draft_->kv_bytes_per_token(kv_dtype, ds_mla);
+    draft_per_token = w->draft_->kv_bytes_per_token(kv_dtype, ds_mla);
   }
   if (w->mtp_ != nullptr) {  // the MTP layer's weights, activations and KV
     mi.weight_bytes += w->mtp_->model().weight_bytes_total();
     mi.workspace_bytes += w->mtp_->workspace_bytes();
-    mi.draft_kv_bytes_per_token = w->mtp_->kv_bytes_per_token(kv_dtype, ds_mla);
+    draft_per_token = w->mtp_->kv_bytes_per_token(kv_dtype, ds_mla);
   }
-  mi.kv_bytes_per_token += mi.draft_kv_bytes_per_token;
-  mi.block_size = c.cache.block_size;
-  mi.kv_cache_memory_bytes = c.cache.kv_cache_memory_bytes;
-  mi.max_model_len = sc.max_model_len;
-  mi.max_num_batched_tokens = sc.max_num_batched_tokens;
+  STRATA_RETURN_IF_ERROR(set_kv_inputs(c, ks, kv_dtype, ds_mla, draft_per_token, &mi));
+  if (ks.has_state() && (w->draft_ != nullptr || w->mtp_ != nullptr))
+    return unimplemented("speculative decoding with a model that keeps per-sequence state (" +
+                         model.config().architecture +
+                         ") is not supported yet: drop --speculative-config");
   if (mi.weight_bytes != est.inputs.weight_bytes ||
       mi.workspace_bytes != est.inputs.workspace_bytes ||
-      mi.kv_bytes_per_token != est.inputs.kv_bytes_per_token) {
+      mi.kv_bytes_per_token != est.inputs.kv_bytes_per_token ||
+      mi.kv_block_bytes != est.inputs.kv_block_bytes || mi.block_size != est.inputs.block_size ||
+      mi.state_bytes_per_slot != est.inputs.state_bytes_per_slot) {
     STRATA_LOG(ERROR) << "the memory estimate differs from the loaded model (weights "
                       << est.inputs.weight_bytes << " vs " << mi.weight_bytes << ", workspace "
                       << est.inputs.workspace_bytes << " vs " << mi.workspace_bytes
                       << ", KV per token " << est.inputs.kv_bytes_per_token << " vs "
-                      << mi.kv_bytes_per_token << "): please report it; planning with the loaded "
-                      << "figures";
+                      << mi.kv_bytes_per_token << ", KV per block " << est.inputs.kv_block_bytes
+                      << " vs " << mi.kv_block_bytes << ", block size " << est.inputs.block_size
+                      << " vs " << mi.block_size << ", state per slot "
+                      << est.inputs.state_bytes_per_slot << " vs " << mi.state_bytes_per_slot
+                      << "): please report it; planning with the loaded figures";
     STRATA_ASSIGN_OR_RETURN(w->info_.memory, plan_memory(mi));
   }
   MemoryPlan& plan = w->info_.memory;
-  const int64_t block_bytes = plan.kv_bytes_per_token * plan.block_size;
+  const int64_t block_bytes = plan.block_bytes;
   STRATA_LOG(INFO) << "Memory plan: budget " << format_bytes(plan.memory_budget) << ", weights "
                    << format_bytes(plan.weight_bytes) << ", activation workspace "
                    << format_bytes(plan.workspace_bytes) << " (max_num_batched_tokens "
                    << sc.max_num_batched_tokens << "), KV cache " << format_bytes(plan.kv_bytes)
-                   << " (" << (ds_mla ? "fp8_ds_mla" : dtype_name(kv_dtype)) << ")";
-  STRATA_LOG(INFO)
-      << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers << " layers x "
-      << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads << " x " << ks.head_dim
-      << " values"
-      << (ks.aux_dim > 0 ? " + an indexer key of " + std::to_string(ks.aux_dim) + " values"
-                         : std::string())
-      << ", " << dtype_name(kv_dtype)
-      << (ds_mla
-              ? "; fp8_ds_mla: " + std::to_string(ds_mla_row_bytes(ks.head_dim, ks.latent_dim)) +
-                    " bytes latent" +
-                    (ks.aux_dim > 0 ? " + " + std::to_string(ks.aux_dim + 4) + " bytes indexer key"
-                                    : std::string()) +
-                    " per layer"
-              : std::string())
-      << (w->draft_ != nullptr || w->mtp_ != nullptr
-              ? "; the draft's " + std::to_string(plan.draft_kv_bytes_per_token)
-              : std::string())
-      << ")";
+                   << " (" << (ds_mla ? "fp8_ds_mla" : dtype_name(kv_dtype)) << ")"
+                   << (plan.num_state_slots > 0
+                           ? ", per-sequence state " + format_bytes(plan.state_bytes()) + " (" +
+                                 std::to_string(plan.num_state_slots) + " slots of " +
+                                 format_bytes(plan.state_bytes_per_slot) + ": " +
+                                 std::to_string(plan.num_state_slots - plan.num_snapshot_slots) +
+                                 " running, " + std::to_string(plan.num_snapshot_slots) +
+                                 " prefix-cache snapshots)"
+                           : std::string());
+  if (ks.hybrid()) {
+    STRATA_LOG(INFO) << "KV bytes per block of " << plan.block_size
+                     << " tokens: " << plan.block_bytes << " over " << ks.num_layers
+                     << " layers (hybrid layout)"
+                     << (ks.describe
+                             ? "; " + ks.describe(kv_dtype, plan.block_size, sc.max_model_len)
+                             : std::string());
+  } else if (ks.describe) {
+    STRATA_LOG(INFO) << "KV layout: " << ks.describe(kv_dtype, plan.block_size, sc.max_model_len);
+  }
+  if (!ks.hybrid())
+    STRATA_LOG(INFO) << "KV bytes per token: " << plan.kv_bytes_per_token << " (" << ks.num_layers
+                     << " layers x " << (ks.has_v ? "K+V of " : "one entry of ") << ks.num_kv_heads
+                     << " x " << ks.head_dim << " values"
+                     << (ks.aux_dim > 0
+                             ? " + an indexer key of " + std::to_string(ks.aux_dim) + " values"
+                             : std::string())
+                     << ", " << dtype_name(kv_dtype)
+                     << (ds_mla ? "; fp8_ds_mla: " +
+                                      std::to_string(ds_mla_row_bytes(ks.head_dim, ks.latent_dim)) +
+                                      " bytes latent" +
+                                      (ks.aux_dim > 0 ? " + " + std::to_string(ks.aux_dim + 4) +
+                                                            " bytes indexer key"
+                                                      : std::string()) +
+                                      " per layer"
+                                : std::string())
+                     << (w->draft_ != nullptr || w->mtp_ != nullptr
+                             ? "; the draft's " + std::to_string(plan.draft_kv_bytes_per_token)
+                             : std::string())
+                     << ")";
 
   if (c.commit_kv_cache) {
     // The weights are loaded: what is free now is what the KV cache and the workspace can have.
     // (Committing more than that would push other memory out, or get the process killed.)
     const int64_t free = free_memory_bytes();
-    const int64_t need = plan.kv_bytes + block_bytes + plan.workspace_bytes;
+    const int64_t need = plan.kv_bytes + block_bytes + plan.state_bytes() + plan.workspace_bytes;
     if (free >= 0 && need > free)
       return resource_exhausted(
           "the KV cache needs " + format_bytes(static_cast<double>(plan.kv_bytes)) +
@@ -295,11 +356,16 @@ Result<std::unique_ptr<Worker>> Worker::create(const WorkerConfig& config) {
           std::to_string(c.cache.gpu_memory_utilization) + "), or free memory");
   }
   const double t0 = now_seconds();
-  STRATA_ASSIGN_OR_RETURN(
-      w->storage_,
-      KvStorage::allocate({ks.num_layers, plan.num_blocks + 1, plan.block_size, ks.num_kv_heads,
-                           ks.head_dim, kv_dtype, ks.has_v, ks.aux_dim, ks.ds_mla_latent(ds_mla)},
-                          backend.allocator()));
+  KvStorageSpec storage_spec{ks.num_layers,   plan.num_blocks + 1, plan.block_size,
+                             ks.num_kv_heads, ks.head_dim,         kv_dtype,
+                             ks.has_v,        ks.aux_dim,          ks.ds_mla_latent(ds_mla)};
+  if (ks.hybrid())
+    for (int64_t l = 0; l < ks.num_layers; ++l)
+      storage_spec.layer_block_bytes.push_back(ks.layer_block_bytes(l, plan.block_size, kv_dtype));
+  STRATA_ASSIGN_OR_RETURN(w->storage_, KvStorage::allocate(storage_spec, backend.allocator()));
+  if (plan.num_state_slots > 0)
+    STRATA_RETURN_IF_ERROR(
+        model.allocate_state(plan.num_state_slots, kv_dtype, &backend.allocator()));
   if (w->draft_ != nullptr)
     STRATA_RETURN_IF_ERROR(
         w->draft_->allocate_kv(plan.num_blocks + 1, plan.block_size, kv_dtype, backend, ds_mla));

@@ -42,6 +42,8 @@ struct EngineMemoryEstimate {
   MemoryPlanInputs inputs;
 };
 Result<EngineMemoryEstimate> estimate_engine_memory(const EngineConfig& config, int threads);
+// A hybrid KV spec's bytes of one block of `block_size` tokens over every layer.
+int64_t hybrid_block_bytes(const KvSpec& ks, int64_t block_size, DType kv_dtype);
 
 struct WorkerConfig {
   EngineConfig engine;                 // resolved (max_model_len set, limits filled in)

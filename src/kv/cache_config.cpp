@@ -150,6 +150,7 @@ Result<int64_t> parse_gib(const std::string& text, const std::string& what) {
 Result<CacheConfig> cache_config_from_args(const Args& args) {
   CacheConfig c;
   c.block_size = args.get_int("block-size");
+  c.block_size_given = args.is_set("block-size");
   c.enable_prefix_caching = args.get_bool("enable-prefix-caching");
   if (to_lower(std::string(trim(args.get("kv-cache-dtype")))) == "fp8_ds_mla") {
     c.kv_cache_dtype = DType::kF8E4M3;

@@ -15,6 +15,10 @@ namespace strata::kv {
 
 struct CacheConfig {
   int64_t block_size = 16;  // tokens per KV block: a power of two in [1, 1024]
+  // Whether --block-size was given: when not, models whose KV layout needs another block size
+  // get theirs (engine/memory_plan.h resolve_block_size(): 256 for hybrid DeepSeek-V4 caches,
+  // 64 for DeepSeek-V3.2's fp8_ds_mla).
+  bool block_size_given = false;
   bool enable_prefix_caching = true;
   // KV element type; nullopt = "auto" (the model's activation dtype). Supported: f32, f16, bf16,
   // fp8 (e4m3 with a scale).

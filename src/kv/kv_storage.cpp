@@ -12,6 +12,27 @@ Result<KvStorage> KvStorage::allocate(const KvStorageSpec& spec, DeviceAllocator
       spec.dtype != DType::kF8E4M3)
     return invalid_argument(std::string("KV cache dtype ") + dtype_name(spec.dtype) +
                             " is not supported (f32, f16, bf16, fp8)");
+  if (spec.hybrid()) {
+    if (spec.num_layers <= 0 || spec.num_blocks <= 0 || spec.block_size <= 0 ||
+        static_cast<int64_t>(spec.layer_block_bytes.size()) != spec.num_layers)
+      return invalid_argument(
+          "hybrid KV cache spec: needs layers, blocks and one block size in "
+          "bytes per layer");
+    for (int64_t b : spec.layer_block_bytes)
+      if (b < 0) return invalid_argument("hybrid KV cache spec: a layer has negative block bytes");
+    if (spec.block_bytes_all_layers() <= 0)
+      return invalid_argument("hybrid KV cache spec: no layer keeps anything in paged blocks");
+    KvStorage s;
+    s.spec_ = spec;
+    int64_t offset = 0;
+    for (int64_t b : spec.layer_block_bytes) {
+      s.layer_offsets_.push_back(offset);
+      offset += spec.num_blocks * b;
+    }
+    STRATA_ASSIGN_OR_RETURN(s.memory_, allocator.allocate(static_cast<size_t>(spec.total_bytes()),
+                                                          MemoryUse::kKvCache));
+    return s;
+  }
   if (spec.num_layers <= 0 || spec.num_blocks <= 0 || spec.block_size <= 0 ||
       spec.num_kv_heads <= 0 || spec.head_dim <= 0 || spec.aux_dim < 0 || spec.ds_mla_latent < 0)
     return invalid_argument("KV cache spec has a non-positive size");
@@ -60,6 +81,16 @@ void for_each_block_piece(const KvStorageSpec& spec, std::byte* base, int64_t la
 }  // namespace
 
 void KvStorage::copy_block_out(int64_t block, std::byte* dst) const {
+  if (spec_.hybrid()) {
+    STRATA_CHECK(block >= 0 && block < spec_.num_blocks) << "KV block " << block << " out of range";
+    for (int64_t l = 0; l < spec_.num_layers; ++l) {
+      const int64_t n = spec_.layer_block_bytes[static_cast<size_t>(l)];
+      std::memcpy(dst, memory_.data() + layer_offsets_[static_cast<size_t>(l)] + block * n,
+                  static_cast<size_t>(n));
+      dst += n;
+    }
+    return;
+  }
   for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, aux_values_bytes_, block,
                        [&](std::byte* p, int64_t n) {
                          std::memcpy(dst, p, static_cast<size_t>(n));
@@ -68,6 +99,16 @@ void KvStorage::copy_block_out(int64_t block, std::byte* dst) const {
 }
 
 void KvStorage::copy_block_in(int64_t block, const std::byte* src) {
+  if (spec_.hybrid()) {
+    STRATA_CHECK(block >= 0 && block < spec_.num_blocks) << "KV block " << block << " out of range";
+    for (int64_t l = 0; l < spec_.num_layers; ++l) {
+      const int64_t n = spec_.layer_block_bytes[static_cast<size_t>(l)];
+      std::memcpy(memory_.data() + layer_offsets_[static_cast<size_t>(l)] + block * n, src,
+                  static_cast<size_t>(n));
+      src += n;
+    }
+    return;
+  }
   for_each_block_piece(spec_, memory_.data(), layer_bytes_, values_bytes_, aux_values_bytes_, block,
                        [&](std::byte* p, int64_t n) {
                          std::memcpy(p, src, static_cast<size_t>(n));

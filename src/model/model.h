@@ -65,6 +65,11 @@ struct KvSpec {
   // (e.g. V4's window / compressed / indexer rows and the compressor state), with the totals of
   // one sequence of `context_len` tokens. Unset: the engine describes the rows itself.
   std::function<std::string(DType dtype, int64_t block_size, int64_t context_len)> describe;
+  // KV bytes one decode token of one sequence reads at `context_len` tokens of context, over every
+  // layer (sparse layouts read less than they hold: V4's window, the top-k compressed rows of its
+  // CSA layers, every HCA row and every indexer key). Unset: every row held,
+  // context_len * bytes_per_token() (hybrid layouts: the blocks held, an upper bound).
+  std::function<int64_t(DType dtype, int64_t context_len)> decode_read_bytes;
 };
 
 // The role of a linear layer under tensor parallelism, named as vLLM's linear classes are:

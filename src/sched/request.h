@@ -122,6 +122,8 @@ class Request {
   bool loading() const { return num_loading_ > 0; }
   // Hashes of the full blocks of token_ids() (kept only with prefix caching on).
   std::span<const kv::BlockHash> block_hashes() const { return block_hashes_; }
+  // Its state slot while running (models with per-sequence state), else -1.
+  int32_t state_slot() const { return state_slot_; }
 
  private:
   friend class Scheduler;
@@ -171,6 +173,13 @@ class Request {
   int32_t spec_len_ = 0;
   // MTP: the drafts the worker proposed after the request's last step, for its next entry.
   std::vector<int32_t> proposed_drafts_;
+  // Per-sequence state (kv/state_slots.h): its running slot; the snapshot (pinned) to restore
+  // into it with its first entry after admission; with KV tier loads, the snapshot (pinned) at
+  // the pool hit's end, where it resumes instead when a load fails.
+  int32_t state_slot_ = -1;
+  int32_t restore_from_ = -1;
+  int32_t tier_fallback_ = -1;
+  int64_t tier_fallback_tokens_ = 0;
 };
 
 }  // namespace strata::sched

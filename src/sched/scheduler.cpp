@@ -35,6 +35,21 @@ Scheduler::Scheduler(const SchedulerConfig& config, const kv::CacheConfig& cache
   running_.reserve(static_cast<size_t>(config_.max_num_seqs));
 }
 
+Status Scheduler::enable_state_slots(int64_t num_running, int64_t num_snapshots) {
+  if (num_running < config_.max_num_seqs || num_snapshots < 0)
+    return invalid_argument("state slots: " + std::to_string(num_running) +
+                            " running slots for max_num_seqs " +
+                            std::to_string(config_.max_num_seqs));
+  if (config_.speculative.enabled())
+    return unimplemented(
+        "speculative decoding with a model that keeps per-sequence state is not supported (the "
+        "state cannot take back rejected drafts): drop --speculative-config");
+  if (!by_id_.empty() || step_ > 0)
+    return failed_precondition("state slots must be enabled before any request");
+  state_ = kv::StateSlots(num_running, kv_.prefix_caching_enabled() ? num_snapshots : 0);
+  return ok_status();
+}
+
 bool Scheduler::key_less(const Request& a, const Request& b) {
   if (a.priority_ != b.priority_) return a.priority_ < b.priority_;
   if (a.times_.arrival != b.times_.arrival) return a.times_.arrival < b.times_.arrival;
@@ -210,6 +225,7 @@ void Scheduler::finish(Request* r, FinishReason reason, double now) {
   if (r->status_ == RequestStatus::kRunning) {
     erase_running(r);
     drop_loads(r);
+    release_state(r);
     kv_.free(seq(*r));
   } else {
     STRATA_CHECK(waiting_.erase(r) == 1) << "request " << r->id_ << " missing from the queue";
@@ -255,6 +271,8 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan,
         << "update() must get the plans in flight in the order planned, once";
     outstanding_.pop_front();
   }
+  // The step's state snapshots are taken: findable from now on.
+  for (const StateSnapshot& sn : plan.state_snapshots) state_.commit(sn.dst_slot, plan.step);
   std::vector<RequestOutput> outputs;
   outputs.reserve(plan.scheduled.size());
   const double now = clock_->now();
@@ -384,6 +402,7 @@ SchedulerStats Scheduler::stats() const {
     s.num_preempted_waiting += r->status_ == RequestStatus::kPreempted;
   s.num_paused = num_paused_;
   s.kv = kv_.usage();
+  s.state = state_.stats();
   s.prefix_cache = kv_.prefix_cache_stats();
   s.external_prefix_cache = tier_stats_;
   s.num_preemptions = num_preemptions_;
@@ -432,7 +451,22 @@ void Scheduler::check_invariants() const {
   if (long_threshold_ > 0) {
     STRATA_CHECK_LE(long_partial, config_.max_long_partial_prefills) << "too many long prefills";
   }
+  if (state_.enabled()) {
+    state_.check_invariants();
+    STRATA_CHECK_EQ(state_.num_running() - state_.num_free_running(), num_running())
+        << "running state slots and running requests disagree";
+    std::vector<bool> seen(static_cast<size_t>(state_.num_running()), false);
+    for (const Request* r : running_) {
+      STRATA_CHECK(r->state_slot_ >= 0 && r->state_slot_ < state_.num_running())
+          << r->id_ << " runs without a state slot";
+      STRATA_CHECK(!seen[static_cast<size_t>(r->state_slot_)]) << "two requests share a slot";
+      seen[static_cast<size_t>(r->state_slot_)] = true;
+      STRATA_CHECK(r->restore_from_ < 0 || !r->table_sent_ || r->num_scheduled_tokens_ > 0)
+          << r->id_ << " holds a restore it was never sent";
+    }
+  }
   for (const Request* r : waiting_) {
+    STRATA_CHECK_EQ(r->state_slot_, -1) << r->id_ << " waits holding a state slot";
     STRATA_CHECK(r->status_ == RequestStatus::kWaiting || r->status_ == RequestStatus::kPreempted)
         << r->id_ << " in waiting is " << request_status_name(r->status_);
     STRATA_CHECK_EQ(r->num_computed_tokens_, 0) << r->id_ << " waits with computed tokens";

@@ -58,6 +58,7 @@
 #include "kv/cache_config.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_tiers.h"
+#include "kv/state_slots.h"
 #include "sched/clock.h"
 #include "sched/request.h"
 #include "sched/scheduler_config.h"
@@ -135,6 +136,18 @@ class Scheduler {
   // hold them already, so a preempted or finished request's work survives pool eviction.
   // `tiers` (not owned) must outlive the scheduler; nullptr turns them off.
   void set_kv_tiers(const kv::KvTierDirectory* tiers) { tiers_ = tiers; }
+
+  // PER-SEQUENCE STATE (models whose KvSpec::has_state(), kv/state_slots.h). Before any request
+  // is added: each running request then holds one of `num_running` (>= max_num_seqs) state
+  // slots, given at admission and freed when it finishes or is preempted; plan entries carry it
+  // (ScheduledRequest::state_slot). With prefix caching, `num_snapshots` slots keep the state at
+  // block boundaries: entries crossing boundaries ask for snapshots (plan.state_snapshots), and
+  // a prefix-cache hit (pool, tiers or an n > 1 fork) is cut back to the longest prefix whose
+  // last block has a ready snapshot, restored into the request's slot by its first entry
+  // (plan.state_restores). Refused with speculative decoding (a state cannot take back rejected
+  // drafts).
+  Status enable_state_slots(int64_t num_running, int64_t num_snapshots);
+  const kv::StateSlots& state_slots() const { return state_; }
   void finish_kv_loads(std::span<const kv::KvLoadResult> results);
   bool has_kv_loads_in_flight() const { return !loads_in_flight_.empty(); }
 
@@ -219,6 +232,11 @@ class Scheduler {
   void count_speculation(Request* r, int64_t drafts, int64_t accepted);
   RequestOutput output_for(Request* r, int32_t token, FinishReason reason) const;
   void publish_computed(Request* r);
+  // Per-sequence state helpers (scheduler_schedule.cpp).
+  bool snapshot_ready(const Request& r, int64_t block_index) const;
+  void cut_hit_for_state(Request* w, kv::ComputedBlocks* hit);
+  void admit_state(Request* w, const kv::ComputedBlocks& hit);
+  void release_state(Request* r);
   void insert_running(Request* r);
   void erase_running(Request* r);
 
@@ -230,6 +248,7 @@ class Scheduler {
   kv::CacheConfig cache_config_;
   const Clock* clock_;
   kv::KvCacheManager kv_;
+  kv::StateSlots state_;
   int64_t max_request_len_;
   int64_t long_threshold_;
   int64_t watermark_blocks_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/state_slots.h"
 #include "sched/request.h"
 #include "sched/step_plan.h"
 
@@ -31,6 +32,7 @@ struct SchedulerStats {
   int64_t num_preempted_waiting = 0;
   int64_t num_paused = 0;  // running or waiting, paused by pause_request()
   kv::KvUsage kv;
+  kv::StateSlotStats state;                // models with per-sequence state (num_running 0: none)
   kv::PrefixCacheStats prefix_cache;       // cumulative
   kv::TierHitStats external_prefix_cache;  // cumulative: lookups in the KV tiers
   int64_t num_preemptions = 0;             // cumulative

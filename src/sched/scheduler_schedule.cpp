@@ -97,7 +97,86 @@ void Scheduler::add_entry(StepPlan* plan, Request* r, int64_t n,
   s.block_ids_offset = static_cast<uint32_t>(plan->block_ids.size());
   s.block_ids_count = static_cast<uint32_t>(blocks.size());
   plan->block_ids.insert(plan->block_ids.end(), blocks.begin(), blocks.end());
+  if (state_.enabled()) {
+    s.state_slot = r->state_slot_;
+    if (r->restore_from_ >= 0) {  // its first entry after admission resumes from a snapshot
+      STRATA_CHECK(new_table) << r->id_ << ": a state restore without a new block table";
+      plan->state_restores.push_back({r->restore_from_, r->state_slot_});
+      state_.unpin(r->restore_from_);
+      r->restore_from_ = -1;
+    }
+    if (r->tier_fallback_ >= 0) {
+      state_.unpin(r->tier_fallback_);
+      r->tier_fallback_ = -1;
+    }
+    // Snapshots at the block boundaries this entry crosses (those not kept yet), for later
+    // prefix-cache hits: its full blocks get cached after the step.
+    const int64_t bs = kv_.block_size();
+    const int64_t end = r->num_computed_tokens_ + known;
+    const int64_t hashes = static_cast<int64_t>(r->block_hashes_.size());
+    if (state_.num_snapshots() > 0)
+      for (int64_t b = r->num_computed_tokens_ / bs + 1; b * bs <= end && b <= hashes; ++b)
+        if (auto slot = state_.reserve(r->block_hashes_[static_cast<size_t>(b - 1)], plan->step))
+          plan->state_snapshots.push_back(
+              {static_cast<uint32_t>(plan->scheduled.size()), b * bs, *slot});
+  }
   plan->scheduled.push_back(s);
+}
+
+bool Scheduler::snapshot_ready(const Request& r, int64_t block_index) const {
+  return block_index >= 0 && block_index < static_cast<int64_t>(r.block_hashes_.size()) &&
+         state_.is_ready(r.block_hashes_[static_cast<size_t>(block_index)]);
+}
+
+// A stateful model resumes a cached prefix only where a snapshot of its state is kept: `hit`
+// (and tier_found_, the tier blocks after it) are cut back to the longest prefix whose last
+// block has a ready snapshot. Tier loads are kept only when the pool hit's own end has one too
+// (or the pool hit is empty): a failed load then resumes there, never rewriting shared blocks.
+void Scheduler::cut_hit_for_state(Request* w, kv::ComputedBlocks* hit) {
+  const int64_t pool = static_cast<int64_t>(hit->blocks.size());
+  const int64_t total = pool + static_cast<int64_t>(tier_found_.size());
+  int64_t k = total;
+  while (k > 0 && !snapshot_ready(*w, k - 1)) --k;
+  if (k > pool && (pool == 0 || snapshot_ready(*w, pool - 1))) {
+    state_.count_hit_cut(total - k);
+    tier_found_.resize(static_cast<size_t>(k - pool));
+    return;
+  }
+  k = std::min(k, pool);
+  while (k > 0 && !snapshot_ready(*w, k - 1)) --k;
+  state_.count_hit_cut(total - k);
+  tier_found_.clear();
+  hit->blocks.resize(static_cast<size_t>(k));
+  hit->num_tokens = k * kv_.block_size();
+}
+
+// At admission: a running slot, and the snapshot to restore from (pinned until the entry that
+// restores it): at the end of the pool hit, or with tier loads at their end, the pool hit's end
+// pinned as the fallback.
+void Scheduler::admit_state(Request* w, const kv::ComputedBlocks& hit) {
+  w->state_slot_ = state_.acquire();
+  const int64_t pool = static_cast<int64_t>(hit.blocks.size());
+  const int64_t end = pool + static_cast<int64_t>(tier_found_.size());
+  auto pin_at = [&](int64_t blocks) -> int32_t {
+    if (blocks == 0) return -1;
+    auto slot = state_.find_ready(w->block_hashes_[static_cast<size_t>(blocks - 1)]);
+    STRATA_CHECK(slot.has_value()) << w->id_ << ": the snapshot of its hit is gone";
+    state_.pin(*slot);
+    return *slot;
+  };
+  w->restore_from_ = pin_at(end);
+  if (end > 0) state_.count_restore();
+  if (end > pool) {
+    w->tier_fallback_ = pin_at(pool);
+    w->tier_fallback_tokens_ = pool * kv_.block_size();
+  }
+}
+
+void Scheduler::release_state(Request* r) {
+  if (r->restore_from_ >= 0) state_.unpin(r->restore_from_);
+  if (r->tier_fallback_ >= 0) state_.unpin(r->tier_fallback_);
+  if (r->state_slot_ >= 0) state_.release(r->state_slot_);
+  r->restore_from_ = r->tier_fallback_ = r->state_slot_ = -1;
 }
 
 // Recompute preemption: the victim's blocks go back to the pool (its full computed blocks stay
@@ -111,6 +190,7 @@ void Scheduler::preempt(Request* victim, StepPlan* plan) {
       << "only the youngest request not in flight or a paused one is preempted";
   erase_running(victim);
   drop_loads(victim);
+  release_state(victim);
   kv_.free(seq(*victim));
   victim->num_computed_tokens_ = 0;
   victim->status_ = RequestStatus::kPreempted;
@@ -313,6 +393,7 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
         tier_found_.push_back(t);
       }
     }
+    if (state_.enabled()) cut_hit_for_state(w, &hit);
     const int64_t tier_blocks = static_cast<int64_t>(tier_found_.size());
     // A request whose next blocks are in the tiers is admitted now, computes nothing until they
     // arrive, and holds a prefill slot meanwhile.
@@ -338,6 +419,7 @@ void Scheduler::schedule_waiting(StepPlan* plan, int64_t* budget, PrefillSlots* 
       preempt(victim, plan);
       continue;
     }
+    if (state_.enabled()) admit_state(w, hit);
     if (loading) {
       it = waiting_.erase(it);
       admit_with_tier_loads(w, hit, tier_blocks, plan, now);
@@ -463,8 +545,17 @@ void Scheduler::finish_kv_loads(std::span<const kv::KvLoadResult> results) {
     while (loaded < static_cast<int64_t>(r->load_state_.size()) &&
            r->load_state_[static_cast<size_t>(loaded)] == 1)
       ++loaded;
+    const bool all_loaded = loaded == static_cast<int64_t>(r->load_state_.size());
     r->load_state_.clear();
     r->num_computed_tokens_ = (r->load_first_block_ + loaded) * kv_.block_size();
+    if (state_.enabled() && !all_loaded) {
+      // The state is kept only at the loads' end and the pool hit's end: resume at the latter.
+      if (r->restore_from_ >= 0) state_.unpin(r->restore_from_);
+      r->restore_from_ = r->tier_fallback_;
+      r->tier_fallback_ = -1;
+      r->num_computed_tokens_ = r->tier_fallback_tokens_;
+      loaded = 0;
+    }
     tier_stats_.hits += loaded * kv_.block_size();
     kv_.cache_blocks(seq(*r), r->block_hashes_, r->num_computed_tokens_);
   }

@@ -6,7 +6,7 @@ namespace strata::sched {
 namespace {
 
 constexpr uint32_t kMagic = 0x4E4C5053;  // "SPLN"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;         // 2: state slots, restores and snapshots
 
 void write_transfers(ByteWriter& w, const std::vector<KvTransfer>& v) {
   w.u64(v.size());
@@ -56,6 +56,7 @@ std::string encode_step_plan(const StepPlan& p) {
     w.u32(s.block_ids_count);
     w.u32(s.spec_token_ids_offset);
     w.u32(s.spec_token_ids_count);
+    w.i32(s.state_slot);
   }
   w.vec(p.token_ids);
   w.vec(p.block_ids);
@@ -64,6 +65,17 @@ std::string encode_step_plan(const StepPlan& p) {
   w.strings(p.finished_ids);
   write_transfers(w, p.kv_loads);
   write_transfers(w, p.kv_stores);
+  w.u64(p.state_restores.size());
+  for (const StateRestore& c : p.state_restores) {
+    w.i32(c.src_slot);
+    w.i32(c.dst_slot);
+  }
+  w.u64(p.state_snapshots.size());
+  for (const StateSnapshot& c : p.state_snapshots) {
+    w.u32(c.entry);
+    w.i64(c.boundary);
+    w.i32(c.dst_slot);
+  }
   return w.take();
 }
 
@@ -76,7 +88,7 @@ Result<StepPlan> decode_step_plan(std::string_view bytes) {
   StepPlan p;
   p.step = r.u64();
   p.total_num_scheduled_tokens = r.i64();
-  const uint64_t n = r.count(8 + 8 + 8 + 8 + 2 + 20);
+  const uint64_t n = r.count(8 + 8 + 8 + 8 + 2 + 20 + 4);
   p.scheduled.resize(n);
   for (ScheduledRequest& s : p.scheduled) {
     s.request_id = r.str();
@@ -91,6 +103,7 @@ Result<StepPlan> decode_step_plan(std::string_view bytes) {
     s.block_ids_count = r.u32();
     s.spec_token_ids_offset = r.u32();
     s.spec_token_ids_count = r.u32();
+    s.state_slot = r.i32();
   }
   p.token_ids = r.vec<int32_t>();
   p.block_ids = r.vec<kv::BlockId>();
@@ -99,6 +112,30 @@ Result<StepPlan> decode_step_plan(std::string_view bytes) {
   p.finished_ids = r.strings();
   p.kv_loads = read_transfers(r);
   p.kv_stores = read_transfers(r);
+  p.state_restores.resize(r.count(8));
+  for (StateRestore& c : p.state_restores) {
+    c.src_slot = r.i32();
+    c.dst_slot = r.i32();
+  }
+  p.state_snapshots.resize(r.count(16));
+  for (StateSnapshot& c : p.state_snapshots) {
+    c.entry = r.u32();
+    c.boundary = r.i64();
+    c.dst_slot = r.i32();
+  }
+  for (const StateRestore& c : p.state_restores)
+    if (r.ok() && (c.src_slot < 0 || c.dst_slot < 0)) r.fail("a state restore names a bad slot");
+  for (const StateSnapshot& c : p.state_snapshots) {
+    if (!r.ok()) break;
+    if (c.entry >= p.scheduled.size() || c.dst_slot < 0) {
+      r.fail("a state snapshot names a bad entry or slot");
+      break;
+    }
+    const ScheduledRequest& s = p.scheduled[c.entry];
+    if (!(s.num_computed_tokens < c.boundary &&
+          c.boundary <= s.num_computed_tokens + s.num_scheduled_tokens))
+      r.fail("a state snapshot's boundary is outside its entry's tokens");
+  }
   // Every view must stay inside the plan's arrays.
   int64_t total = 0;
   for (const ScheduledRequest& s : p.scheduled) {

@@ -13,6 +13,10 @@
 //               p goes to table[p / block_size], offset p % block_size
 //     logits    of the last known token when s.will_sample, and of each draft token
 //               (plan.spec_token_ids_of(s), speculative decoding: sched/spec_decode.h)
+//     state     models with per-sequence state (KvSpec::has_state()): s.state_slot is the
+//               sequence's slot (ForwardBatch::state_slots; -1 for other models); before the
+//               pass, plan.state_restores copy prefix-cache snapshots into slots; during it,
+//               plan.state_snapshots save states at block boundaries (kv/state_slots.h)
 // and returns one sampled token per entry (kNoToken when !will_sample), the tokens verification
 // accepted after it, and the KV tier loads that finished, for Scheduler::update() and
 // Scheduler::finish_kv_loads().
@@ -45,8 +49,26 @@ struct ScheduledRequest {
   uint32_t block_ids_count = 0;
   uint32_t spec_token_ids_offset = 0;  // into StepPlan::spec_token_ids (speculative decoding)
   uint32_t spec_token_ids_count = 0;
+  // The sequence's state slot (models with per-sequence state), else -1.
+  int32_t state_slot = -1;
 
   friend bool operator==(const ScheduledRequest&, const ScheduledRequest&) = default;
+};
+
+// A prefix-cache snapshot copied into a sequence's slot before the step (the sequence resumes
+// after its cached prefix): ForwardBatch::StateCopy.
+struct StateRestore {
+  int32_t src_slot = 0, dst_slot = 0;
+  friend bool operator==(const StateRestore&, const StateRestore&) = default;
+};
+
+// The state of plan.scheduled[entry] after its first `boundary` tokens (a block boundary inside
+// the entry's tokens) saved into dst_slot: ForwardBatch::StateSnapshot.
+struct StateSnapshot {
+  uint32_t entry = 0;
+  int64_t boundary = 0;
+  int32_t dst_slot = 0;
+  friend bool operator==(const StateSnapshot&, const StateSnapshot&) = default;
 };
 
 // A KV block moved between the pool and a lower tier: `block` in the pool, `key` the block's
@@ -60,15 +82,17 @@ struct KvTransfer {
 
 struct StepPlan {
   uint64_t step = 0;
-  std::vector<ScheduledRequest> scheduled;  // requests running this step, policy order
-  std::vector<int32_t> token_ids;           // every scheduled token, entry by entry
-  std::vector<kv::BlockId> block_ids;       // storage for ScheduledRequest::block_ids_*
-  std::vector<int32_t> spec_token_ids;      // storage for ScheduledRequest::spec_token_ids_*
-  std::vector<std::string> preempted_ids;   // moved back to the waiting queue this step
-  std::vector<std::string> finished_ids;    // finished or aborted since the previous plan
-  std::vector<KvTransfer> kv_loads;         // into the pool before the step
-  std::vector<KvTransfer> kv_stores;        // out of the pool after the step
-  int64_t total_num_scheduled_tokens = 0;   // <= max_num_batched_tokens
+  std::vector<ScheduledRequest> scheduled;     // requests running this step, policy order
+  std::vector<int32_t> token_ids;              // every scheduled token, entry by entry
+  std::vector<kv::BlockId> block_ids;          // storage for ScheduledRequest::block_ids_*
+  std::vector<int32_t> spec_token_ids;         // storage for ScheduledRequest::spec_token_ids_*
+  std::vector<std::string> preempted_ids;      // moved back to the waiting queue this step
+  std::vector<std::string> finished_ids;       // finished or aborted since the previous plan
+  std::vector<KvTransfer> kv_loads;            // into the pool before the step
+  std::vector<KvTransfer> kv_stores;           // out of the pool after the step
+  std::vector<StateRestore> state_restores;    // before the step
+  std::vector<StateSnapshot> state_snapshots;  // during the step
+  int64_t total_num_scheduled_tokens = 0;      // <= max_num_batched_tokens
 
   std::span<const int32_t> token_ids_of(const ScheduledRequest& s) const {
     return std::span<const int32_t>(token_ids).subspan(s.token_ids_offset,

@@ -22,6 +22,14 @@ std::string format_stats_line(const StatsLine& l) {
   if (l.has_disk_tier) pct("Disk KV cache usage", l.disk_kv_cache_usage);
   if (l.has_cpu_tier || l.has_disk_tier)
     pct("External prefix cache hit rate", l.external_prefix_hit_rate);
+  if (l.state_slots > 0) {
+    std::snprintf(
+        buf, sizeof(buf), ", State slots: %lld/%lld running, %lld/%lld snapshots (%.1f MiB)",
+        static_cast<long long>(l.state_slots_in_use), static_cast<long long>(l.state_slots),
+        static_cast<long long>(l.state_snapshots_ready), static_cast<long long>(l.state_snapshots),
+        static_cast<double>(l.state_bytes) / (1024.0 * 1024.0));
+    out += buf;
+  }
   return out;
 }
 
@@ -54,6 +62,11 @@ StatsLine StatsLogger::tick(const engine::EngineStats& s, double now, bool* busy
   if (ext_queries > 0)
     last_external_hit_rate_ = static_cast<double>(ext_hits) / static_cast<double>(ext_queries);
   l.external_prefix_hit_rate = last_external_hit_rate_;
+  l.state_slots = s.state_slots_running;
+  l.state_slots_in_use = s.state_slots_in_use;
+  l.state_snapshots = s.state_snapshots;
+  l.state_snapshots_ready = s.state_snapshots_ready;
+  l.state_bytes = (s.state_slots_running + s.state_snapshots) * s.state_slot_bytes;
   const bool now_busy = prompt > 0 || gen > 0 || s.num_running > 0 || s.num_waiting > 0;
   *busy = now_busy || last_busy_;
   last_busy_ = now_busy;

@@ -26,6 +26,10 @@ struct StatsLine {
   bool has_cpu_tier = false, has_disk_tier = false;
   double cpu_kv_cache_usage = 0, disk_kv_cache_usage = 0;
   double external_prefix_hit_rate = 0;
+  // Per-sequence state slots (models that keep state, e.g. DeepSeek-V4): shown when present.
+  int64_t state_slots = 0, state_slots_in_use = 0;
+  int64_t state_snapshots = 0, state_snapshots_ready = 0;
+  int64_t state_bytes = 0;  // all slots
 };
 
 std::string format_stats_line(const StatsLine& line);

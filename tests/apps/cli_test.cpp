@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <sstream>
@@ -237,6 +238,33 @@ TEST(GenerateCli, HelpListsEveryOptionWithItsDefault) {
                           "--top-k", "--seed", "--threads", "--load-format", "--dtype", "--json"})
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
   EXPECT_NE(r.out.find("(default: 64"), std::string::npos);
+}
+
+// --context-len: decode at a context without a prefill, with the KV held and read there.
+TEST(BenchCli, LatencyAtAContextSkipsThePrefill) {
+  CliRun r = run_strata("bench latency " + testing::repo_path("models/strata-tiny") +
+                            " --load-format dummy --context-len 100 --output-len 3 --num-iters 1 "
+                            "--bandwidth-mib 16 --threads 2",
+                        true);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string& o = r.out;
+  EXPECT_NE(o.find("batch size: 1, context len: 100, output len: 3"), std::string::npos) << o;
+  EXPECT_NE(o.find("context: 100 tokens (no prefill"), std::string::npos) << o;
+  EXPECT_EQ(o.find("\nprefill: "), std::string::npos) << o;
+  const Printed per_token = printed_after(o, "KV bytes per token: ");
+  ASSERT_GT(per_token.value, 0) << o;
+  // 100 tokens x the bytes per token, held and read (dense attention reads every row).
+  char kib[32];
+  std::snprintf(kib, sizeof kib, "%.2f KiB", per_token.value * 100 / 1024);
+  EXPECT_NE(o.find(std::string("KV bytes at 100 tokens of context: ") + kib +
+                   " held per sequence, " + kib + " read per decode token"),
+            std::string::npos)
+      << o;
+  EXPECT_EQ(run_strata("bench latency " + testing::repo_path("models/strata-tiny") +
+                           " --load-format dummy --context-len -1",
+                       true)
+                .code,
+            2);
 }
 
 TEST(BenchCli, LatencyPrintsSpeedsAndUtilisation) {

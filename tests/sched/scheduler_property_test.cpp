@@ -370,3 +370,50 @@ TEST(SchedulerBlogScenarioTest, AStreamOfShortRequestsDoesNotStarveALongPrompt) 
 
 }  // namespace
 }  // namespace strata::sched
+
+namespace strata::sched {
+namespace {
+
+// A model with per-sequence state (DeepSeek-V4: the window and the compressors' pending rows in
+// state slots): random workloads with a simulated worker state per slot (workload.h), prefix
+// caching with few or many snapshot slots, tiny pools (preemption), pauses, aborts and KV tiers
+// whose loads fail. Every entry finds its slot holding exactly its computed prefix; hits resume
+// from snapshots, and the snapshots are actually used.
+TEST(SchedulerPropertyTest, StatefulModelsResumeOnlyFromTheRightState) {
+  int64_t finished = 0, restores = 0, resumed = 0, preemptions = 0, cut = 0, tier_loads = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    RandomWorkload w = make_workload(seed, /*max_requests=*/10, /*max_output=*/24, seed % 3 == 0);
+    w.cache.enable_prefix_caching = seed % 10 != 0;
+    const int64_t snapshots = static_cast<int64_t>(seed % 4 == 0 ? 1 : seed % 4 == 1 ? 3 : 16);
+    TierSim sim;
+    if (seed % 3 == 1 && w.cache.enable_prefix_caching) {
+      sim.capacity_blocks = 1 + static_cast<int64_t>((seed * 7) % 40);
+      sim.fail_rate = seed % 5 == 0 ? 1.0 : seed % 5 == 1 ? 0.3 : 0.0;
+      sim.max_delay_steps = static_cast<int>(seed % 4);
+    }
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    auto result =
+        run_workload(w.config, w.cache, w.num_blocks, w.script, seed, 20000, 31, sim, 0, snapshots);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "first failing seed " << seed;
+      return;
+    }
+    for (const auto& [id, r] : result.requests) finished += r.accepted;
+    restores += result.state_restores;
+    resumed += result.resumed_tokens;
+    preemptions += result.stats.num_preemptions;
+    cut += result.stats.state.hits_cut;
+    tier_loads += result.stats.external_prefix_cache.loads;
+    EXPECT_EQ(result.stats.state.running_in_use, 0) << "state slots leaked";
+  }
+  EXPECT_GT(finished, 1000);
+  EXPECT_GT(restores, 100);
+  EXPECT_GT(resumed, 1000);
+  EXPECT_GT(preemptions, 50);
+  EXPECT_GT(cut, 50);
+  EXPECT_GT(tier_loads, 20);
+  RecordProperty("state_restores", static_cast<int>(restores));
+}
+
+}  // namespace
+}  // namespace strata::sched

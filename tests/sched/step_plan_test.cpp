@@ -41,6 +41,10 @@ StepPlan full_plan() {
   p.finished_ids = {"x", "y", ""};
   p.kv_loads = {{9, 1, 0x1234, 0xabcdef}};
   p.kv_stores = {{10, 2, 1, 2}, {12, 1, 3, 4}};
+  p.scheduled[0].state_slot = 1;
+  p.scheduled[1].state_slot = 0;
+  p.state_restores = {{5, 1}};
+  p.state_snapshots = {{0, 4, 6}, {1, 32, 7}};
   return p;
 }
 
@@ -55,6 +59,8 @@ TEST(StepPlanTest, EveryFieldSurvivesARoundTrip) {
             (std::vector<int32_t>{5, 6, 7, 8}));
   EXPECT_EQ(back->spec_token_ids_of(back->scheduled[1])[1], 101);
   EXPECT_EQ(back->kv_stores[1].key_lo, 3u);
+  EXPECT_EQ(back->scheduled[0].state_slot, 1);
+  EXPECT_EQ(back->state_snapshots[1].boundary, 32);
   // An empty plan too.
   auto empty = decode_step_plan(encode_step_plan(StepPlan{}));
   ASSERT_TRUE(empty.ok());
@@ -109,7 +115,8 @@ TEST(StepPlanTest, OffsetsOutsideThePlanAreRefused) {
   p.scheduled[1].block_ids_count = 2;  // runs past block_ids
   auto r = decode_step_plan(encode_step_plan(p));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("outside the plan"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("outside the plan"), std::string::npos)
+      << r.status().message();
   p = full_plan();
   p.scheduled[0].num_scheduled_tokens = 6;  // more tokens than the plan holds
   p.total_num_scheduled_tokens = 7;
@@ -145,6 +152,30 @@ TEST(StepPlanTest, RandomCorruptionNeverCrashes) {
     }
   }
   EXPECT_LT(accepted, 2000);  // most corruptions are caught
+}
+
+}  // namespace
+}  // namespace strata::sched
+
+namespace strata::sched {
+namespace {
+
+// State snapshots must name an entry of the plan and a boundary inside its tokens.
+TEST(StepPlanTest, StateSnapshotsOutsideTheirEntryAreRefused) {
+  for (const StateSnapshot bad :
+       {StateSnapshot{2, 4, 6}, StateSnapshot{0, 0, 6}, StateSnapshot{0, 5, 6},
+        StateSnapshot{1, 31, 6}, StateSnapshot{0, 4, -1}}) {
+    StepPlan p = full_plan();
+    p.state_snapshots = {bad};
+    auto back = decode_step_plan(encode_step_plan(p));
+    EXPECT_FALSE(back.ok()) << "entry " << bad.entry << " boundary " << bad.boundary;
+    if (!back.ok()) {
+      EXPECT_EQ(back.status().code(), StatusCode::kDataLoss);
+    }
+  }
+  StepPlan p = full_plan();
+  p.state_restores = {{-1, 0}};
+  EXPECT_FALSE(decode_step_plan(encode_step_plan(p)).ok());
 }
 
 }  // namespace

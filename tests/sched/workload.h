@@ -12,6 +12,11 @@
 // block a load is still writing. Loads finish after a random delay (at once in a step with
 // nothing to compute, as the Worker waits then), fail at random, or fail because the tier
 // evicted the block meanwhile.
+// With state_snapshots >= 0, the model keeps per-sequence state (kv/state_slots.h) and the
+// worker's state slots are simulated: each slot holds (tokens seen, hash of those tokens), an
+// entry must find its slot holding exactly its computed prefix (or start at position 0), restores
+// copy before the step, snapshots save the state at their boundary; so a hit that resumes without
+// the right snapshot, a slot shared by two requests or a snapshot of the wrong prefix fails.
 // Paused requests (P1-P2) are left out of the checks while paused: no empty step while an
 // unpaused request is unfinished; the oldest unpaused requests run first and are never preempted.
 #pragma once
@@ -80,6 +85,8 @@ struct WorkloadResult {
   int64_t steps_with_paused = 0;        // steps planned while some request was paused
   int64_t paused_preemptions = 0;       // preemptions of paused requests (P1, P2)
   int64_t steps_waiting_for_loads = 0;  // steps that only waited for KV tier loads
+  int64_t state_restores = 0;           // state restores planned (state_snapshots >= 0)
+  int64_t resumed_tokens = 0;           // tokens the restored entries did not compute
   int64_t drafted_entries = 0;
   std::map<std::string, RequestResult> requests;
   SchedulerStats stats;
@@ -97,13 +104,32 @@ inline int32_t stub_token(uint64_t seed, std::string_view id, int64_t position, 
 inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::CacheConfig& cache,
                                    int64_t num_blocks, std::vector<ScriptedRequest> script,
                                    uint64_t seed, int64_t max_steps, int32_t vocab = 31,
-                                   TierSim tier_sim = {}, int64_t stub_period = 0) {
+                                   TierSim tier_sim = {}, int64_t stub_period = 0,
+                                   int64_t state_snapshots = -1) {
   WorkloadResult result;
   ManualClock clock(0.0);
   auto created = Scheduler::create(config, cache, num_blocks, &clock);
   EXPECT_TRUE(created.ok()) << created.status().to_string();
   if (!created.ok()) return result;
   Scheduler& s = **created;
+  // The simulated state slots: (tokens seen, their hash); len -1: never written.
+  struct SlotState {
+    int64_t len = -1;
+    uint64_t hash = 0;
+  };
+  std::vector<SlotState> slots;
+  auto prefix_hash = [](std::span<const int32_t> t, int64_t n) {
+    uint64_t h = 0x6a09e667f3bcc909ull;
+    for (int64_t i = 0; i < n; ++i)
+      h = (h ^ static_cast<uint64_t>(static_cast<uint32_t>(t[static_cast<size_t>(i)]))) *
+          0x100000001b3ull;
+    return h;
+  };
+  if (state_snapshots >= 0) {
+    const Status st = s.enable_state_slots(config.max_num_seqs, state_snapshots);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    slots.resize(static_cast<size_t>(config.max_num_seqs + state_snapshots));
+  }
   // The simulated worker side of the KV tiers.
   const bool tiers = tier_sim.capacity_blocks > 0;
   FakeTiers fake(tier_sim.capacity_blocks);
@@ -272,6 +298,43 @@ inline WorkloadResult run_workload(const SchedulerConfig& config, const kv::Cach
     }
     EXPECT_FALSE(plan.empty()) << "empty step " << step << " with unfinished requests";
     if (plan.empty()) break;
+    if (state_snapshots >= 0) {  // the worker's state slots
+      for (const StateRestore& c : plan.state_restores) {
+        EXPECT_GE(c.src_slot, config.max_num_seqs) << "a restore from a running slot";
+        EXPECT_LT(c.dst_slot, config.max_num_seqs) << "a restore into a snapshot slot";
+        slots.at(static_cast<size_t>(c.dst_slot)) = slots.at(static_cast<size_t>(c.src_slot));
+        ++result.state_restores;
+      }
+      for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+        const auto& e = plan.scheduled[i];
+        const Request* q = s.get(e.handle);
+        EXPECT_TRUE(q != nullptr && e.state_slot >= 0 && e.state_slot < config.max_num_seqs)
+            << e.request_id << " has no running state slot at step " << step;
+        if (q == nullptr || e.state_slot < 0) continue;
+        const auto tokens = q->token_ids();
+        SlotState& st = slots.at(static_cast<size_t>(e.state_slot));
+        if (e.num_computed_tokens == 0) {
+          st = {0, prefix_hash(tokens, 0)};  // the model clears the slot
+        } else {
+          EXPECT_EQ(st.len, e.num_computed_tokens)
+              << e.request_id << " resumes from a state of the wrong length at step " << step;
+          EXPECT_EQ(st.hash, prefix_hash(tokens, e.num_computed_tokens))
+              << e.request_id << " resumes from the state of another prefix at step " << step;
+        }
+        for (const StateSnapshot& sn : plan.state_snapshots) {
+          if (sn.entry != i) continue;
+          EXPECT_GE(sn.dst_slot, config.max_num_seqs) << "a snapshot into a running slot";
+          EXPECT_EQ(sn.boundary % bs, 0) << "a snapshot off a block boundary";
+          slots.at(static_cast<size_t>(sn.dst_slot)) = {sn.boundary,
+                                                        prefix_hash(tokens, sn.boundary)};
+        }
+        const int64_t end = e.num_computed_tokens + e.num_scheduled_tokens;
+        st = {end, prefix_hash(tokens, end)};
+      }
+      for (const StateRestore& c : plan.state_restores)
+        for (const auto& e : plan.scheduled)
+          if (e.state_slot == c.dst_slot) result.resumed_tokens += e.num_computed_tokens;
+    }
     EXPECT_LE(plan.total_num_scheduled_tokens, config.max_num_batched_tokens);
     for (const auto& id : plan.preempted_ids) {
       EXPECT_NE(id, oldest_id) << "the oldest request was preempted at step " << step;

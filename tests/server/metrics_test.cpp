@@ -175,6 +175,21 @@ TEST(StatsLine, ShowsTheTiersWhenConfigured) {
   EXPECT_DOUBLE_EQ(t.external_prefix_hit_rate, 0.75);
 }
 
+TEST(StatsLine, ShowsStateSlotsWhenTheModelKeepsState) {
+  engine::EngineStats s;
+  s.state_slots_running = 4;
+  s.state_snapshots = 4;
+  s.state_slot_bytes = 1 << 20;
+  StatsLogger logger(s, 0.0);
+  s.state_slots_in_use = 3;
+  s.state_snapshots_ready = 2;
+  bool busy = false;
+  const std::string line = format_stats_line(logger.tick(s, 10.0, &busy));
+  EXPECT_NE(line.find(", State slots: 3/4 running, 2/4 snapshots (8.0 MiB)"), std::string::npos)
+      << line;
+  EXPECT_EQ(format_stats_line(StatsLine{}).find("State"), std::string::npos);
+}
+
 TEST(StatsLine, VllmFormat) {
   StatsLine l;
   l.prompt_throughput = 12.34;
