@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/kernel_impl.h"
@@ -62,25 +63,26 @@ inline __m256 dot8(const float* q, const float* const* k, int64_t D) {
   return _mm256_load_ps(out);
 }
 
-void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t row_begin, int h0,
-                  int nb, float* scratch) {
+// Heads [h0, h0 + nb) of one query row of sequence s (its queries at q, its output at out) over
+// n cached positions: positions[k], or k when positions is null.
+void attend_positions(const AttentionArgs& a, int64_t r, int s, const float* q_row, float* out_row,
+                      const int32_t* positions, int64_t ctx, int h0, int nb, float* scratch) {
   const PagedKvLayer& kv = *a.kv;
   const int64_t D = kv.head_dim;
-  const int64_t q1 = a.query_start[s + 1];
-  const int64_t ctx = a.seq_lens[s] - (q1 - t) + 1;
   const int64_t ctx8 = (ctx + 7) / 8 * 8;
   float* scores = scratch;                          // [nb][ctx8] (room for ctx + 8 each)
   float* acc = scores + kMlaHeadBlock * (ctx + 8);  // [nb][r]
   float* rows = acc + kMlaHeadBlock * r;            // 8 converted key rows + 1 value row
+  auto slot = [&](int64_t k) { return mla_slot(a, s, positions != nullptr ? positions[k] : k); };
   const __m256 vscale = _mm256_set1_ps(a.scale);
   for (int64_t j0 = 0; j0 < ctx; j0 += 8) {
     const float* krow[8];
     for (int i = 0; i < 8; ++i) {
       const int64_t j = std::min(j0 + i, ctx - 1);  // the tail repeats the last key (masked)
-      krow[i] = row_f32(kv, mla_slot(a, s, j), rows + i * D);
+      krow[i] = row_f32(kv, slot(j), rows + i * D);
     }
     for (int h = 0; h < nb; ++h) {
-      const float* q = a.q + (t - row_begin) * a.ldq + (h0 + h) * D;
+      const float* q = q_row + (h0 + h) * D;
       _mm256_storeu_ps(scores + h * ctx8 + j0, _mm256_mul_ps(dot8(q, krow, D), vscale));
     }
   }
@@ -91,7 +93,7 @@ void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t r
   }
   float* vtmp = rows + 8 * D;
   for (int64_t j = 0; j < ctx; ++j) {
-    const float* vr = row_f32(kv, mla_slot(a, s, j), vtmp);
+    const float* vr = row_f32(kv, slot(j), vtmp);
     for (int h = 0; h < nb; ++h) {
       const float pj = scores[h * ctx8 + j];
       const __m256 p = _mm256_set1_ps(pj);
@@ -104,9 +106,77 @@ void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t r
     }
   }
   for (int h = 0; h < nb; ++h) {
-    float* o = a.out + (t - row_begin) * a.ldo + (h0 + h) * r;
+    float* o = out_row + (h0 + h) * r;
     const float inv = 1.0f / sums[h];
     for (int64_t e = 0; e < r; ++e) o[e] = acc[h * r + e] * inv;
+  }
+}
+
+void attend_heads(const AttentionArgs& a, int64_t r, int s, int64_t t, int64_t row_begin, int h0,
+                  int nb, float* scratch) {
+  const int64_t ctx = a.seq_lens[s] - (a.query_start[s + 1] - t) + 1;
+  attend_positions(a, r, s, a.q + (t - row_begin) * a.ldq, a.out + (t - row_begin) * a.ldo, nullptr,
+                   ctx, h0, nb, scratch);
+}
+
+// The indexer scores with the heads in the lanes: qt holds the row's queries transposed,
+// [D][hp] (hp: the heads rounded up to 32, the extra ones zero, as are their weights), so one
+// key value broadcast times one vector of qt advances 8 heads' dot products. Two keys share each
+// load of qt; per key and head the dot product is one FMA chain over e = 0..D-1, and the score
+// sum_h w_h * max(0, dot_h) adds the heads' vectors in order, then the 8 lanes (hsum8): the
+// same operations whatever the key's neighbours.
+void dsa_scores(const AttentionArgs& a, const float* q, const float* w, int s, int64_t j_begin,
+                int64_t j_end, float* scores, float* scratch) {
+  const PagedKvLayer& kv = *a.kv;
+  const int64_t D = kv.head_dim;
+  const int H = a.num_heads;
+  const int hp = (H + 31) / 32 * 32;
+  thread_local std::vector<float> qt_buf;
+  qt_buf.assign(static_cast<size_t>(D * hp + hp), 0.0f);
+  float* qt = qt_buf.data();
+  float* wp = qt + D * hp;
+  for (int h = 0; h < H; ++h) {
+    wp[h] = w[h];
+    for (int64_t e = 0; e < D; ++e) qt[e * hp + h] = q[h * D + e];
+  }
+  const bool direct = kv.ds_mla_latent == 0;
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += 2) {
+    const float* key[2];
+    if (direct) {
+      int64_t rows[2];
+      for (int i = 0; i < 2; ++i)
+        rows[i] = kv.row_index(mla_slot(a, s, std::min(j0 + i, j_end - 1)), 0);
+      avx2::kv_rows_f32(kv, kv.k, kv.k_row_scale, rows, 2, kv.k_scale, scratch, key);
+    } else {
+      for (int i = 0; i < 2; ++i) {
+        read_mla_row(kv, mla_slot(a, s, std::min(j0 + i, j_end - 1)), scratch + i * D);
+        key[i] = scratch + i * D;
+      }
+    }
+    __m256 total0 = _mm256_setzero_ps(), total1 = _mm256_setzero_ps();
+    const __m256 zero = _mm256_setzero_ps();
+    for (int g = 0; g < hp; g += 32) {
+      __m256 a0[4], a1[4];
+      for (int v = 0; v < 4; ++v) a0[v] = a1[v] = zero;
+      const float* qg = qt + g;
+      for (int64_t e = 0; e < D; ++e) {
+        const __m256 b0 = _mm256_set1_ps(key[0][e]), b1 = _mm256_set1_ps(key[1][e]);
+        const float* qe = qg + e * hp;
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          const __m256 qv = _mm256_loadu_ps(qe + 8 * v);
+          a0[v] = _mm256_fmadd_ps(qv, b0, a0[v]);
+          a1[v] = _mm256_fmadd_ps(qv, b1, a1[v]);
+        }
+      }
+      for (int v = 0; v < 4; ++v) {
+        const __m256 wv = _mm256_loadu_ps(wp + g + 8 * v);
+        total0 = _mm256_fmadd_ps(wv, _mm256_max_ps(a0[v], zero), total0);
+        total1 = _mm256_fmadd_ps(wv, _mm256_max_ps(a1[v], zero), total1);
+      }
+    }
+    scores[j0] = hsum8(total0);
+    if (j0 + 1 < j_end) scores[j0 + 1] = hsum8(total1);
   }
 }
 
@@ -125,6 +195,28 @@ void mla_attention_avx2(const AttentionArgs& a, int64_t r, ThreadPool& pool, int
                    std::min(kMlaHeadBlock, a.num_heads - h0), scratch);
     }
   });
+}
+
+void mla_sparse_attention_avx2(const AttentionArgs& a, int64_t r, const int32_t* selected,
+                               int64_t topk, const int32_t* counts, ThreadPool& pool,
+                               int64_t row_begin, int64_t row_end) {
+  const int blocks = (a.num_heads + kMlaHeadBlock - 1) / kMlaHeadBlock;
+  pool.parallel_for((row_end - row_begin) * blocks, 1, [&](int64_t i0, int64_t i1) {
+    float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t i = item / blocks, t = row_begin + i;
+      const int h0 = static_cast<int>(item % blocks) * kMlaHeadBlock;
+      attend_positions(a, r, mla_sequence_of_row(a, t), a.q + i * a.ldq, a.out + i * a.ldo,
+                       selected + i * topk, counts[i], h0,
+                       std::min(kMlaHeadBlock, a.num_heads - h0), scratch);
+    }
+  });
+}
+
+void dsa_select_avx2(const AttentionArgs& a, const float* weights, int64_t ldw, int64_t topk,
+                     int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                     int64_t row_end) {
+  dsa_select_with(a, weights, ldw, topk, selected, counts, pool, row_begin, row_end, dsa_scores);
 }
 
 }  // namespace strata::kernels
