@@ -90,9 +90,7 @@ void mla_kv_write(const float* latent, int64_t ld_latent, const float* k_pe, int
 
 int64_t mla_attention_scratch_floats(int num_heads, int64_t row_dim, int64_t kv_lora_rank,
                                      int64_t max_seq_len) {
-  const int64_t hb = kernels::kMlaHeadBlock;
-  // scores [hb][max_seq_len + 8], accumulators [hb][kv_lora_rank], 9 converted rows, padding.
-  return hb * (max_seq_len + 8) + hb * kv_lora_rank + 9 * row_dim + 64;
+  return kernels::mla_head_block_floats(kernels::kMlaHeadBlock, row_dim, kv_lora_rank, max_seq_len);
 }
 
 void mla_attention(const KernelOps& ops, const AttentionArgs& a, int64_t kv_lora_rank,

@@ -64,15 +64,18 @@ inline __m256 dot8(const float* q, const float* const* k, int64_t D) {
 }
 
 // Heads [h0, h0 + nb) of one query row of sequence s (its queries at q, its output at out) over
-// n cached positions: positions[k], or k when positions is null.
+// n cached positions: positions[k], or k when positions is null. The scratch is laid out for
+// blocks of `cap` >= nb heads (mla_head_block_floats(cap, ...)). Every head's arithmetic is its
+// own (nb and cap change only how often the rows are converted), so results never depend on them.
 void attend_positions(const AttentionArgs& a, int64_t r, int s, const float* q_row, float* out_row,
-                      const int32_t* positions, int64_t ctx, int h0, int nb, float* scratch) {
+                      const int32_t* positions, int64_t ctx, int h0, int nb, float* scratch,
+                      int cap = kMlaHeadBlock) {
   const PagedKvLayer& kv = *a.kv;
   const int64_t D = kv.head_dim;
   const int64_t ctx8 = (ctx + 7) / 8 * 8;
-  float* scores = scratch;                          // [nb][ctx8] (room for ctx + 8 each)
-  float* acc = scores + kMlaHeadBlock * (ctx + 8);  // [nb][r]
-  float* rows = acc + kMlaHeadBlock * r;            // 8 converted key rows + 1 value row
+  float* scores = scratch;                // [nb][ctx8] (room for ctx + 8 each)
+  float* acc = scores + cap * (ctx + 8);  // [nb][r]
+  float* rows = acc + cap * r;            // 8 converted key rows + 1 value row
   auto slot = [&](int64_t k) { return mla_slot(a, s, positions != nullptr ? positions[k] : k); };
   const __m256 vscale = _mm256_set1_ps(a.scale);
   for (int64_t j0 = 0; j0 < ctx; j0 += 8) {
@@ -86,7 +89,7 @@ void attend_positions(const AttentionArgs& a, int64_t r, int s, const float* q_r
       _mm256_storeu_ps(scores + h * ctx8 + j0, _mm256_mul_ps(dot8(q, krow, D), vscale));
     }
   }
-  float sums[kMlaHeadBlock];
+  float sums[kMlaMaxHeadBlock];
   for (int h = 0; h < nb; ++h) {
     sums[h] = softmax_numerators(scores + h * ctx8, ctx, ctx8);
     std::memset(acc + h * r, 0, r * sizeof(float));
@@ -200,15 +203,24 @@ void mla_attention_avx2(const AttentionArgs& a, int64_t r, ThreadPool& pool, int
 void mla_sparse_attention_avx2(const AttentionArgs& a, int64_t r, const int32_t* selected,
                                int64_t topk, const int32_t* counts, ThreadPool& pool,
                                int64_t row_begin, int64_t row_end) {
-  const int blocks = (a.num_heads + kMlaHeadBlock - 1) / kMlaHeadBlock;
+  // The widest head block the scratch holds (each selected row is converted once per block and
+  // pass; the rows are few, so a wider block saves most of the conversions).
+  int hb = kMlaHeadBlock;
+  for (int c : {kMlaMaxHeadBlock, kMlaMaxHeadBlock / 2})
+    if (c <= a.num_heads &&
+        mla_head_block_floats(c, a.kv->head_dim, r, topk) <= a.scratch_floats_per_thread) {
+      hb = c;
+      break;
+    }
+  const int blocks = (a.num_heads + hb - 1) / hb;
   pool.parallel_for((row_end - row_begin) * blocks, 1, [&](int64_t i0, int64_t i1) {
     float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t i = item / blocks, t = row_begin + i;
-      const int h0 = static_cast<int>(item % blocks) * kMlaHeadBlock;
+      const int h0 = static_cast<int>(item % blocks) * hb;
       attend_positions(a, r, mla_sequence_of_row(a, t), a.q + i * a.ldq, a.out + i * a.ldo,
-                       selected + i * topk, counts[i], h0,
-                       std::min(kMlaHeadBlock, a.num_heads - h0), scratch);
+                       selected + i * topk, counts[i], h0, std::min(hb, a.num_heads - h0), scratch,
+                       hb);
     }
   });
 }

@@ -10,6 +10,14 @@ namespace strata::kernels {
 // Heads one work item of the fast variants handles (a fixed count, so the split of work never
 // depends on the batch).
 constexpr int kMlaHeadBlock = 4;
+// The widest block the sparse attention takes when the scratch holds it.
+constexpr int kMlaMaxHeadBlock = 16;
+
+// Scratch floats one work item of hb heads needs over n positions of rows of row_dim values:
+// scores [hb][n + 8], accumulators [hb][kv_lora_rank], 9 converted rows, padding.
+inline int64_t mla_head_block_floats(int hb, int64_t row_dim, int64_t kv_lora_rank, int64_t n) {
+  return hb * (n + 8) + hb * kv_lora_rank + 9 * row_dim + 64;
+}
 
 // Rows [row_begin, row_end) of the batch; a.q and a.out point at row row_begin.
 void mla_attention_reference(const AttentionArgs& a, int64_t kv_lora_rank, int64_t row_begin,

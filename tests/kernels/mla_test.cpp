@@ -609,7 +609,7 @@ TEST(DsaSelect, BatchAndThreadInvariant) {
 // it is the dense attention (the double-precision reference).
 TEST(MlaSparseAttention, FastVariantsMatchThePlainOne) {
   ThreadPool pool(3);
-  for (int layout = 0; layout < 5; ++layout) {
+  for (int layout = 0; layout < 6; ++layout) {
     MlaCase c;
     const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3};
     if (layout < 4) {
@@ -619,7 +619,9 @@ TEST(MlaSparseAttention, FastVariantsMatchThePlainOne) {
       c.rank = 160;
       c.rope = 16;
     }
-    c.num_heads = 6;
+    // Layout 5 (fp8_ds_mla again): 40 heads and a scratch room for blocks of 16 heads.
+    const bool wide = layout == 5;
+    c.num_heads = wide ? 40 : 6;
     c.ctx = {40, 1, 23};
     c.build();
     const int64_t T = c.num_queries(), H = c.num_heads, ldq = H * c.row() + 2, ldo = H * c.rank + 1;
@@ -633,7 +635,8 @@ TEST(MlaSparseAttention, FastVariantsMatchThePlainOne) {
           for (int k = 0; k < counts[t]; ++k)
             sel[t * topk + k] = static_cast<int32_t>(k * ctx / counts[t]);
         }
-      const int64_t per = mla_attention_scratch_floats(H, c.row(), c.rank, topk);
+      const int64_t per =
+          mla_attention_scratch_floats(H, c.row(), c.rank, wide ? 8 * topk + 4 * c.rank : topk);
       std::vector<float> scratch(per * pool.size());
       auto run = [&](const KernelOps* ops, std::vector<float>& out, int64_t t0, int64_t t1) {
         AttentionArgs a = c.args(q.data() + t0 * ldq, ldq, out.data() + t0 * ldo, ldo);
