@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/fp8_ds_mla.h"
 #include "kernels/kernel_impl.h"
 #include "kernels/mla_impl.h"
 #include "kernels/simd_avx2.h"
@@ -25,7 +26,36 @@ using avx2::softmax_numerators;
 // scale 1, else converted into tmp.
 const float* row_f32(const PagedKvLayer& kv, int64_t slot, float* tmp) {
   if (kv.ds_mla_latent > 0) {
-    read_mla_row(kv, slot, tmp);
+    const int64_t L = kv.ds_mla_latent, D = kv.head_dim;
+    if (L % 8 != 0 || (D - L) % 8 != 0) {
+      read_mla_row(kv, slot, tmp);
+      return tmp;
+    }
+    // fp8_ds_mla in registers, the values read_mla_row() gives bit for bit: an e4m3 byte
+    // sign-extended to 16 bits, shifted left by 7 with bit 14 cleared, is the f16 of value / 256
+    // (exact), and x (group scale * k_scale * 256) rounds once as value * (group scale *
+    // k_scale) does; the bf16 rotary part is exact, then times k_scale.
+    const std::byte* p = kv.k + slot * ds_mla_row_bytes(D, L);
+    const std::byte* scales = p + L;
+    for (int64_t g = 0; g < ds_mla_scale_count(L); ++g) {
+      float gs;
+      std::memcpy(&gs, scales + 4 * g, 4);
+      const __m256 f = _mm256_set1_ps(gs * kv.k_scale * 256.0f);
+      for (int64_t e = g * kDsMlaGroup; e < std::min(L, (g + 1) * kDsMlaGroup); e += 8) {
+        const __m128i h =
+            _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + e)));
+        _mm256_storeu_ps(
+            tmp + e,
+            _mm256_mul_ps(
+                _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(h, 7), _mm_set1_epi16(-16385))), f));
+      }
+    }
+    const std::byte* rope = scales + 4 * ds_mla_scale_count(L);
+    const __m256 sv = _mm256_set1_ps(kv.k_scale);
+    for (int64_t e = L; e < D; e += 8) {
+      const __m256 v = load_bf16x8(rope + (e - L) * 2);
+      _mm256_storeu_ps(tmp + e, kv.k_scale != 1.0f ? _mm256_mul_ps(v, sv) : v);
+    }
     return tmp;
   }
   const std::byte* p = kv.k + kv.offset(slot, 0);
