@@ -8,6 +8,7 @@
 #include "kernels/backend.h"
 #include "kernels/fp8_matmul.h"
 #include "kernels/kernel_impl.h"
+#include "kernels/mla_impl.h"
 #include "kernels/quant_weight.h"
 
 namespace strata::kernels {
@@ -105,6 +106,7 @@ const KernelOps& avx512_ops() {
     o.name = "avx512";
     o.matmul = avx512_matmul_any;
     o.attention = avx512::attention;
+    o.dsa_select = dsa_select_avx512;
     avx512::fill_elementwise_ops(&o);
     return o;
   }();

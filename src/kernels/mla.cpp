@@ -90,9 +90,7 @@ void mla_kv_write(const float* latent, int64_t ld_latent, const float* k_pe, int
 
 int64_t mla_attention_scratch_floats(int num_heads, int64_t row_dim, int64_t kv_lora_rank,
                                      int64_t max_seq_len) {
-  const int64_t hb = kernels::kMlaHeadBlock;
-  // scores [hb][max_seq_len + 8], accumulators [hb][kv_lora_rank], 9 converted rows, padding.
-  return hb * (max_seq_len + 8) + hb * kv_lora_rank + 9 * row_dim + 64;
+  return kernels::mla_head_block_floats(kernels::kMlaHeadBlock, row_dim, kv_lora_rank, max_seq_len);
 }
 
 void mla_attention(const KernelOps& ops, const AttentionArgs& a, int64_t kv_lora_rank,
@@ -189,8 +187,8 @@ void mla_attention_portable(const AttentionArgs& a, int64_t r, ThreadPool& pool,
 namespace strata {
 
 int64_t dsa_select_scratch_floats(int64_t head_dim, int64_t max_seq_len) {
-  // scores [max_seq_len], positions [max_seq_len] (int32), one converted key row, padding.
-  return 2 * max_seq_len + head_dim + 32;
+  // scores [max_seq_len], positions [max_seq_len] (int32), up to 4 converted key rows, padding.
+  return 2 * max_seq_len + 4 * head_dim + 64;
 }
 
 void dsa_key_write(const float* k, int64_t ldk, int64_t m, const int64_t* slots,
@@ -200,60 +198,111 @@ void dsa_key_write(const float* k, int64_t ldk, int64_t m, const int64_t* slots,
   mla_kv_write(k, ldk, k + 1, ldk, m, 1, slots, keys);
 }
 
-void dsa_select(const AttentionArgs& a, const float* weights, int64_t ldw, int64_t topk,
-                int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
-                int64_t row_end) {
-  STRATA_CHECK(a.kv != nullptr && a.kv->num_kv_heads == 1 && a.kv->k != nullptr && topk > 0)
-      << "dsa_select needs the indexer-key cache and a positive top-k";
-  const PagedKvLayer& kv = *a.kv;
-  const int64_t D = kv.head_dim;
-  pool.parallel_for(row_end - row_begin, 1, [&](int64_t i0, int64_t i1) {
-    float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = row_begin + i;
-      const int s = kernels::mla_sequence_of_row(a, t);
-      const int64_t ctx = a.seq_lens[s] - (a.query_start[s + 1] - t) + 1;
-      int32_t* sel = selected + i * topk;
+namespace kernels {
+
+namespace {
+
+constexpr int64_t kDsaKeyChunk = 1024;  // positions per work item when a row's keys are split
+
+// The top-k of scores[0..ctx) (ctx > topk) into sel, ascending; order: ctx ints of scratch.
+void dsa_top_k(const float* scores, int32_t* order, int64_t ctx, int64_t topk, int32_t* sel) {
+  for (int64_t j = 0; j < ctx; ++j) order[j] = static_cast<int32_t>(j);
+  // The top-k by score, the lower position first among equal scores (a total order: the
+  // selection never depends on the sort's implementation).
+  std::nth_element(order, order + topk - 1, order + ctx, [&](int32_t x, int32_t y) {
+    return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
+  });
+  std::sort(order, order + topk);
+  std::memcpy(sel, order, static_cast<size_t>(topk) * sizeof(int32_t));
+}
+
+}  // namespace
+
+void dsa_select_with(const AttentionArgs& a, const float* weights, int64_t ldw, int64_t topk,
+                     int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                     int64_t row_end, DsaScoreFn score) {
+  auto context = [&](int64_t t, int* s) {
+    *s = mla_sequence_of_row(a, t);
+    return a.seq_lens[*s] - (a.query_start[*s + 1] - t) + 1;
+  };
+  auto thread_scratch = [&] {
+    return a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
+  };
+  auto all_positions = [&](int64_t i, int64_t ctx) {
+    for (int64_t j = 0; j < ctx; ++j) selected[i * topk + j] = static_cast<int32_t>(j);
+    counts[i] = static_cast<int32_t>(ctx);
+  };
+  if (row_end - row_begin < pool.size()) {
+    // Few rows (decode): one row at a time, its positions scored in parallel chunks into the
+    // calling thread's scratch (scores, then positions), each worker converting keys in its own.
+    for (int64_t i = 0; i < row_end - row_begin; ++i) {
+      int s;
+      const int64_t ctx = context(row_begin + i, &s);
       if (ctx <= topk) {
-        for (int64_t j = 0; j < ctx; ++j) sel[j] = static_cast<int32_t>(j);
-        counts[i] = static_cast<int32_t>(ctx);
+        all_positions(i, ctx);
         continue;
       }
-      float* scores = scratch;
-      int32_t* order = reinterpret_cast<int32_t*>(scratch + ctx);
-      float* key = scratch + 2 * ctx;
+      float* scores = thread_scratch();
       const float* q = a.q + i * a.ldq;
       const float* w = weights + i * ldw;
-      for (int64_t j = 0; j < ctx; ++j) {
-        kernels::read_kv_row(kv, kv.k, kernels::mla_slot(a, s, j), 0, kv.k_scale, key);
-        float score = 0;
-        for (int h = 0; h < a.num_heads; ++h) {
-          const float* qh = q + h * D;
-          float d = 0;
-          for (int64_t e = 0; e < D; ++e) d += qh[e] * key[e];
-          score += w[h] * std::max(d, 0.0f);
-        }
-        scores[j] = score;
-        order[j] = static_cast<int32_t>(j);
-      }
-      // The top-k by score, the lower position first among equal scores (a total order: the
-      // selection never depends on the sort's implementation).
-      std::nth_element(order, order + topk - 1, order + ctx, [&](int32_t x, int32_t y) {
-        return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
+      pool.parallel_for(ctx, kDsaKeyChunk, [&](int64_t j0, int64_t j1) {
+        float* own = thread_scratch();
+        score(a, q, w, s, j0, j1, scores, own == scores ? own + 2 * ctx : own);
       });
-      std::sort(order, order + topk);
-      std::memcpy(sel, order, static_cast<size_t>(topk) * sizeof(int32_t));
+      dsa_top_k(scores, reinterpret_cast<int32_t*>(scores + ctx), ctx, topk, selected + i * topk);
+      counts[i] = static_cast<int32_t>(topk);
+    }
+    return;
+  }
+  pool.parallel_for(row_end - row_begin, 1, [&](int64_t i0, int64_t i1) {
+    float* scratch = thread_scratch();
+    for (int64_t i = i0; i < i1; ++i) {
+      int s;
+      const int64_t ctx = context(row_begin + i, &s);
+      if (ctx <= topk) {
+        all_positions(i, ctx);
+        continue;
+      }
+      score(a, a.q + i * a.ldq, weights + i * ldw, s, 0, ctx, scratch, scratch + 2 * ctx);
+      dsa_top_k(scratch, reinterpret_cast<int32_t*>(scratch + ctx), ctx, topk, selected + i * topk);
       counts[i] = static_cast<int32_t>(topk);
     }
   });
 }
 
-void mla_sparse_attention(const AttentionArgs& a, int64_t r, const int32_t* selected, int64_t topk,
-                          const int32_t* counts, ThreadPool& pool, int64_t row_begin,
-                          int64_t row_end) {
-  STRATA_CHECK(a.kv != nullptr && a.kv->num_kv_heads == 1 && a.kv->head_dim > r)
-      << "mla_sparse_attention needs a latent cache with one row of latent + rotary key per token";
-  constexpr int hb = kernels::kMlaHeadBlock;
+namespace {
+
+// Plain scores: per position one converted key row, per head one f32 dot product in order.
+void dsa_scores_portable(const AttentionArgs& a, const float* q, const float* w, int s, int64_t j0,
+                         int64_t j1, float* scores, float* key) {
+  const PagedKvLayer& kv = *a.kv;
+  const int64_t D = kv.head_dim;
+  for (int64_t j = j0; j < j1; ++j) {
+    read_mla_row(kv, mla_slot(a, s, j), key);  // read_kv_row, or an fp8_ds_mla row
+    float score = 0;
+    for (int h = 0; h < a.num_heads; ++h) {
+      const float* qh = q + h * D;
+      float d = 0;
+      for (int64_t e = 0; e < D; ++e) d += qh[e] * key[e];
+      score += w[h] * std::max(d, 0.0f);
+    }
+    scores[j] = score;
+  }
+}
+
+}  // namespace
+
+void dsa_select_portable(const AttentionArgs& a, const float* weights, int64_t ldw, int64_t topk,
+                         int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                         int64_t row_end) {
+  dsa_select_with(a, weights, ldw, topk, selected, counts, pool, row_begin, row_end,
+                  dsa_scores_portable);
+}
+
+void mla_sparse_attention_portable(const AttentionArgs& a, int64_t r, const int32_t* selected,
+                                   int64_t topk, const int32_t* counts, ThreadPool& pool,
+                                   int64_t row_begin, int64_t row_end) {
+  constexpr int hb = kMlaHeadBlock;
   const int blocks = (a.num_heads + hb - 1) / hb;
   pool.parallel_for((row_end - row_begin) * blocks, 1, [&](int64_t i0, int64_t i1) {
     float* scratch = a.scratch + ThreadPool::current_thread_index() * a.scratch_floats_per_thread;
@@ -261,11 +310,64 @@ void mla_sparse_attention(const AttentionArgs& a, int64_t r, const int32_t* sele
       const int64_t i = item / blocks, t = row_begin + i;
       const int h0 = static_cast<int>(item % blocks) * hb;
       const int nb = std::min(hb, a.num_heads - h0);
-      const int s = kernels::mla_sequence_of_row(a, t);
-      kernels::attend_positions(a, r, s, a.q + i * a.ldq, a.out + i * a.ldo, selected + i * topk,
-                                counts[i], h0, nb, scratch);
+      const int s = mla_sequence_of_row(a, t);
+      attend_positions(a, r, s, a.q + i * a.ldq, a.out + i * a.ldo, selected + i * topk, counts[i],
+                       h0, nb, scratch);
     }
   });
+}
+
+}  // namespace kernels
+
+namespace {
+
+void check_dsa_select(const AttentionArgs& a, int64_t topk, int64_t row_begin, int64_t row_end) {
+  STRATA_CHECK(a.kv != nullptr && a.kv->num_kv_heads == 1 && a.kv->k != nullptr && topk > 0)
+      << "dsa_select needs the indexer-key cache and a positive top-k";
+  STRATA_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= a.query_start[a.num_seqs])
+      << "dsa_select rows [" << row_begin << ", " << row_end << ") of "
+      << a.query_start[a.num_seqs];
+}
+
+void check_sparse(const AttentionArgs& a, int64_t r, int64_t row_begin, int64_t row_end) {
+  STRATA_CHECK(a.kv != nullptr && a.kv->num_kv_heads == 1 && a.kv->head_dim > r)
+      << "mla_sparse_attention needs a latent cache with one row of latent + rotary key per token";
+  STRATA_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= a.query_start[a.num_seqs])
+      << "mla_sparse_attention rows [" << row_begin << ", " << row_end << ") of "
+      << a.query_start[a.num_seqs];
+}
+
+}  // namespace
+
+void dsa_select(const KernelOps& ops, const AttentionArgs& a, const float* weights, int64_t ldw,
+                int64_t topk, int32_t* selected, int32_t* counts, ThreadPool& pool,
+                int64_t row_begin, int64_t row_end) {
+  check_dsa_select(a, topk, row_begin, row_end);
+  (ops.dsa_select != nullptr ? ops.dsa_select : kernels::dsa_select_portable)(
+      a, weights, ldw, topk, selected, counts, pool, row_begin, row_end);
+}
+
+void dsa_select(const AttentionArgs& a, const float* weights, int64_t ldw, int64_t topk,
+                int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                int64_t row_end) {
+  check_dsa_select(a, topk, row_begin, row_end);
+  kernels::dsa_select_portable(a, weights, ldw, topk, selected, counts, pool, row_begin, row_end);
+}
+
+void mla_sparse_attention(const KernelOps& ops, const AttentionArgs& a, int64_t r,
+                          const int32_t* selected, int64_t topk, const int32_t* counts,
+                          ThreadPool& pool, int64_t row_begin, int64_t row_end) {
+  check_sparse(a, r, row_begin, row_end);
+  (ops.mla_sparse_attention != nullptr ? ops.mla_sparse_attention
+                                       : kernels::mla_sparse_attention_portable)(
+      a, r, selected, topk, counts, pool, row_begin, row_end);
+}
+
+void mla_sparse_attention(const AttentionArgs& a, int64_t r, const int32_t* selected, int64_t topk,
+                          const int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                          int64_t row_end) {
+  check_sparse(a, r, row_begin, row_end);
+  kernels::mla_sparse_attention_portable(a, r, selected, topk, counts, pool, row_begin, row_end);
 }
 
 }  // namespace strata

@@ -67,9 +67,20 @@ int64_t mla_attention_scratch_floats(int num_heads, int64_t row_dim, int64_t kv_
 //   score_j = sum_h weights[t, h] * max(0, q[t, h] . k_j),   j = 0..p
 // and the selection is the `topk` positions of highest score (ties: the lower position), or all
 // p + 1 positions when p + 1 <= topk, written in ascending order to selected[(t - row_begin) *
-// topk ...] with their number in counts[t - row_begin]. Plain C++ (f32 products, one fixed
-// order per row: batch-invariant); rows [row_begin, row_end) as for mla_attention (args.q and
-// weights point at row row_begin). scratch: dsa_select_scratch_floats() per thread.
+// topk ...] with their number in counts[t - row_begin]. Rows [row_begin, row_end) as for
+// mla_attention (args.q and weights point at row row_begin). scratch:
+// dsa_select_scratch_floats() per thread.
+//
+// Uses the variant of `ops`: the plain one (reference and portable tables: per key and head one
+// f32 dot product in order) or a SIMD one (avx2, avx512: lanes are heads, a key's score one fixed
+// sequence of FMAs over its dims, then a fixed sum over the heads). Every variant is
+// batch-invariant (a row's scores depend only on that row's query, weights and the cache) and
+// takes the top-k of its scores exactly; variants' scores differ only in the rounding of the
+// dot products, so their selections can differ only between positions whose scores agree
+// within that rounding. The overload without `ops` runs the plain version.
+void dsa_select(const KernelOps& ops, const AttentionArgs& args, const float* weights, int64_t ldw,
+                int64_t topk, int32_t* selected, int32_t* counts, ThreadPool& pool,
+                int64_t row_begin, int64_t row_end);
 void dsa_select(const AttentionArgs& args, const float* weights, int64_t ldw, int64_t topk,
                 int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
                 int64_t row_end);
@@ -80,9 +91,14 @@ void dsa_key_write(const float* k, int64_t ldk, int64_t m, const int64_t* slots,
                    const PagedKvLayer& keys);
 
 // mla_attention() (absorbed form, the same arguments) over the selected positions of each row
-// only (dsa_select()'s output for rows [row_begin, row_end)). Plain C++ with f32 accumulation
-// (no SIMD variant yet), batch-invariant; scratch as mla_attention_scratch_floats() with
-// max_seq_len >= topk.
+// only (dsa_select()'s output for rows [row_begin, row_end)), batch-invariant; scratch as
+// mla_attention_scratch_floats() with max_seq_len >= topk. Uses the variant of `ops`: plain C++
+// with f32 accumulation (reference and portable tables), or the AVX2 one (the avx2 and avx512
+// tables: mla_attention_avx2's arithmetic over the selected rows). The overload without `ops`
+// runs the plain version.
+void mla_sparse_attention(const KernelOps& ops, const AttentionArgs& args, int64_t kv_lora_rank,
+                          const int32_t* selected, int64_t topk, const int32_t* counts,
+                          ThreadPool& pool, int64_t row_begin, int64_t row_end);
 void mla_sparse_attention(const AttentionArgs& args, int64_t kv_lora_rank, const int32_t* selected,
                           int64_t topk, const int32_t* counts, ThreadPool& pool, int64_t row_begin,
                           int64_t row_end);

@@ -135,6 +135,17 @@ struct KernelOps {
   // [row_begin, row_end) run; args.q and args.out point at row row_begin.
   void (*mla_attention)(const AttentionArgs& args, int64_t kv_lora_rank, ThreadPool& pool,
                         int64_t row_begin, int64_t row_end);
+
+  // DeepSeek Sparse Attention (V3.2): the lightning indexer's top-k selection and the absorbed
+  // MLA over the selected rows; see dsa_select() and mla_sparse_attention() in kernels/mla.h,
+  // which check the arguments and call these. Null (a table registered without them): the
+  // plain versions run.
+  void (*dsa_select)(const AttentionArgs& args, const float* weights, int64_t ldw, int64_t topk,
+                     int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                     int64_t row_end);
+  void (*mla_sparse_attention)(const AttentionArgs& args, int64_t kv_lora_rank,
+                               const int32_t* selected, int64_t topk, const int32_t* counts,
+                               ThreadPool& pool, int64_t row_begin, int64_t row_end);
 };
 
 }  // namespace strata

@@ -573,8 +573,9 @@ void kv_rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row
   rows_f32(kv, base, row_scales, rows, n, scale, buf, out);
 }
 
-const KernelOps kOps = {"avx2", matmul,   rms_norm,  silu_mul,
-                        rope,   kv_write, attention, mla_attention_avx2};
+const KernelOps kOps = {
+    "avx2",   matmul,    rms_norm,           silu_mul,        rope,
+    kv_write, attention, mla_attention_avx2, dsa_select_avx2, mla_sparse_attention_avx2};
 
 }  // namespace strata::kernels::avx2
 

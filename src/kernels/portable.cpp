@@ -168,7 +168,15 @@ void attention(const AttentionArgs& a, ThreadPool& pool) {
 
 }  // namespace
 
-const KernelOps kOps = {"portable", matmul,   rms_norm,  silu_mul,
-                        rope,       kv_write, attention, mla_attention_portable};
+const KernelOps kOps = {"portable",
+                        matmul,
+                        rms_norm,
+                        silu_mul,
+                        rope,
+                        kv_write,
+                        attention,
+                        mla_attention_portable,
+                        dsa_select_portable,
+                        mla_sparse_attention_portable};
 
 }  // namespace strata::kernels::portable

@@ -114,6 +114,15 @@ void mla(const AttentionArgs& a, int64_t kv_lora_rank, ThreadPool&, int64_t row_
   mla_attention_reference(a, kv_lora_rank, row_begin, row_end);
 }
 
-const KernelOps kOps = {"reference", matmul, rms_norm, silu_mul, rope, kv_write, attention, mla};
+const KernelOps kOps = {"reference",
+                        matmul,
+                        rms_norm,
+                        silu_mul,
+                        rope,
+                        kv_write,
+                        attention,
+                        mla,
+                        dsa_select_portable,
+                        mla_sparse_attention_portable};
 
 }  // namespace strata::kernels::reference

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <iterator>
 
 #include "core/fp8_ds_mla.h"
 #include "kernel_test_util.h"
@@ -390,6 +392,286 @@ TEST(DsMlaCache, AttentionReadsTheDequantisedRows) {
     }
   }
   EXPECT_GT(max_diff, 0.0);
+}
+
+// The SIMD variants carry their own sparse-attention kernels (the tests above compare every
+// supported variant with the plain one); variants this CPU lacks are named and skipped.
+TEST(DsaKernels, SimdVariantsHaveTheirOwnKernelsOrAreSkipped) {
+  const KernelOps& plain = kernel_ops("portable");
+  EXPECT_EQ(reference_kernel_ops().dsa_select, plain.dsa_select);
+  EXPECT_EQ(reference_kernel_ops().mla_sparse_attention, plain.mla_sparse_attention);
+  std::string missing;
+  for (const char* name : {"avx2", "avx512"}) {
+    const KernelVariantInfo* v = find_kernel_variant(name);
+    ASSERT_NE(v, nullptr) << name;
+    if (!v->is_supported()) {
+      missing +=
+          std::string(missing.empty() ? "" : ", ") + name + " (needs " + v->cpu_features + ")";
+      continue;
+    }
+    EXPECT_NE(v->ops().dsa_select, plain.dsa_select) << name;
+    EXPECT_NE(v->ops().mla_sparse_attention, plain.mla_sparse_attention) << name;
+  }
+  if (!missing.empty()) GTEST_SKIP() << "this CPU lacks " << missing << "; not run here";
+}
+
+// DeepSeek Sparse Attention. An indexer-key cache is an MlaCase whose rows (rank + rope values)
+// are the keys; the selection of every variant is checked against the plain one.
+struct DsaRun {
+  std::vector<int32_t> sel, counts;
+};
+
+DsaRun run_dsa_select(const KernelOps* ops, const MlaCase& c, const std::vector<float>& q,
+                      const std::vector<float>& w, int64_t topk, ThreadPool& pool,
+                      int64_t row_begin = 0, int64_t row_end = -1) {
+  const int64_t T = c.num_queries(), D = c.row(), H = c.num_heads;
+  if (row_end < 0) row_end = T;
+  const int64_t per = dsa_select_scratch_floats(D, c.seq_lens.empty() ? 0 : 4096);
+  std::vector<float> scratch(per * pool.size());
+  DsaRun r;
+  r.sel.assign((row_end - row_begin) * topk, -1);
+  r.counts.assign(row_end - row_begin, -1);
+  AttentionArgs a = c.args(q.data() + row_begin * H * D, H * D, nullptr, 0);
+  a.scratch = scratch.data();
+  a.scratch_floats_per_thread = per;
+  if (ops != nullptr)
+    dsa_select(*ops, a, w.data() + row_begin * H, H, topk, r.sel.data(), r.counts.data(), pool,
+               row_begin, row_end);
+  else
+    dsa_select(a, w.data() + row_begin * H, H, topk, r.sel.data(), r.counts.data(), pool, row_begin,
+               row_end);
+  return r;
+}
+
+// Row t's indexer scores in double, from the cached (dequantised) keys.
+std::vector<double> dsa_scores_f64(const MlaCase& c, const std::vector<float>& q,
+                                   const std::vector<float>& w, int64_t t, int* seq = nullptr) {
+  int s = 0;
+  while (c.query_start[s + 1] <= t) ++s;
+  if (seq != nullptr) *seq = s;
+  const int64_t ctx = c.seq_lens[s] - (c.query_start[s + 1] - t) + 1, D = c.row();
+  std::vector<double> out(ctx);
+  std::vector<float> key(D);
+  for (int64_t j = 0; j < ctx; ++j) {
+    read_mla_row(c.kv,
+                 int64_t{c.tables[s * c.blocks_per_seq + j / c.block_size]} * c.block_size +
+                     j % c.block_size,
+                 key.data());
+    double score = 0;
+    for (int h = 0; h < c.num_heads; ++h) {
+      double d = 0;
+      for (int64_t e = 0; e < D; ++e) d += double{q[(t * c.num_heads + h) * D + e]} * key[e];
+      score += w[t * c.num_heads + h] * std::max(d, 0.0);
+    }
+    out[j] = score;
+  }
+  return out;
+}
+
+// Rewrites every cached key of c with values of gen(sequence, position, element).
+template <typename Gen>
+void rewrite_keys(MlaCase& c, Gen gen) {
+  const int64_t D = c.row();
+  for (int s = 0; s < static_cast<int>(c.seq_lens.size()); ++s) {
+    std::vector<float> keys(c.seq_lens[s] * D);
+    std::vector<int64_t> slots;
+    for (int64_t j = 0; j < c.seq_lens[s]; ++j) {
+      for (int64_t e = 0; e < D; ++e) keys[j * D + e] = gen(s, j, e);
+      slots.push_back(int64_t{c.tables[s * c.blocks_per_seq + j / c.block_size]} * c.block_size +
+                      j % c.block_size);
+    }
+    dsa_key_write(keys.data(), D, c.seq_lens[s], slots.data(), c.kv);
+  }
+}
+
+// A few hundred cached keys per sequence, so that most rows choose topk of many.
+MlaCase dsa_case(DType dtype, int heads, int64_t dim) {
+  MlaCase c;
+  c.dtype = dtype;
+  c.num_heads = heads;
+  c.rank = dim - 8;
+  c.rope = 8;
+  c.block_size = 16;
+  c.ctx = {300, 5, 180};
+  c.new_tokens = {3, 2, 4};
+  c.build();
+  return c;
+}
+
+// Small multiples of 1/4 everywhere (every key row holds 1.75, so an fp8 row scale is 1/256):
+// every product and sum is exact in f32, so every variant's scores equal the plain ones to the
+// last bit, with many ties, and the selections must be identical.
+TEST(DsaSelect, ExactScoresSelectExactlyThePlainSetTiesIncluded) {
+  ThreadPool pool(3);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (int heads : {5, 64}) {
+      for (int64_t dim : {32, 128}) {
+        MlaCase c = dsa_case(dtype, heads, dim);
+        rewrite_keys(c, [](int s, int64_t j, int64_t e) {
+          return e == 0 ? 1.75f : 0.25f * static_cast<float>((s * 7 + j * 3 + e * 5) % 15 - 7);
+        });
+        const int64_t T = c.num_queries();
+        std::vector<float> q(T * heads * dim), w(T * heads);
+        for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(int((i * 11) % 5) - 2);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = 0.25f * static_cast<float>((i * 3) % 8);
+        for (int64_t topk : {4, 64}) {
+          const DsaRun want = run_dsa_select(nullptr, c, q, w, topk, pool);
+          for (const std::string& v : fast_variants()) {
+            const DsaRun got = run_dsa_select(&kernel_ops(v), c, q, w, topk, pool);
+            ASSERT_EQ(got.counts, want.counts) << v;
+            ASSERT_EQ(got.sel, want.sel) << v << " " << dtype_name(dtype) << " heads " << heads
+                                         << " dim " << dim << " topk " << topk;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Random keys and queries: a variant's selection may differ from the plain one only between
+// positions whose exact (double) scores are within 1e-5 of the row's largest score of the k-th
+// best: the rounding of f32 dot products in another order.
+TEST(DsaSelect, FastVariantsSelectThePlainSetUpToRounding) {
+  ThreadPool pool(2);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    for (int heads : {3, 64}) {
+      const int64_t dim = heads == 64 ? 128 : 40, topk = 32;
+      MlaCase c = dsa_case(dtype, heads, dim);
+      const int64_t T = c.num_queries();
+      auto q = random_vector(T * heads * dim, 31, 0.3f);
+      auto w = random_vector(T * heads, 32, 1.0f);
+      const DsaRun want = run_dsa_select(nullptr, c, q, w, topk, pool);
+      for (const std::string& v : fast_variants()) {
+        const DsaRun got = run_dsa_select(&kernel_ops(v), c, q, w, topk, pool);
+        ASSERT_EQ(got.counts, want.counts) << v;
+        int64_t differing = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          const int n = want.counts[t];
+          std::vector<int32_t> a(want.sel.begin() + t * topk, want.sel.begin() + t * topk + n);
+          std::vector<int32_t> b(got.sel.begin() + t * topk, got.sel.begin() + t * topk + n);
+          if (a == b) continue;
+          const std::vector<double> sc = dsa_scores_f64(c, q, w, t);
+          double mx = 0;
+          for (double x : sc) mx = std::max(mx, std::fabs(x));
+          std::vector<double> top(sc);
+          std::nth_element(top.begin(), top.begin() + topk - 1, top.end(), std::greater<>());
+          const double kth = top[topk - 1];
+          std::vector<int32_t> diff;
+          std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(),
+                                        std::back_inserter(diff));
+          for (int32_t j : diff)
+            ASSERT_LE(std::fabs(sc[j] - kth), 1e-5 * mx)
+                << v << " " << dtype_name(dtype) << " row " << t << " position " << j;
+          differing += static_cast<int64_t>(diff.size());
+        }
+        EXPECT_LE(differing, 2 * T) << v;  // ties at the boundary only, not a different ranking
+      }
+    }
+  }
+}
+
+// A row's selection is the same alone or in a batch, on one thread or three (with fewer rows
+// than threads a row's positions are scored in parallel chunks), for every variant, bit for bit.
+TEST(DsaSelect, BatchAndThreadInvariant) {
+  for (DType dtype : {DType::kF32, DType::kF8E4M3}) {
+    MlaCase c;
+    c.dtype = dtype;
+    c.num_heads = 6;
+    c.rank = 24;
+    c.rope = 8;
+    c.block_size = 16;
+    c.ctx = {2600, 40};
+    c.new_tokens = {3, 2};
+    c.build();
+    const int64_t T = c.num_queries(), topk = 16;
+    auto q = random_vector(T * c.num_heads * c.row(), 41, 0.3f);
+    auto w = random_vector(T * c.num_heads, 42, 1.0f);
+    ThreadPool one(1), three(3);
+    std::vector<std::string> variants = {"reference"};
+    for (const std::string& v : fast_variants()) variants.push_back(v);
+    for (const std::string& v : variants) {
+      const DsaRun all = run_dsa_select(&kernel_ops(v), c, q, w, topk, three);
+      for (int64_t t = 0; t < T; ++t) {
+        for (ThreadPool* pool : {&one, &three}) {
+          const DsaRun row = run_dsa_select(&kernel_ops(v), c, q, w, topk, *pool, t, t + 1);
+          ASSERT_EQ(row.counts[0], all.counts[t]) << v << " row " << t;
+          ASSERT_TRUE(std::equal(row.sel.begin(), row.sel.begin() + row.counts[0],
+                                 all.sel.begin() + t * topk))
+              << v << " " << dtype_name(dtype) << " row " << t << " threads " << pool->size();
+        }
+      }
+    }
+  }
+}
+
+// mla_sparse_attention of every variant against the plain one, each cache dtype and the
+// fp8_ds_mla layout, over a spread selection of each row's context; with every position selected
+// it is the dense attention (the double-precision reference).
+TEST(MlaSparseAttention, FastVariantsMatchThePlainOne) {
+  ThreadPool pool(3);
+  for (int layout = 0; layout < 6; ++layout) {
+    MlaCase c;
+    const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3};
+    if (layout < 4) {
+      c.dtype = dtypes[layout];
+    } else {
+      c.ds_mla = true;
+      c.rank = 160;
+      c.rope = 16;
+    }
+    // Layout 5 (fp8_ds_mla again): 40 heads and a scratch room for blocks of 16 heads.
+    const bool wide = layout == 5;
+    c.num_heads = wide ? 40 : 6;
+    c.ctx = {40, 1, 23};
+    c.build();
+    const int64_t T = c.num_queries(), H = c.num_heads, ldq = H * c.row() + 2, ldo = H * c.rank + 1;
+    auto q = random_vector(T * ldq, 51, 0.5f);
+    for (int64_t topk : {8, 64}) {
+      std::vector<int32_t> sel(T * topk), counts(T);
+      for (int s = 0, t = 0; s < static_cast<int>(c.ctx.size()); ++s)
+        for (int32_t i = c.query_start[s]; i < c.query_start[s + 1]; ++i, ++t) {
+          const int64_t ctx = c.seq_lens[s] - (c.query_start[s + 1] - i) + 1;
+          counts[t] = static_cast<int32_t>(std::min(ctx, topk));
+          for (int k = 0; k < counts[t]; ++k)
+            sel[t * topk + k] = static_cast<int32_t>(k * ctx / counts[t]);
+        }
+      const int64_t per =
+          mla_attention_scratch_floats(H, c.row(), c.rank, wide ? 8 * topk + 4 * c.rank : topk);
+      std::vector<float> scratch(per * pool.size());
+      auto run = [&](const KernelOps* ops, std::vector<float>& out, int64_t t0, int64_t t1) {
+        AttentionArgs a = c.args(q.data() + t0 * ldq, ldq, out.data() + t0 * ldo, ldo);
+        a.scratch = scratch.data();
+        a.scratch_floats_per_thread = per;
+        if (ops != nullptr)
+          mla_sparse_attention(*ops, a, c.rank, sel.data() + t0 * topk, topk, counts.data() + t0,
+                               pool, t0, t1);
+        else
+          mla_sparse_attention(a, c.rank, sel.data() + t0 * topk, topk, counts.data() + t0, pool,
+                               t0, t1);
+      };
+      std::vector<float> want(T * ldo, -1.0f);
+      run(nullptr, want, 0, T);
+      if (topk == 64) {  // every position of every row: the dense attention
+        std::vector<float> dense(T * ldo, -1.0f);
+        mla_attention(reference_kernel_ops(), c.args(q.data(), ldq, dense.data(), ldo), c.rank,
+                      pool);
+        for (size_t i = 0; i < dense.size(); ++i) ASSERT_NEAR(want[i], dense[i], 2e-5) << i;
+      }
+      for (const std::string& v : fast_variants()) {
+        std::vector<float> got(T * ldo, -1.0f), rows(T * ldo, -1.0f);
+        run(&kernel_ops(v), got, 0, T);
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t e = 0; e < H * c.rank; ++e)
+            ASSERT_NEAR(got[t * ldo + e], want[t * ldo + e],
+                        2e-5 + 1e-5 * std::fabs(want[t * ldo + e]))
+                << v << " layout " << layout << " topk " << topk << " row " << t << " " << e;
+          ASSERT_EQ(got[t * ldo + H * c.rank], -1.0f) << "wrote past the heads";
+        }
+        for (int64_t t = 0; t < T; ++t) run(&kernel_ops(v), rows, t, t + 1);  // batch-invariant
+        ASSERT_EQ(std::memcmp(got.data(), rows.data(), got.size() * sizeof(float)), 0) << v;
+      }
+    }
+  }
 }
 
 }  // namespace
