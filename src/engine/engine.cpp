@@ -162,6 +162,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config_in,
                    << sc.max_model_len << ", max_num_seqs " << sc.max_num_seqs
                    << ", prefix caching " << (c.cache.enable_prefix_caching ? "on" : "off");
   c.cache.block_size = plan.block_size;  // the workers' (resolve_block_size())
+  if (plan.max_running_seqs > 0 && plan.max_running_seqs < sc.max_num_seqs) {
+    STRATA_LOG(WARNING) << "max_num_seqs lowered from " << sc.max_num_seqs << " to "
+                        << plan.max_running_seqs << ": each running sequence keeps "
+                        << format_bytes(static_cast<double>(plan.state_bytes_per_slot))
+                        << " of state and only that many slots fit in half of the KV memory "
+                        << "left after one max_model_len sequence; raise --kv-cache-memory / "
+                        << "--gpu-memory-utilization or lower --max-model-len for more";
+    c.scheduler.max_num_seqs = plan.max_running_seqs;
+  }
   STRATA_ASSIGN_OR_RETURN(e->scheduler_,
                           sched::Scheduler::create(sc, c.cache, plan.num_blocks + 1));
   if (plan.num_state_slots > 0)

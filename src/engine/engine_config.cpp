@@ -148,7 +148,10 @@ int64_t available_memory_bytes() {
 Status resolve_engine_config(const ModelConfig& mc, EngineConfig* config) {
   EngineConfig& c = *config;
   int64_t model_len = mc.max_position_embeddings;
-  if (mc.sliding_window && *mc.sliding_window < model_len) {
+  // DeepSeek-V4's window is part of its attention (the model keeps it per sequence); other
+  // sliding-window models run full attention, so their context stops at the window.
+  if (mc.sliding_window && *mc.sliding_window < model_len &&
+      mc.architecture != "DeepseekV4ForCausalLM") {
     STRATA_LOG(WARNING) << "sliding-window attention is not implemented: limiting the context to "
                         << "the window of " << *mc.sliding_window << " tokens";
     model_len = *mc.sliding_window;

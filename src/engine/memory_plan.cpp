@@ -34,11 +34,7 @@ Result<MemoryPlan> plan_memory(const MemoryPlanInputs& in) {
   plan.block_bytes = block_bytes;
   if (in.kv_block_bytes > 0)  // for logs: the average, rounded up
     plan.kv_bytes_per_token = (in.kv_block_bytes + plan.block_size - 1) / plan.block_size;
-  if (in.state_bytes_per_slot > 0) {
-    plan.state_bytes_per_slot = in.state_bytes_per_slot;
-    plan.num_snapshot_slots = in.num_snapshot_state_slots;
-    plan.num_state_slots = in.num_running_state_slots + in.num_snapshot_state_slots;
-  }
+  if (in.state_bytes_per_slot > 0) plan.state_bytes_per_slot = in.state_bytes_per_slot;
   const std::string util = "--gpu-memory-utilization " + number(in.gpu_memory_utilization);
   if (in.kv_cache_memory_bytes > 0) {
     plan.kv_bytes = in.kv_cache_memory_bytes;
@@ -73,41 +69,32 @@ Result<MemoryPlan> plan_memory(const MemoryPlanInputs& in) {
     plan.kv_bytes = left - plan.workspace_bytes;
   }
   const int64_t needed = (in.max_model_len + plan.block_size - 1) / plan.block_size;
-  const int64_t state = plan.state_bytes();
-  if (state > 0 && (state >= plan.kv_bytes || (plan.kv_bytes - state) / block_bytes < needed)) {
-    // One sequence needs its blocks and one slot: say what to change.
-    const int64_t one = needed * block_bytes + plan.state_bytes_per_slot;
-    const std::string slots =
-        "the per-sequence state takes " + gib(plan.state_bytes_per_slot) + " a slot x " +
-        std::to_string(plan.num_state_slots) + " slots (" +
-        std::to_string(in.num_running_state_slots) + " for --max-num-seqs" +
-        (plan.num_snapshot_slots > 0
-             ? ", " + std::to_string(plan.num_snapshot_slots) + " prefix-cache snapshots"
-             : std::string()) +
-        ") = " + gib(state) + " of the " + gib(plan.kv_bytes) + " of KV memory";
-    if (one <= plan.kv_bytes) {
-      const int64_t per_seq = plan.state_bytes_per_slot * (plan.num_snapshot_slots > 0 ? 2 : 1);
-      const int64_t fit_seqs = (plan.kv_bytes - needed * block_bytes) / per_seq;
+  if (plan.state_bytes_per_slot > 0) {
+    // One sequence needs its blocks and one slot. Beyond that (`room`), the running slots take at
+    // most half: max_num_seqs sequences, or as many as fit there (the scheduler then runs fewer
+    // at once: their state is what limits concurrency), and the prefix-cache snapshots at most a
+    // quarter; the blocks get the rest.
+    const int64_t slot = plan.state_bytes_per_slot;
+    const int64_t room = plan.kv_bytes - needed * block_bytes - slot;
+    if (room < 0) {
+      const int64_t most =
+          std::max<int64_t>(0, (plan.kv_bytes - slot) / block_bytes) * plan.block_size;
       return resource_exhausted(
-          slots + ", leaving too little for one max_model_len " + std::to_string(in.max_model_len) +
-          " sequence (" + std::to_string(needed) + " KV blocks, " + gib(needed * block_bytes) +
-          "); " +
-          (fit_seqs > 0 ? "lower --max-num-seqs (at most " + std::to_string(fit_seqs) + " fit)"
-                        : std::string("turn prefix caching off (--no-enable-prefix-caching: no "
-                                      "snapshots) with --max-num-seqs 1")) +
-          " or --max-model-len, or raise --kv-cache-memory / --gpu-memory-utilization");
+          "max_model_len " + std::to_string(in.max_model_len) + " needs " + std::to_string(needed) +
+          " KV blocks (" + gib(needed * block_bytes) + ") and one per-sequence state slot (" +
+          gib(slot) + ") but the KV memory is " + gib(plan.kv_bytes) +
+          "; lower --max-model-len (at most " + std::to_string(most) +
+          " with one sequence), or raise --kv-cache-memory / --gpu-memory-utilization");
     }
-    const int64_t most =
-        std::max<int64_t>(0, (plan.kv_bytes - plan.state_bytes_per_slot) / block_bytes) *
-        plan.block_size;
-    return resource_exhausted(
-        "max_model_len " + std::to_string(in.max_model_len) + " needs " + std::to_string(needed) +
-        " KV blocks (" + gib(needed * block_bytes) + ") and one state slot (" +
-        gib(plan.state_bytes_per_slot) + ") but the KV memory is " + gib(plan.kv_bytes) +
-        "; lower --max-model-len (at most " + std::to_string(most) +
-        " with one sequence), or raise --kv-cache-memory / --gpu-memory-utilization (" + slots +
-        ")");
+    const int64_t running =
+        std::max<int64_t>(1, std::min(in.num_running_state_slots, 1 + room / 2 / slot));
+    const int64_t snapshots =
+        std::max<int64_t>(0, std::min(in.num_snapshot_state_slots, room / 4 / slot));
+    plan.num_state_slots = running + snapshots;
+    plan.num_snapshot_slots = snapshots;
+    plan.max_running_seqs = running;
   }
+  const int64_t state = plan.state_bytes();
   plan.num_blocks = block_bytes > 0 ? (plan.kv_bytes - state) / block_bytes : 0;
   if (plan.num_blocks < needed)
     return resource_exhausted("max_model_len " + std::to_string(in.max_model_len) + " needs " +

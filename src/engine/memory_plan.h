@@ -33,6 +33,10 @@ struct MemoryPlan {
   int64_t state_bytes_per_slot = 0;
   int64_t num_state_slots = 0;     // running + snapshot
   int64_t num_snapshot_slots = 0;  // of which prefix-cache snapshots
+  // The sequences that can run at once: --max-num-seqs, or fewer when their state slots do not
+  // fit (at most half the KV memory beyond one max_model_len sequence's blocks and slot; the
+  // scheduler is given this); 0: no state, --max-num-seqs.
+  int64_t max_running_seqs = 0;
   int64_t state_bytes() const { return state_bytes_per_slot * num_state_slots; }
   int64_t num_tokens() const { return num_blocks * block_size; }
 };
@@ -75,9 +79,10 @@ inline int64_t logits_workspace_bytes(int64_t vocab_size, int64_t max_logit_rows
   return vocab_size * 4 * 2 * max_logit_rows;
 }
 
-// The state slots a model with per-sequence state gets: one per running sequence
+// The state slots a model with per-sequence state asks for: one per running sequence
 // (max_num_seqs) and, with prefix caching, as many prefix-cache snapshots (the window state at
-// a cached block boundary: a hit can only resume where a snapshot is kept).
+// a cached block boundary: a hit can only resume where a snapshot is kept). plan_memory() gives
+// fewer when they do not fit (MemoryPlan::max_running_seqs).
 inline int64_t num_snapshot_state_slots(int64_t max_num_seqs, bool prefix_caching) {
   return prefix_caching ? max_num_seqs : 0;
 }

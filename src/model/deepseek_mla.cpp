@@ -488,8 +488,8 @@ void MlaAttention::attend_absorbed(const AttentionArgs& base, int64_t T, const f
       ia.ldq = s.index_heads * s.index_dim;
       ia.num_heads = static_cast<int>(s.index_heads);
       ia.kv = &keys;
-      dsa_select(ops, ia, ws.iw + t0 * s.index_heads, s.index_heads, ws.topk_cap, ws.selected, ws.counts,
-                 pool, t0, t0 + n);
+      dsa_select(ops, ia, ws.iw + t0 * s.index_heads, s.index_heads, ws.topk_cap, ws.selected,
+                 ws.counts, pool, t0, t0 + n);
       mla_sparse_attention(ops, args, r, ws.selected, ws.topk_cap, ws.counts, pool, t0, t0 + n);
     } else {
       mla_attention(ops, args, r, pool, t0, t0 + n);

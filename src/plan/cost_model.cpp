@@ -14,7 +14,8 @@ namespace strata::plan {
 
 int64_t ModelShape::attention_sharded_params() const {
   if (v4)  // wq_b by heads, wo_a by groups, wo_b by its output rows
-    return q_lora_rank * num_heads * head_dim + o_groups * o_lora_rank * num_heads * head_dim / o_groups +
+    return q_lora_rank * num_heads * head_dim +
+           o_groups * o_lora_rank * num_heads * head_dim / o_groups +
            hidden * o_groups * o_lora_rank;
   if (!mla)
     return hidden * (num_heads * head_dim + 2 * num_kv_heads * head_dim) +
@@ -42,8 +43,7 @@ int64_t ModelShape::attention_replicated_params() const {
         per_layers += q_lora_rank * index_heads * index_dim + hidden * index_heads +
                       2 * 2 * index_dim * hidden;
     }
-    return hidden * (q_lora_rank + head_dim) +
-           (num_layers > 0 ? per_layers / num_layers : 0);
+    return hidden * (q_lora_rank + head_dim) + (num_layers > 0 ? per_layers / num_layers : 0);
   }
   if (!mla) return 0;
   // q_a (with a q latent) and kv_a from the hidden state; the indexer's wq_b from the q latent,

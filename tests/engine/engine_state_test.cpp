@@ -365,8 +365,10 @@ TEST(EngineStateTest, AloneWithoutPrefixCachingMatchesTheReference) {
 }
 
 TEST(EngineStateTest, PrefixHitsResumeFromSnapshotsAndMatchTheReference) {
-  // 8-token chunks, a pool of 40 blocks: the second wave hits the first's cached blocks.
-  const RunResult r = run(config(true, 8), kv_bytes_for(40, 8), workload(), 10);
+  // 8-token chunks, a pool of 68 blocks (and room for 4 snapshots: the memory plan gives them at
+  // most a quarter of what one max_model_len sequence leaves): the second wave hits the first's
+  // cached blocks.
+  const RunResult r = run(config(true, 8), kv_bytes_for(68, 8), workload(), 10);
   expect_reference(r, 10, 4);
   EXPECT_GT(r.stats.state.restores, 3);
   EXPECT_EQ(r.model_restores, r.stats.state.restores);
@@ -374,7 +376,7 @@ TEST(EngineStateTest, PrefixHitsResumeFromSnapshotsAndMatchTheReference) {
   EXPECT_GT(r.stats.prefix_cache.hits, 40);
   EXPECT_EQ(r.plan.num_state_slots, 8);
   EXPECT_EQ(r.plan.num_snapshot_slots, 4);
-  EXPECT_EQ(r.plan.num_blocks, 40);
+  EXPECT_EQ(r.plan.num_blocks, 68);
 }
 
 TEST(EngineStateTest, TinyPoolPreemptsAndStillMatchesTheReference) {

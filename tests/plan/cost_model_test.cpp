@@ -180,13 +180,13 @@ TEST(CostModelTest, DeepSeekV4ReadsItsWindowAndCompressedRowsAsTheKvLayoutSays) 
   const std::vector<SequenceWork> decode = {{1, 65535, true}};
   const StepCost c = make(m, {}, fp8).step_cost(decode);
   EXPECT_DOUBLE_EQ(c.kv_read_bytes, static_cast<double>(kb->decode_read));
-  EXPECT_DOUBLE_EQ(c.kv_read_bytes,
-                   win * 128 * 584.0 + csa * ((128 + 1024) * 584.0 + 16384 * 132.0) +
-                       hca * (128 + 512) * 584.0);
+  EXPECT_DOUBLE_EQ(
+      c.kv_read_bytes,
+      win * 128 * 584.0 + csa * ((128 + 1024) * 584.0 + 16384 * 132.0) + hca * (128 + 512) * 584.0);
   // Attention: 4 x 128 heads x 512 per (token, row) pair; the indexer 2 x 64 x (128 + 1) per key.
   const double pair = 4.0 * 128 * 512, index_pair = 2.0 * 64 * 129;
-  EXPECT_DOUBLE_EQ(c.attention_flops, win * 128 * pair + csa * ((128 + 1024) * pair +
-                                                                16384 * index_pair) +
+  EXPECT_DOUBLE_EQ(c.attention_flops, win * 128 * pair +
+                                          csa * ((128 + 1024) * pair + 16384 * index_pair) +
                                           hca * (128 + 512) * pair);
   // A chunk crossing an HCA boundary: positions 254..257 see floor(v / 128) = 1, 2, 2, 2 rows
   // (v = 255..258), and 63, 64, 64, 64 CSA rows (under the top-k) scored and picked.
@@ -197,8 +197,8 @@ TEST(CostModelTest, DeepSeekV4ReadsItsWindowAndCompressedRowsAsTheKvLayoutSays) 
   // DeepSeek-V3 at the same context reads every 656-byte fp8_ds_mla row of every layer.
   STRATA_REQUIRE_SHARED("configs/deepseek-v3/config.json");
   const ModelShape v3 = shape_of(testing::shared_data_path("configs/deepseek-v3"));
-  PrecisionConfig ds{.weight_dtype = DType::kF8E4M3, .kv_dtype = DType::kF8E4M3,
-                     .kv_fp8_ds_mla = true};
+  PrecisionConfig ds{
+      .weight_dtype = DType::kF8E4M3, .kv_dtype = DType::kF8E4M3, .kv_fp8_ds_mla = true};
   const StepCost full = make(v3, {}, ds).step_cost(decode);
   EXPECT_DOUBLE_EQ(full.kv_read_bytes, 61 * 65536 * 656.0);
   EXPECT_GT(full.kv_read_bytes / c.kv_read_bytes, 5.0);

@@ -89,9 +89,8 @@ TEST(SimulatorTest, PipelineStagesOverlapWithMicroBatchesInFlight) {
   };
   const auto work = same(8, 1, 6);
   SimulationConfig serial = config(64);
-  const auto one = run(serial, work, [&](std::span<const SequenceWork> b) {
-    return per_stage(b).step_time_s;
-  });
+  const auto one =
+      run(serial, work, [&](std::span<const SequenceWork> b) { return per_stage(b).step_time_s; });
   EXPECT_DOUBLE_EQ(one.duration_s, 6 * 4.0);
   EXPECT_EQ(one.max_running, 8);
   SimulationConfig piped = config(64);
