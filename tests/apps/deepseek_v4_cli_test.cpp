@@ -45,7 +45,7 @@ struct GenRun {
 };
 
 GenRun generate(const std::string& config, const char* scale, const std::string& flags,
-             const std::vector<std::string>& prompts) {
+                const std::vector<std::string>& prompts) {
   std::string cmd = "generate " + testing::shared_data_path(config) +
                     " --load-format dummy --hf-overrides '" + scale +
                     "' --max-tokens 5 --temperature 0 --ignore-eos --json --max-model-len 4096 "
