@@ -1310,6 +1310,24 @@ KvSpec deepseek_v4_kv_spec(const DeepseekV4Config& c) {
     return layer_block_bytes(c, layer, block_size, dtype);
   };
   k.state_bytes_per_slot = [c](DType dtype) { return state_layout(c, dtype).bytes; };
+  // One decode token at a context of n reads, per layer, its window rows (the ring), and per
+  // CSA layer the indexer-picked compressed rows and every indexer key, per HCA layer every
+  // compressed row (an fp8 row: its 576 data and 8 scale bytes).
+  k.decode_read_bytes = [c](DType dtype, int64_t n) {
+    const KvCodec codec = codec_for(c, dtype);
+    const int64_t row =
+        codec.fp8() ? c.head_dim + c.qk_rope_head_dim + (c.head_dim - c.qk_rope_head_dim) / 64 + 1
+                    : c.head_dim * dtype_block_bytes(dtype);
+    int64_t bytes = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      bytes += std::min(n, c.sliding_window) * row;
+      const int ratio = c.compress_ratio(l);
+      if (ratio == 4)
+        bytes += std::min(n / 4, c.index_topk) * row + (n / 4) * codec.idx_row_bytes();
+      if (ratio == 128) bytes += (n / 128) * row;
+    }
+    return bytes;
+  };
   k.describe = [c](DType dtype, int64_t block_size, int64_t context_len) {
     return describe_kv(c, dtype, block_size, context_len);
   };

@@ -202,10 +202,22 @@ Result<DeviceMemory> plan_device_memory(const Deployment& d) {
     device.num_layers = layers;
     if (device.has_v)
       device.num_kv_heads = std::max<int64_t>(1, ceil_div(device.num_kv_heads, p.tp));
-    const int64_t kv = device.bytes_per_token(m.kv_dtype, m.kv_fp8_ds_mla) +
-                       whole.inputs.draft_kv_bytes_per_token;  // a draft's KV is not split
-    Result<engine::MemoryPlan> plan = engine::plan_memory(device_inputs(
-        d, whole, sw.total(), whole.inputs.workspace_bytes + comm, kv, T > 0 ? comm / T : 0));
+    int64_t kv = device.bytes_per_token(m.kv_dtype, m.kv_fp8_ds_mla) +
+                 whole.inputs.draft_kv_bytes_per_token;  // a draft's KV is not split
+    engine::MemoryPlanInputs in = device_inputs(
+        d, whole, sw.total(), whole.inputs.workspace_bytes + comm, kv, T > 0 ? comm / T : 0);
+    if (m.kv_spec.hybrid()) {
+      // A hybrid layout (DeepSeek-V4: one shared K=V head, replicated on every tensor-parallel
+      // rank) by block: the stage's layers' block bytes; the per-sequence state of the whole
+      // model (an upper bound for a stage).
+      int64_t block = 0;
+      for (int64_t l = stages[s].begin; l < stages[s].end; ++l)
+        block += m.kv_spec.layer_block_bytes(l, in.block_size, m.kv_dtype);
+      in.kv_block_bytes = block + whole.inputs.draft_kv_bytes_per_token * in.block_size;
+      kv = (in.kv_block_bytes + in.block_size - 1) / in.block_size;
+      in.kv_bytes_per_token = whole.inputs.draft_kv_bytes_per_token;
+    }
+    Result<engine::MemoryPlan> plan = engine::plan_memory(in);
     if (s == 0 || tighter(plan, m.plan)) {
       for (const auto& [dtype, b] : w.by_dtype) sw.by_dtype[dtype] = ceil_div(b * layers, L * p.tp);
       m.weights = sw;
@@ -268,18 +280,27 @@ std::string format_memory_report(const Deployment& d, const DeviceMemory& m) {
   } else if (d.parallel.tp > 1) {
     o << "  (the activations include the tensor-parallel all-gather scratch)\n";
   }
-  o << "  KV per token: " << m.kv_bytes_per_token << " bytes (" << dtype_name(m.kv_dtype) << ", "
-    << (m.kv_spec.has_v ? "K and V" : "MLA latent row")
-    << (m.kv_spec.aux_dim > 0 ? " + indexer key of " + std::to_string(m.kv_spec.aux_dim) + " values"
-                              : std::string());
-  if (m.kv_fp8_ds_mla)
-    o << "; fp8_ds_mla: " << ds_mla_row_bytes(m.kv_spec.head_dim, m.kv_spec.latent_dim)
-      << " bytes latent"
+  if (m.kv_spec.hybrid()) {
+    o << "  KV (hybrid layout): "
+      << (m.kv_spec.describe
+              ? m.kv_spec.describe(m.kv_dtype, c.cache.block_size, c.scheduler.max_model_len)
+              : std::to_string(m.kv_bytes_per_token) + " bytes per token on average")
+      << "\n";
+  } else {
+    o << "  KV per token: " << m.kv_bytes_per_token << " bytes (" << dtype_name(m.kv_dtype) << ", "
+      << (m.kv_spec.has_v ? "K and V" : "MLA latent row")
       << (m.kv_spec.aux_dim > 0
-              ? " + " + std::to_string(m.kv_spec.aux_dim + 4) + " bytes indexer key"
-              : std::string())
-      << " per layer";
-  o << ")\n";
+              ? " + indexer key of " + std::to_string(m.kv_spec.aux_dim) + " values"
+              : std::string());
+    if (m.kv_fp8_ds_mla)
+      o << "; fp8_ds_mla: " << ds_mla_row_bytes(m.kv_spec.head_dim, m.kv_spec.latent_dim)
+        << " bytes latent"
+        << (m.kv_spec.aux_dim > 0
+                ? " + " + std::to_string(m.kv_spec.aux_dim + 4) + " bytes indexer key"
+                : std::string())
+        << " per layer";
+    o << ")\n";
+  }
   if (!m.plan.ok()) {
     o << "Refused, as the engine would: " << m.plan.status().message() << "\n";
     return o.str();
@@ -288,6 +309,14 @@ std::string format_memory_report(const Deployment& d, const DeviceMemory& m) {
   o << "  budget " << bytes(p.memory_budget) << " (--gpu-memory-utilization "
     << c.cache.gpu_memory_utilization << "): KV cache " << bytes(p.kv_bytes) << " = "
     << p.num_blocks << " blocks of " << p.block_size << " = " << p.num_tokens() << " tokens\n";
+  if (p.num_state_slots > 0)
+    o << "  per-sequence state (window and compressor rows): " << bytes(p.state_bytes()) << " = "
+      << p.num_state_slots << " slots of " << bytes(p.state_bytes_per_slot) << " ("
+      << p.max_running_seqs << " running"
+      << (p.num_snapshot_slots > 0
+              ? ", " + std::to_string(p.num_snapshot_slots) + " prefix-cache snapshots"
+              : std::string())
+      << ")\n";
   o << "  max_model_len " << c.scheduler.max_model_len << ": "
     << p.num_tokens() / std::max<int64_t>(1, c.scheduler.max_model_len)
     << " requests at full length fit at once; max_num_seqs " << c.scheduler.max_num_seqs << "\n";

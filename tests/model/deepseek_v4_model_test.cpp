@@ -221,6 +221,13 @@ TEST(DeepseekV4Model, KvSpecOfEachLayerKind) {
   const std::string d = f.describe(DType::kF8E4M3, 256, 65536);
   EXPECT_NE(d.find("584 B per window/c4/c128 row"), std::string::npos) << d;
   EXPECT_NE(d.find("132 B per indexer key"), std::string::npos) << d;
+  // What one decode token reads at 64k: exactly what dsv4::kv_bytes says the layout reads (the
+  // window, the top-k CSA rows and every indexer key, every HCA row), far less than it holds.
+  auto kb = dsv4::kv_bytes(*flash, 65536);
+  ASSERT_TRUE(kb.ok());
+  ASSERT_TRUE(static_cast<bool>(f.decode_read_bytes));
+  EXPECT_EQ(f.decode_read_bytes(DType::kF8E4M3, 65536), kb->decode_read);
+  EXPECT_LT(f.decode_read_bytes(DType::kF8E4M3, 65536), kb->c4 + kb->c128 + kb->indexer);
 }
 
 TEST(DeepseekV4Model, LogitsMatchTheFloat64Reference) {

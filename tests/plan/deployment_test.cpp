@@ -384,3 +384,63 @@ TEST(PlanMemory, ScaledDeepSeekV3PlansAreWhatTheRankLoads) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// DeepSeek-V4's hybrid KV: one process, the plan is the engine's (blocks by block bytes, state
+// slots out of the KV memory); the real Pro config on 8 H200s (the field report's deployment) is
+// planned by the published layout's block bytes, replicated on every tensor-parallel rank.
+TEST(PlanMemory, DeepSeekV4HybridKvIsTheEnginesPlan) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-flash/config.json");
+  auto c = testing::engine_config(testing::shared_data_path("configs/deepseek-v4-flash"), "dummy",
+                                  256 << 20);
+  c.model.hf_overrides =
+      R"({"num_hidden_layers": 4, "hidden_size": 512, "n_routed_experts": 16,
+          "num_attention_heads": 8, "q_lora_rank": 128, "o_groups": 4, "o_lora_rank": 64,
+          "moe_intermediate_size": 128, "vocab_size": 1024, "index_n_heads": 4})";
+  c.scheduler.max_model_len = 4096;
+  c.scheduler.max_num_seqs = 8;
+  c.commit_kv_cache = false;
+  c.cache.kv_cache_dtype = DType::kF8E4M3;
+  expect_engine_figures(c, "scaled V4-Flash, fp8");
+  auto e = engine::Engine::create(c);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  auto m = plan::plan_device_memory(local(c));
+  ASSERT_TRUE(m.ok() && m->plan.ok());
+  const engine::MemoryPlan& want = (*e)->memory_plan();
+  EXPECT_EQ(m->plan->block_bytes, want.block_bytes);
+  EXPECT_EQ(m->plan->num_state_slots, want.num_state_slots);
+  EXPECT_EQ(m->plan->state_bytes_per_slot, want.state_bytes_per_slot);
+  EXPECT_GT(want.num_state_slots, 0);
+
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-pro/config.json");
+  auto pro =
+      testing::engine_config(testing::shared_data_path("configs/deepseek-v4-pro"), "dummy", 0);
+  pro.cache.kv_cache_dtype = DType::kF8E4M3;
+  pro.cache.block_size = 256;
+  pro.cache.block_size_given = true;
+  pro.scheduler.max_model_len = 800000;
+  pro.scheduler.max_num_batched_tokens = 512;
+  auto d = local(pro);
+  auto hw = plan::load_hardware("h200");
+  ASSERT_TRUE(hw.ok());
+  d.hardware = *hw;
+  d.device_memory_bytes = hw->memory_bytes;
+  d.num_devices = 8;
+  d.parallel = {.tp = 8, .pp = 1, .ep = 8};
+  auto tp8 = plan::plan_device_memory(d);
+  ASSERT_TRUE(tp8.ok()) << tp8.status().to_string();
+  ASSERT_TRUE(tp8->plan.ok()) << tp8->plan.status().to_string();
+  // 30 CSA layers: 64 rows (65 x 576 bytes: data then scales, padded) and 64 keys of 132; 31
+  // HCA layers: 2 rows (3 x 576).
+  EXPECT_EQ(tp8->plan->block_bytes, 30 * (65 * 576 + 64 * 132) + 31 * 3 * 576);
+  EXPECT_GE(tp8->plan->num_tokens(), 800000);
+  EXPECT_GT(tp8->plan->num_state_slots, 0);
+  const std::string report = plan::format_memory_report(d, *tp8);
+  EXPECT_NE(report.find("584 B per window/c4/c128 row"), std::string::npos) << report;
+  EXPECT_NE(report.find("per-sequence state"), std::string::npos) << report;
+}
+
+}  // namespace
+}  // namespace strata
