@@ -467,15 +467,17 @@ void expect_same_with_prompt_logprobs(const std::vector<testing::Completion>& a,
     EXPECT_EQ(a[i].prompt_logprobs, b[i].prompt_logprobs) << "choice " << i;
 }
 
+// The completions of run_many() on one process (no ranks): what every deployment must give.
+std::vector<testing::Completion> one_process(bool sampled) {
+  auto client = engine::EngineClient::create(tiny_config());
+  EXPECT_TRUE(client.ok()) << client.status().to_string();
+  return client.ok() ? run_many(**client, sampled) : std::vector<testing::Completion>{};
+}
+
 TEST(DistPipeline, TwoStagesKeepTwoBatchesInFlightAndGiveTheOutputsOfOneProcess) {
   for (bool sampled : {false, true}) {
     SCOPED_TRACE(sampled ? "sampled" : "greedy");
-    std::vector<testing::Completion> one;
-    {
-      auto client = engine::EngineClient::create(tiny_config());
-      ASSERT_TRUE(client.ok()) << client.status().to_string();
-      one = run_many(**client, sampled);
-    }
+    const std::vector<testing::Completion> one = one_process(sampled);
     ASSERT_EQ(one.size(), sampled ? 16u : 12u);
     PipelineRanks pp(tiny_config(), /*tp=*/1, /*pp=*/2, /*max_in_flight=*/0);
     ASSERT_NE(pp.client_, nullptr);
@@ -506,12 +508,8 @@ TEST(DistPipeline, OverlapOffRunsEveryStepWhole) {
 }
 
 TEST(DistPipeline, TensorTimesPipelineWithOverlapGivesTheOutputsOfOneProcess) {
-  std::vector<testing::Completion> one;
-  {
-    auto client = engine::EngineClient::create(tiny_config());
-    ASSERT_TRUE(client.ok());
-    one = run_many(**client, true);
-  }
+  const std::vector<testing::Completion> one = one_process(true);
+  ASSERT_FALSE(one.empty());
   PipelineRanks pp(tiny_config(), /*tp=*/2, /*pp=*/2, 0);
   ASSERT_NE(pp.client_, nullptr);
   auto out = run_many(*pp.client_, true);
@@ -520,12 +518,8 @@ TEST(DistPipeline, TensorTimesPipelineWithOverlapGivesTheOutputsOfOneProcess) {
 }
 
 TEST(DistPipeline, ThreeStagesWithThreeInFlightGiveTheOutputsOfOneProcess) {
-  std::vector<testing::Completion> one;
-  {
-    auto client = engine::EngineClient::create(tiny_config());
-    ASSERT_TRUE(client.ok());
-    one = run_many(**client, false);
-  }
+  const std::vector<testing::Completion> one = one_process(false);
+  ASSERT_FALSE(one.empty());
   PipelineRanks pp(tiny_config(), 1, 3, 0);
   ASSERT_NE(pp.client_, nullptr);
   EXPECT_EQ(pp.depth_, 3);
@@ -535,12 +529,8 @@ TEST(DistPipeline, ThreeStagesWithThreeInFlightGiveTheOutputsOfOneProcess) {
 }
 
 TEST(DistPipeline, AbortsWhileInFlightLeaveTheOthersIntact) {
-  std::vector<testing::Completion> one;
-  {
-    auto client = engine::EngineClient::create(tiny_config());
-    ASSERT_TRUE(client.ok());
-    one = run_many(**client, false);
-  }
+  const std::vector<testing::Completion> one = one_process(false);
+  ASSERT_FALSE(one.empty());
   PipelineRanks pp(tiny_config(), 1, 2, 0);
   ASSERT_NE(pp.client_, nullptr);
   auto streams = testing::submit_together(*pp.client_, many_requests(false));
