@@ -24,13 +24,8 @@ void dsa_scores(const AttentionArgs& a, const float* q, const float* w, int s, i
   const int H = a.num_heads;
   const int hp = (H + 63) / 64 * 64;
   thread_local std::vector<float> qt_buf;
-  qt_buf.assign(static_cast<size_t>(D * hp + hp), 0.0f);
-  float* qt = qt_buf.data();
+  float* qt = transpose_dsa_queries(q, w, H, D, hp, &qt_buf);
   float* wp = qt + D * hp;
-  for (int h = 0; h < H; ++h) {
-    wp[h] = w[h];
-    for (int64_t e = 0; e < D; ++e) qt[e * hp + h] = q[h * D + e];
-  }
   const bool direct = kv.ds_mla_latent == 0;
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeys) {

@@ -2,10 +2,27 @@
 #pragma once
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/mla.h"
 
 namespace strata::kernels {
+
+// The SIMD indexer scorers' layout of one row's queries: q [H][D] transposed into `buf` as
+// [D][hp] (hp: the heads rounded up to the vector width the variant uses, the extra heads zero),
+// followed by the head weights [hp] (zero beyond H). Returns the transposed queries; the weights
+// start D * hp floats later.
+inline float* transpose_dsa_queries(const float* q, const float* w, int H, int64_t D, int hp,
+                                    std::vector<float>* buf) {
+  buf->assign(static_cast<size_t>(D * hp + hp), 0.0f);
+  float* qt = buf->data();
+  float* wp = qt + D * hp;
+  for (int h = 0; h < H; ++h) {
+    wp[h] = w[h];
+    for (int64_t e = 0; e < D; ++e) qt[e * hp + h] = q[h * D + e];
+  }
+  return qt;
+}
 
 // Heads one work item of the fast variants handles (a fixed count, so the split of work never
 // depends on the batch).

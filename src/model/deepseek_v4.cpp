@@ -1315,9 +1315,10 @@ KvSpec deepseek_v4_kv_spec(const DeepseekV4Config& c) {
   // compressed row (an fp8 row: its 576 data and 8 scale bytes).
   k.decode_read_bytes = [c](DType dtype, int64_t n) {
     const KvCodec codec = codec_for(c, dtype);
+    // An fp8 row: the published layout's (check_kv_dtype refuses fp8 caches without one).
+    const Result<int64_t> fp8_row = dsv4::kv_token_bytes_fp8(c.head_dim, c.qk_rope_head_dim);
     const int64_t row =
-        codec.fp8() ? c.head_dim + c.qk_rope_head_dim + (c.head_dim - c.qk_rope_head_dim) / 64 + 1
-                    : c.head_dim * dtype_block_bytes(dtype);
+        codec.fp8() ? (fp8_row.ok() ? *fp8_row : 0) : c.head_dim * dtype_block_bytes(dtype);
     int64_t bytes = 0;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       bytes += std::min(n, c.sliding_window) * row;

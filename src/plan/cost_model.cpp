@@ -55,10 +55,7 @@ int64_t ModelShape::attention_replicated_params() const {
 }
 
 double ModelShape::v4_row_bytes(double kv_b, bool fp8) const {
-  // fp8: nope e4m3, rope bf16, a ue8m0 scale per 64 nope values and a pad byte (584 for 512/64).
-  return fp8 ? static_cast<double>(head_dim - qk_rope_dim + 2 * qk_rope_dim +
-                                   (head_dim - qk_rope_dim) / 64 + 1)
-             : static_cast<double>(head_dim) * kv_b;
+  return fp8 ? static_cast<double>(v4_fp8_row_bytes) : static_cast<double>(head_dim) * kv_b;
 }
 
 double ModelShape::v4_key_bytes(double kv_b, bool fp8) const {
@@ -106,6 +103,8 @@ Result<ModelShape> model_shape(const ModelConfig& c) {
     m.o_lora_rank = v.o_lora_rank;
     m.hc_mult = v.hc_mult;
     m.expert_fp4 = v.expert_dtype == dsv4::ExpertDtype::kFp4;
+    const Result<int64_t> fp8_row = dsv4::kv_token_bytes_fp8(v.head_dim, v.qk_rope_head_dim);
+    m.v4_fp8_row_bytes = fp8_row.ok() ? *fp8_row : 0;
     m.dense_ffn = 0;
     m.moe_layer.assign(static_cast<size_t>(m.num_layers), true);
     m.num_experts = v.n_routed_experts;

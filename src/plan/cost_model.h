@@ -65,6 +65,9 @@ struct ModelShape {
   int64_t o_lora_rank = 0;
   int64_t hc_mult = 1;
   bool expert_fp4 = false;
+  // The published fp8 row (dsv4::kv_token_bytes_fp8: 584 for 512 / 64); 0 when the head has no
+  // fp8 layout (the engine then refuses an fp8 cache).
+  int64_t v4_fp8_row_bytes = 0;
   // Feed-forward: dense SwiGLU layers, and MoE layers where moe_layer[l].
   int64_t dense_ffn = 0;
   std::vector<bool> moe_layer;

@@ -175,8 +175,10 @@ class TwoRanks {
   int64_t rank1_blocks_ = 0;
 };
 
-std::vector<testing::Completion> run_all(engine::EngineClient& client, bool sampled) {
-  auto streams = testing::submit_together(client, workload(sampled));
+// Submits `requests` together and collects every completion (each without error).
+std::vector<testing::Completion> run_requests(engine::EngineClient& client,
+                                              std::vector<engine::EngineRequest> requests) {
+  auto streams = testing::submit_together(client, std::move(requests));
   std::vector<testing::Completion> out;
   for (auto& s : streams)
     for (auto& c : testing::collect(*s)) {
@@ -185,6 +187,10 @@ std::vector<testing::Completion> run_all(engine::EngineClient& client, bool samp
     }
   EXPECT_TRUE(testing::wait_idle(client));
   return out;
+}
+
+std::vector<testing::Completion> run_all(engine::EngineClient& client, bool sampled) {
+  return run_requests(client, workload(sampled));
 }
 
 std::vector<testing::Completion> run_one_process(bool sampled) {
@@ -448,15 +454,7 @@ std::vector<engine::EngineRequest> many_requests(bool sampled) {
 }
 
 std::vector<testing::Completion> run_many(engine::EngineClient& client, bool sampled) {
-  auto streams = testing::submit_together(client, many_requests(sampled));
-  std::vector<testing::Completion> out;
-  for (auto& s : streams)
-    for (auto& c : testing::collect(*s)) {
-      EXPECT_TRUE(c.error.ok()) << c.error.to_string();
-      out.push_back(std::move(c));
-    }
-  EXPECT_TRUE(testing::wait_idle(client));
-  return out;
+  return run_requests(client, many_requests(sampled));
 }
 
 void expect_same_with_prompt_logprobs(const std::vector<testing::Completion>& a,
