@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -78,8 +79,18 @@ engine::ExecutorFactory Deployment::executor_factory(
              const engine::WorkerConfig& config) -> Result<std::unique_ptr<engine::Executor>> {
     engine::WorkerConfig wc = config;
     wc.parallel = parallel_;
-    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Worker> worker, engine::Worker::create(wc));
-    auto reports = exchange_reports(world_->world(), report_for(*worker));
+    // While this rank loads its own shard it waits on nobody: the keep-alive thread watches the
+    // others meanwhile, so a rank lost during the loads is named within the timeout, not after
+    // this rank's load.
+    world_->watch([this](const std::string& lost) {
+      STRATA_LOG(ERROR) << "waiting for every rank to load: " << lost << "; ending the job";
+      report_exit_code(1);
+      world_->abort(1);
+    });
+    auto worker = engine::Worker::create(wc);
+    world_->watch(nullptr);
+    if (!worker.ok()) return worker.status();
+    auto reports = exchange_reports(world_->world(), report_for(**worker));
     if (!reports.ok()) return reports.status().with_context("waiting for every rank to load");
     world_->set_timeout(timeout_);
     STRATA_LOG(INFO) << "tensor parallel " << parallel_.tp_size << " x pipeline parallel "
@@ -90,8 +101,9 @@ engine::ExecutorFactory Deployment::executor_factory(
                      << format_world_table(world_->world(), *reports);
     DistExecutorOptions eo;
     eo.heartbeat_seconds = std::clamp(timeout_ / 6, 0.1, 5.0);
-    STRATA_ASSIGN_OR_RETURN(auto exec, DistExecutor::create(&world_->world(), std::move(worker),
-                                                            std::move(reports).value(), eo));
+    STRATA_ASSIGN_OR_RETURN(auto exec,
+                            DistExecutor::create(&world_->world(), std::move(worker).value(),
+                                                 std::move(reports).value(), eo));
     exec->set_failure_callback([this, on_failure](const Status& s) {
       failed_ = true;
       if (on_failure) on_failure(s);
@@ -150,6 +162,7 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
     return done(2);
   }
   if (!env.under_launcher()) return done(self_launch(*options));
+  report_started();
   // Errors before MPI starts: every rank prints them; rank 0 reports the code to a self-launcher.
   auto early = [&](int code) {
     if (env.world_rank == 0) report_exit_code(code);
@@ -236,7 +249,28 @@ DistStart start_distributed(const Args& args, engine::EngineConfig* config, cons
   d->parallel_.first_layer = (*ranges)[d->parallel_.pp_rank].begin;
   d->parallel_.end_layer = (*ranges)[d->parallel_.pp_rank].end;
   // Every rank answered; now each loads its shard, and the slowest load bounds the next wait.
-  d->world_->set_timeout(d->start_timeout_);
+  // With the keep-alive, a rank that dies while loading is named after the ordinary timeout and
+  // a live one is waited for up to the start allowance; without it, every wait gets the allowance.
+  // After the load the allowance stays the bound on a wait for a live but busy rank (a later
+  // pipeline stage's long forward).
+  if (d->world_->has_keep_alive()) {
+    d->world_->set_wait_limit(d->start_timeout_);
+  } else {
+    d->world_->set_timeout(d->start_timeout_);
+  }
+  if (d->world_->rank() == 0) {
+    auto sec = [](double t) {
+      std::ostringstream o;
+      o << t << " s";
+      return o.str();
+    };
+    STRATA_LOG(INFO) << "all " << n << " ranks started; loading the shards ("
+                     << (d->world_->has_keep_alive()
+                             ? "a rank silent for " + sec(d->timeout_) +
+                                   " is taken for lost, a live one waited for up to " +
+                                   sec(d->start_timeout_) + ")"
+                             : "waiting up to " + sec(d->start_timeout_) + ")");
+  }
 
   // The interface each rank reaches rank 0 over (ranks on rank 0's host: shared memory).
   const auto& hosts = d->world_->hosts();

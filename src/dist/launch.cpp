@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -21,6 +22,7 @@
 
 #include "core/file_util.h"
 #include "core/strings.h"
+#include "dist/mpi_comm.h"
 #include "net/interfaces.h"
 
 namespace strata::dist {
@@ -160,6 +162,68 @@ std::string find_in_path(const std::string& name) {
 // The last SIGINT/SIGTERM the launching process got, for its wait loop to pass on.
 std::atomic<int> g_pending_signal{0};
 
+// Whether process `pid` runs (a zombie, dead but not yet reaped by mpirun, does not).
+bool process_runs(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return false;
+  const size_t close = stat->rfind(')');  // "pid (comm) S ...": the state follows the name
+  return close == std::string::npos || close + 2 >= stat->size() || (*stat)[close + 2] != 'Z';
+}
+
+std::string this_host() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+// The self-launch's watch over the ranks while they start MPI (before rank 0's groups exist and
+// the keep-alive takes over): a rank that ends, or ranks that do not all get there within the
+// bound, end the job with a message naming them.
+class StartWatch {
+ public:
+  StartWatch(std::string run_dir, int n, double bound_seconds)
+      : dir_(std::move(run_dir)), pids_(n, 0), bound_(bound_seconds) {}
+  // A reason to stop the job, or "".
+  std::string check() {
+    const auto now = std::chrono::steady_clock::now();
+    // A rank that failed on its own (a bad flag: every rank prints it, rank 0 reports a code)
+    // is not a lost rank: rank 0's report wins.
+    if (file_exists(dir_ + "/exit_code")) return "";
+    for (size_t r = 0; r < pids_.size(); ++r) {
+      if (pids_[r] == 0) {
+        auto text = read_file(dir_ + "/rank" + std::to_string(r) + ".start");
+        if (text.ok() && !trim(*text).empty())
+          pids_[r] = static_cast<pid_t>(std::atoll(std::string(trim(*text)).c_str()));
+        continue;
+      }
+      if (process_runs(pids_[r])) continue;
+      // Gone: give rank 0 a moment to report an exit code of its own first.
+      if (gone_since_ == std::chrono::steady_clock::time_point{}) gone_since_ = now;
+      if (now - gone_since_ < std::chrono::seconds(2)) return "";
+      return "rank " + std::to_string(r) + " on host " + this_host() + " (pid " +
+             std::to_string(pids_[r]) + ") ended while the ranks were starting MPI";
+    }
+    if (now - start_ > std::chrono::duration<double>(bound_)) {
+      std::string missing;
+      for (size_t r = 0; r < pids_.size(); ++r)
+        if (pids_[r] == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      std::ostringstream b;
+      b << bound_;
+      return "the ranks did not all start MPI within " + b.str() + " s on host " + this_host() +
+             (missing.empty() ? "" : " (ranks that never started: " + missing + ")") +
+             " (STRATA_DIST_TIMEOUT)";
+    }
+    return "";
+  }
+
+ private:
+  std::string dir_;
+  std::vector<pid_t> pids_;
+  double bound_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), gone_since_{};
+};
+
 }  // namespace
 
 int self_launch(const ParallelOptions& options) {
@@ -253,11 +317,24 @@ int self_launch(const ParallelOptions& options) {
   // shuts down gracefully and stops the others), to mpirun before that.
   pid_t rank0 = 0;
   int status = 0;
+  // Until rank 0 has its groups (rank0.pid), a rank lost while MPI starts would leave the others
+  // waiting inside MPI_Init: watched here. Afterwards rank 0's keep-alive and deadlines name a
+  // lost rank and end the job.
+  const double timeout = dist_timeout_seconds().ok() ? *dist_timeout_seconds() : 30.0;
+  StartWatch watch(run_dir, n, std::max(10.0, timeout));
+  bool stopping = false;
   for (;;) {
     if (rank0 == 0) {
       auto pid_text = read_file(run_dir + "/rank0.pid");
       if (pid_text.ok() && !trim(*pid_text).empty())
         rank0 = static_cast<pid_t>(std::atoll(std::string(trim(*pid_text)).c_str()));
+    }
+    if (rank0 == 0 && !stopping) {
+      if (const std::string why = watch.check(); !why.empty()) {
+        std::cerr << "strata: " << why << "; stopping the job\n";
+        stopping = true;
+        kill(child, SIGTERM);  // mpirun ends every rank
+      }
     }
     if (const int sig = g_pending_signal.exchange(0); sig != 0)
       kill(rank0 > 0 ? rank0 : child, sig == SIGHUP ? SIGTERM : sig);  // a graceful stop
@@ -267,7 +344,9 @@ int self_launch(const ParallelOptions& options) {
   }
   int code = 1;
   auto reported = read_file(run_dir + "/exit_code");
-  if (reported.ok() && !trim(*reported).empty()) {
+  if (stopping) {
+    // The job was stopped here; the reason is printed above.
+  } else if (reported.ok() && !trim(*reported).empty()) {
     code = std::atoi(std::string(trim(*reported)).c_str());
   } else {
     std::cerr << "strata: rank 0 ended without reporting an exit code (mpirun "
@@ -277,8 +356,19 @@ int self_launch(const ParallelOptions& options) {
   }
   unlink((run_dir + "/rank0.pid").c_str());
   unlink((run_dir + "/exit_code").c_str());
+  for (int r = 0; r < n; ++r) unlink((run_dir + "/rank" + std::to_string(r) + ".start").c_str());
   rmdir(run_dir.c_str());
   return code;
+}
+
+void report_started() {
+  const char* dir = std::getenv("STRATA_DIST_RUN_DIR");
+  const LaunchEnv env = detect_launch_env();
+  if (dir == nullptr || *dir == '\0' || !env.under_launcher()) return;
+  const std::string path = std::string(dir) + "/rank" + std::to_string(env.world_rank) + ".start";
+  // Written whole, then renamed: the launching process reads it while it waits.
+  if (write_file(path + ".tmp", std::to_string(getpid()) + "\n").ok())
+    std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
 void report_exit_code(int code) {

@@ -56,5 +56,9 @@ Status use_interface(const std::string& interface);
 int self_launch(const ParallelOptions& options);
 // Rank 0 of a self-launched job: records the process's exit code for the launching process.
 void report_exit_code(int code);
+// Every rank of a self-launched job, first thing: records its pid for the launching process,
+// which watches the ranks until rank 0 has its groups (a rank lost before that ends the job
+// with a message naming it, instead of leaving the others inside MPI_Init).
+void report_started();
 
 }  // namespace strata::dist

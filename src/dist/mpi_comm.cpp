@@ -3,11 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <list>
+#include <mutex>
 #include <thread>
 
 #include "core/strings.h"
@@ -57,7 +61,124 @@ std::string mpi_error_text(int code) {
   return std::string(text, len);
 }
 
+using Clock = std::chrono::steady_clock;
+
 }  // namespace
+
+// The keep-alive (with MPI_THREAD_MULTIPLE): a thread that sends one byte to every other rank
+// every `interval` seconds over its own communicator and notes when each rank was last heard
+// from. A rank whose process runs (computing, loading, waiting) keeps sending; one that died,
+// was stopped or cannot be reached falls silent. A wait that reaches its deadline asks which
+// ranks are silent: those are named; when none is, the wait goes on (up to the wait limit).
+class Liveness {
+ public:
+  Liveness(MPI_Comm comm, double interval, std::vector<std::string> hosts)
+      : comm_(comm), interval_(interval), hosts_(std::move(hosts)) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    last_ = std::vector<std::atomic<int64_t>>(size_);
+    const int64_t now = now_ns();
+    for (auto& t : last_) t.store(now);
+    sends_.assign(size_, MPI_REQUEST_NULL);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Liveness() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    if (recv_ != MPI_REQUEST_NULL) {
+      MPI_Cancel(&recv_);
+      MPI_Request_free(&recv_);
+    }
+    for (MPI_Request& r : sends_)  // one byte each: delivered or dropped with the peer
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    MPI_Comm_free(&comm_);
+  }
+  // While set, the thread itself calls `on_lost` (once) with "rank R on host H did not answer
+  // within T s" when a rank falls silent for `seconds`: for a phase in which this rank may not
+  // wait on the others for a long time (its own shard load).
+  void watch(double seconds, std::function<void(const std::string&)> on_lost) {
+    std::lock_guard<std::mutex> lock(mu_);
+    watch_seconds_ = seconds;
+    on_lost_ = std::move(on_lost);
+  }
+  double interval() const { return interval_; }
+  const std::string& host(int world_rank) const { return hosts_[world_rank]; }
+  // World ranks not heard from for `seconds` (this rank excluded), in rank order.
+  std::vector<int> silent_for(double seconds) const {
+    std::vector<int> out;
+    const int64_t now = now_ns(), bound = static_cast<int64_t>(seconds * 1e9);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && now - last_[r].load() > bound) out.push_back(r);
+    return out;
+  }
+
+ private:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      // Takes what arrived, then sends the next beat to every peer whose last one has left (a
+      // peer that stopped reading does not pile up beats here).
+      for (;;) {
+        if (recv_ == MPI_REQUEST_NULL &&
+            MPI_Irecv(&in_, 1, MPI_BYTE, MPI_ANY_SOURCE, 0, comm_, &recv_) != MPI_SUCCESS)
+          break;
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Test(&recv_, &flag, &st) != MPI_SUCCESS || !flag) break;
+        if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < size_) last_[st.MPI_SOURCE].store(now_ns());
+      }
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        int flag = 1;
+        if (sends_[r] != MPI_REQUEST_NULL &&
+            (MPI_Test(&sends_[r], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag))
+          continue;
+        MPI_Isend(&out_, 1, MPI_BYTE, r, 0, comm_, &sends_[r]);
+      }
+      lock.lock();
+      if (on_lost_) {
+        const std::vector<int> silent = silent_for(watch_seconds_);
+        if (!silent.empty()) {
+          std::string who;
+          for (size_t i = 0; i < silent.size(); ++i)
+            who += (i == 0 ? "" : (i + 1 == silent.size() ? " and " : ", ")) +
+                   std::string("rank ") + std::to_string(silent[i]) + " on host " +
+                   hosts_[silent[i]];
+          auto f = std::move(on_lost_);
+          on_lost_ = nullptr;
+          lock.unlock();
+          f(who + " did not answer within " + seconds_text(watch_seconds_));
+          lock.lock();
+        }
+      }
+      cv_.wait_for(lock, std::chrono::duration<double>(interval_), [this] { return stop_; });
+    }
+  }
+
+  MPI_Comm comm_;
+  double interval_;
+  std::vector<std::string> hosts_;  // of each world rank
+  int rank_ = 0, size_ = 1;
+  std::vector<std::atomic<int64_t>> last_;  // steady-clock ns of the last beat from each rank
+  std::vector<MPI_Request> sends_;
+  MPI_Request recv_ = MPI_REQUEST_NULL;
+  char in_ = 0, out_ = 1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  double watch_seconds_ = 0;
+  std::function<void(const std::string&)> on_lost_;
+  std::thread thread_;
+};
 
 class MpiComm final : public Comm {
  public:
@@ -95,6 +216,8 @@ class MpiComm final : public Comm {
     pids_ = std::move(pids);
   }
   void set_timeout(double t) { timeout_ = t; }
+  void set_wait_limit(double t) { limit_ = t; }
+  void set_liveness(const Liveness* l) { liveness_ = l; }
   MPI_Comm handle() const { return comm_; }
 
   Status all_gather(const void* send, size_t bytes, void* recv) override {
@@ -202,7 +325,9 @@ class MpiComm final : public Comm {
         continue;
       }
       if (std::chrono::steady_clock::now() - it->start > std::chrono::duration<double>(timeout_)) {
-        return timed_out(&it->pending, "send");
+        // The receiver may be busy (a later pipeline stage computing): only silence or the wait
+        // limit ends it.
+        if (Status s = check_waiting(&it->pending, "send", it->start); !s.ok()) return s;
       }
       ++it;
     }
@@ -251,15 +376,14 @@ class MpiComm final : public Comm {
 
   // Polls every operation until all are done or the deadline passes.
   Status wait(Pending* p, const char* what) {
-    using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     struct AddBusy {  // the wait's duration, on every return path
       double* busy;
       Clock::time_point start;
       ~AddBusy() { *busy += std::chrono::duration<double>(Clock::now() - start).count(); }
     } add_busy{&busy_, start};
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout_));
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(timeout_));
     size_t left = p->ops.size();
     int idle_rounds = 0;
     while (left > 0) {
@@ -288,7 +412,12 @@ class MpiComm final : public Comm {
         idle_rounds = 0;
         continue;
       }
-      if (Clock::now() >= deadline) return timed_out(p, what);
+      if (Clock::now() >= deadline) {
+        STRATA_RETURN_IF_ERROR(check_waiting(p, what, start));
+        // Every rank is alive: wait on, asking again after the next beat.
+        deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(liveness_->interval()));
+      }
       // Spin briefly (a reply is usually close), then back off to sleeps of up to 1 ms so an
       // idle rank does not hold a core.
       ++idle_rounds;
@@ -301,7 +430,23 @@ class MpiComm final : public Comm {
     return ok_status();
   }
 
-  Status timed_out(Pending* p, const char* what) {
+  // A wait past the group's timeout: without a keep-alive it has timed out. With one, the
+  // ranks silent for the timeout are named (any rank of the job: a stage waiting on a live
+  // neighbour that itself waits on a dead rank learns it here), and a wait on live ranks goes on
+  // until the wait limit.
+  Status check_waiting(Pending* p, const char* what, Clock::time_point start) {
+    if (liveness_ == nullptr) return timed_out(p, what, {}, timeout_, false);
+    std::vector<int> silent = liveness_->silent_for(timeout_);
+    if (!silent.empty()) return timed_out(p, what, silent, timeout_, false);
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (limit_ > 0 && waited >= limit_) return timed_out(p, what, {}, limit_, true);
+    return ok_status();
+  }
+
+  // Breaks the group naming `silent_world` (world ranks) or, when empty, the peers of the
+  // unfinished operations.
+  Status timed_out(Pending* p, const char* what, const std::vector<int>& silent_world, double after,
+                   bool alive) {
     std::vector<int> peers;
     for (Op& op : p->ops) {
       if (op.done) continue;
@@ -313,15 +458,22 @@ class MpiComm final : public Comm {
         MPI_Request_free(&op.request);
       }
     }
-    std::sort(peers.begin(), peers.end());
-    std::string who;
-    for (size_t i = 0; i < peers.size(); ++i) {
-      const int r = peers[i];
-      who += (i == 0 ? "" : (i + 1 == peers.size() ? " and " : ", "));
-      who += "rank " + std::to_string(world_ranks_[r]) + " on host " + hosts_[r];
+    std::vector<std::pair<int, std::string>> named;  // world rank, host
+    if (!silent_world.empty()) {
+      for (int w : silent_world) named.emplace_back(w, liveness_->host(w));
+    } else {
+      for (int r : peers) named.emplace_back(world_ranks_[r], hosts_[r]);
     }
-    broken_ = unavailable(who + " did not answer within " + seconds_text(timeout_) + " (" + what +
-                          " in the " + name_ + ")");
+    std::sort(named.begin(), named.end());
+    std::string who;
+    for (size_t i = 0; i < named.size(); ++i) {
+      who += (i == 0 ? "" : (i + 1 == named.size() ? " and " : ", "));
+      who += "rank " + std::to_string(named[i].first) + " on host " + named[i].second;
+    }
+    broken_ = unavailable(
+        who + (alive ? " is running but did not answer within " : " did not answer within ") +
+        seconds_text(after) + " (" + what + " in the " + name_ +
+        (alive ? "; STRATA_DIST_START_TIMEOUT bounds the wait on a busy rank)" : ")"));
     return broken_;
   }
 
@@ -330,6 +482,8 @@ class MpiComm final : public Comm {
   std::vector<std::string> hosts_;
   std::vector<long> pids_;
   double timeout_;
+  double limit_ = 0;  // with a keep-alive: the longest wait on live ranks (0: none)
+  const Liveness* liveness_ = nullptr;
   double busy_ = 0;  // seconds in wait(): busy_seconds()
   std::string name_;
   bool owned_;
@@ -376,6 +530,16 @@ Result<std::unique_ptr<MpiWorld>> MpiWorld::init(double timeout_seconds) {
   w->world_->set_where(w->hosts_, pids);
   w->pids_ = pids;
   w->timeout_ = timeout_seconds;
+  // The keep-alive needs MPI from a second thread at any time.
+  if (provided >= MPI_THREAD_MULTIPLE) {
+    MPI_Comm beats;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &beats) != MPI_SUCCESS)
+      return unavailable("MPI_Comm_dup failed");
+    MPI_Comm_set_errhandler(beats, MPI_ERRORS_RETURN);
+    w->liveness_ =
+        std::make_unique<Liveness>(beats, std::clamp(timeout_seconds / 10, 0.05, 0.25), w->hosts_);
+    w->world_->set_liveness(w->liveness_.get());
+  }
   return w;
 }
 
@@ -383,6 +547,7 @@ MpiWorld::~MpiWorld() {
   tp_.reset();
   pp_.reset();
   world_.reset();
+  liveness_.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -401,6 +566,17 @@ void MpiWorld::set_timeout(double seconds) {
   timeout_ = seconds;
   for (MpiComm* c : {world_.get(), tp_.get(), pp_.get()})
     if (c != nullptr) c->set_timeout(seconds);
+}
+void MpiWorld::set_wait_limit(double seconds) {
+  limit_ = seconds;
+  for (MpiComm* c : {world_.get(), tp_.get(), pp_.get()})
+    if (c != nullptr) c->set_wait_limit(seconds);
+}
+bool MpiWorld::has_keep_alive() const {
+  return liveness_ != nullptr;
+}
+void MpiWorld::watch(std::function<void(const std::string&)> on_lost) {
+  if (liveness_ != nullptr) liveness_->watch(timeout_, std::move(on_lost));
 }
 
 Status MpiWorld::split(ModelParallel* parallel) {
@@ -434,6 +610,8 @@ Status MpiWorld::split(ModelParallel* parallel) {
       }
     }
     *out = std::make_unique<MpiComm>(c, world_ranks, hosts, group_pids, timeout_, name, true);
+    (*out)->set_wait_limit(limit_);
+    (*out)->set_liveness(liveness_.get());
     return ok_status();
   };
   STRATA_RETURN_IF_ERROR(make(parallel->pp_rank, parallel->tp_rank, "tensor-parallel group", &tp_));
@@ -452,6 +630,7 @@ void MpiWorld::abort(int code) {
 #else  // !STRATA_HAVE_MPI
 
 class MpiComm {};
+class Liveness {};
 
 Result<std::unique_ptr<MpiWorld>> MpiWorld::init(double) {
   return failed_precondition(
@@ -469,6 +648,11 @@ Comm& MpiWorld::world() {
   std::abort();
 }
 void MpiWorld::set_timeout(double) {}
+void MpiWorld::set_wait_limit(double) {}
+bool MpiWorld::has_keep_alive() const {
+  return false;
+}
+void MpiWorld::watch(std::function<void(const std::string&)>) {}
 Status MpiWorld::split(ModelParallel*) {
   return failed_precondition("this build has no MPI");
 }

@@ -2,7 +2,12 @@
 // a 2 x 2 tensor x pipeline layout, every collective, and the errors instead of hangs. Every rank
 // runs the same tests in the same order; the process exits non-zero when any rank failed one.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <ctime>
 
 #include <cstring>
 #include <string>
@@ -18,6 +23,8 @@ ModelParallel g_parallel;
 
 TEST(MpiComm, TheWorldKnowsEveryRankAndHost) {
   ASSERT_EQ(g_world->size(), 4);
+  // OpenMPI as Debian ships it gives MPI_THREAD_MULTIPLE, so the keep-alive runs.
+  EXPECT_TRUE(g_world->has_keep_alive());
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   EXPECT_EQ(g_world->hosts()[g_world->rank()], host);
@@ -94,25 +101,93 @@ TEST(MpiComm, TheSplitGivesTensorParallelNeighboursAndPipelineStages) {
   EXPECT_FALSE(tp.send(tp.rank(), &v, sizeof(v)).ok());  // to itself: a usage error
 }
 
-// The last tests break groups on purpose: a silent peer, a wrong size.
+// A rank that is alive but busy for longer than the timeout (a later pipeline stage computing
+// a long forward) is waited for: the keep-alive tells it from a dead one.
+TEST(MpiComm, ABusyRankThatIsAliveIsWaitedForPastTheTimeout) {
+  if (!g_world->has_keep_alive()) GTEST_SKIP() << "this MPI library gives no keep-alive";
+  const int me = g_world->rank();
+  Comm& w = g_world->world();
+  if (me == 0) {
+    g_world->set_timeout(1.5);
+    int64_t v = 0;
+    Status s = w.recv(1, &v, sizeof(v));
+    g_world->set_timeout(30);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(v, 42);
+  } else if (me == 1) {
+    sleep(5);  // busy, silent on the group, still sending its keep-alive
+    int64_t v = 42;
+    ASSERT_TRUE(w.send(0, &v, sizeof(v)).ok());
+  }
+}
+
+// The last tests break groups on purpose: a stopped rank, a silent peer, a wrong size.
+
+// A rank whose process is stopped (as a dead or unreachable one) is named after the timeout,
+// though the wait may go on for a live one: here rank 2 is frozen with SIGSTOP for 6 s.
+TEST(MpiComm, AStoppedRankIsNamedAfterTheTimeoutNotTheWaitLimit) {
+  if (!g_world->has_keep_alive()) GTEST_SKIP() << "this MPI library gives no keep-alive";
+  const int me = g_world->rank();
+  ASSERT_TRUE(g_world->world().barrier().ok());
+  if (me == 2) {
+    const pid_t self = getpid();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // only async-signal-safe calls here
+      kill(self, SIGSTOP);
+      struct timespec t {
+        6, 0
+      };
+      nanosleep(&t, nullptr);
+      kill(self, SIGCONT);
+      _exit(0);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+  } else if (me == 0) {
+    Comm& pp = *g_parallel.pp;  // world ranks 0 and 2
+    g_world->set_timeout(1);
+    g_world->set_wait_limit(30);  // were rank 2 not frozen, a failure instead of a hang
+    int64_t v = 0;
+    Status s = pp.recv(1, &v, sizeof(v));  // rank 2 never sends this
+    g_world->set_timeout(30);
+    g_world->set_wait_limit(0);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+    EXPECT_NE(
+        s.message().find("rank 2 on host " + g_world->hosts()[2] + " did not answer within 1 s"),
+        std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("pipeline-parallel group"), std::string::npos) << s.message();
+  }
+  // Everyone again, rank 2 thawed (this waits for it: it is silent for less than 30 s).
+  ASSERT_TRUE(g_world->world().barrier().ok());
+}
+
 TEST(MpiComm, ASilentPeerIsAnErrorNamingItAfterTheTimeoutNotAHang) {
   const int me = g_world->rank();
   Comm& tp = *g_parallel.tp;
   if (me == 0) {
+    // Rank 1 is alive (its keep-alive runs): the wait limit bounds the wait for it.
+    const bool alive = g_world->has_keep_alive();
     g_world->set_timeout(0.5);
+    g_world->set_wait_limit(1.5);
     int64_t v = 0;
     Status s = tp.recv(1, &v, sizeof(v));  // rank 1 never sends this
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.code(), StatusCode::kUnavailable);
-    EXPECT_NE(
-        s.message().find("rank 1 on host " + g_world->hosts()[1] + " did not answer within 0.5 s"),
-        std::string::npos)
-        << s.message();
+    const std::string expected =
+        alive ? "rank 1 on host " + g_world->hosts()[1] +
+                    " is running but did not answer within 1.5 s"
+              : "rank 1 on host " + g_world->hosts()[1] + " did not answer within 0.5 s";
+    EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("tensor-parallel group"), std::string::npos) << s.message();
     // The group stays broken: the next call fails at once with the same error.
     Status again = tp.barrier();
     EXPECT_EQ(again.message(), s.message());
     g_world->set_timeout(30);
+    g_world->set_wait_limit(0);
   }
 }
 

@@ -4,7 +4,7 @@
 // naming the rank and its host, requests fail with that message, and the server exits non-zero.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -158,6 +158,66 @@ describe('a rank that dies while serving', () => {
     assert.notEqual(code, 0);
     assert.match(server.output(), named);
     assert.match(server.output(), /stopping the server: rank 1 on host/);
+  });
+});
+
+// The pids of this machine's processes that are rank `rank` of a job started below `ancestor`.
+function rankPids(ancestor, rank) {
+  const parentOf = (pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch { return 0; }
+  };
+  const out = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let env;
+    try { env = fs.readFileSync(`/proc/${name}/environ`, 'utf8').split('\0'); } catch { continue; }
+    if (!env.includes(`OMPI_COMM_WORLD_RANK=${rank}`)) continue;
+    for (let p = Number(name); p > 1; p = parentOf(p)) {
+      if (p === ancestor) { out.push(Number(name)); break; }
+    }
+  }
+  return out;
+}
+
+describe('a rank that dies while the shards load', () => {
+  test('ends the self-launched job within 30 s, naming the rank and host', async () => {
+    // Big enough that loading takes a while (random weights for about 0.9 B parameters, half on
+    // each rank).
+    const overrides = JSON.stringify({ num_hidden_layers: 24, hidden_size: 2048, intermediate_size: 5632,
+                                       num_attention_heads: 16, num_key_value_heads: 16 });
+    const child = spawn(binary, ['serve', path.join(sourceDir, 'models/llama-134m'), '--load-format', 'dummy',
+                                 '--hf-overrides', overrides, '--kv-cache-memory', '64MiB', '--max-model-len', '256',
+                                 '--tensor-parallel-size', '2', '--host', '127.0.0.1', '--port', '0'],
+                        { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, STRATA_DIST_TIMEOUT: '3' } });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { out += d; });
+    const exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      // Rank 0 says when every rank has started and the loads begin; rank 1 is killed then.
+      while (!/all 2 ranks started; loading the shards/.test(out)) {
+        assert.equal(child.exitCode, null, out);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const pids = rankPids(child.pid, 1);
+      assert.equal(pids.length, 1, `rank 1 of ${child.pid}: ${pids}\n${out}`);
+      process.kill(pids[0], 'SIGKILL');
+      const killedAt = Date.now();
+      const code = await exited;
+      const seconds = (Date.now() - killedAt) / 1000;
+      assert.notEqual(code, 0, out);
+      assert.doesNotMatch(out, /world: 2 ranks/, 'the load ended before rank 1 was killed');
+      assert.match(out, new RegExp(`rank 1 on host ${os.hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} did not answer within 3 s`));
+      assert.match(out, /waiting for every rank to load/);
+      // The requirement: named and ended within 30 s (before the keep-alive, it took the 600 s
+      // load allowance).
+      assert.ok(seconds < 30, `${seconds} s\n${out}`);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
   });
 });
 
