@@ -6,6 +6,7 @@
 
 #include "core/aligned_buffer.h"
 #include "kernels/backend.h"
+#include "kernels/dsv4.h"
 #include "kernels/fp8_matmul.h"
 #include "kernels/kernel_impl.h"
 #include "kernels/mla_impl.h"
@@ -107,6 +108,10 @@ const KernelOps& avx512_ops() {
     o.matmul = avx512_matmul_any;
     o.attention = avx512::attention;
     o.dsa_select = dsa_select_avx512;
+    o.mxfp4_matmul = mxfp4_matmul_avx512;
+    o.dsv4_indexer_scores = dsv4_indexer_scores_avx512;
+    o.dsv4_attention = dsv4_attention_avx512;
+    o.dsv4_unpack_fp8_row = dsv4_unpack_fp8_row_avx512;
     avx512::fill_elementwise_ops(&o);
     return o;
   }();

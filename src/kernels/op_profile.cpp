@@ -3,12 +3,32 @@
 #include <atomic>
 #include <chrono>
 
+#include "kernels/dsv4.h"
+#include "kernels/mla_impl.h"
+
 namespace strata {
 namespace {
 
-enum Op { kGemv, kGemm, kAttention, kMlaAttention, kRmsNorm, kSiluMul, kRope, kKvWrite, kNumOps };
-constexpr const char* kNames[kNumOps] = {"gemv",     "gemm",     "attention", "mla_attention",
-                                         "rms_norm", "silu_mul", "rope",      "kv_write"};
+enum Op {
+  kGemv,
+  kGemm,
+  kAttention,
+  kMlaAttention,
+  kRmsNorm,
+  kSiluMul,
+  kRope,
+  kKvWrite,
+  kDsaSelect,
+  kMlaSparseAttention,
+  kMxfp4Matmul,
+  kDsv4IndexerScores,
+  kDsv4Attention,
+  kNumOps
+};
+constexpr const char* kNames[kNumOps] = {
+    "gemv",         "gemm",         "attention",     "mla_attention", "rms_norm",
+    "silu_mul",     "rope",         "kv_write",      "dsa_select",    "mla_sparse_attention",
+    "mxfp4_matmul", "dsv4_indexer", "dsv4_attention"};
 
 struct Counter {
   std::atomic<int64_t> calls{0}, nanos{0}, bytes{0};
@@ -83,7 +103,61 @@ void mla_attention(const AttentionArgs& args, int64_t kv_lora_rank, ThreadPool& 
   inner().mla_attention(args, kv_lora_rank, pool, row_begin, row_end);
 }
 
-KernelOps g_table{"", matmul, rms_norm, silu_mul, rope, kv_write, attention, mla_attention};
+void dsa_select(const AttentionArgs& args, const float* weights, int64_t ldw, int64_t topk,
+                int32_t* selected, int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                int64_t row_end) {
+  Timed t(kDsaSelect);
+  (inner().dsa_select != nullptr ? inner().dsa_select : kernels::dsa_select_portable)(
+      args, weights, ldw, topk, selected, counts, pool, row_begin, row_end);
+}
+
+void mla_sparse_attention(const AttentionArgs& args, int64_t kv_lora_rank, const int32_t* selected,
+                          int64_t topk, const int32_t* counts, ThreadPool& pool, int64_t row_begin,
+                          int64_t row_end) {
+  Timed t(kMlaSparseAttention);
+  (inner().mla_sparse_attention != nullptr ? inner().mla_sparse_attention
+                                           : kernels::mla_sparse_attention_portable)(
+      args, kv_lora_rank, selected, topk, counts, pool, row_begin, row_end);
+}
+
+void mxfp4_matmul(const float* x, const uint8_t* packed, const uint8_t* scales, int64_t m,
+                  int64_t n, int64_t k, float* y, ThreadPool* pool) {
+  Timed t(kMxfp4Matmul, n * (k / 2) + n * (k / 32));
+  strata::mxfp4_matmul(inner(), x, packed, scales, m, n, k, y, pool);
+}
+
+void dsv4_indexer_scores(const float* q, const float* w, int heads, int64_t dim, float scale,
+                         const uint8_t* const* rows, int64_t n, float* scores) {
+  Timed t(kDsv4IndexerScores);
+  strata::dsv4_indexer_scores(inner(), q, w, heads, dim, scale, rows, n, scores);
+}
+
+void dsv4_attention(const float* q, int heads, int64_t dim, const float* kv, int64_t n,
+                    const float* sinks, float scale, float* out) {
+  Timed t(kDsv4Attention);
+  strata::dsv4_attention(inner(), q, heads, dim, kv, n, sinks, scale, out);
+}
+
+void dsv4_unpack_fp8_row(const uint8_t* data, const uint8_t* scales, int64_t nope, int64_t rope,
+                         float* out) {
+  // Not timed: one row per call, thousands per step (the clock would cost more than the work).
+  strata::dsv4_unpack_fp8_row(inner(), data, scales, nope, rope, out);
+}
+
+KernelOps g_table{"",
+                  matmul,
+                  rms_norm,
+                  silu_mul,
+                  rope,
+                  kv_write,
+                  attention,
+                  mla_attention,
+                  dsa_select,
+                  mla_sparse_attention,
+                  mxfp4_matmul,
+                  dsv4_indexer_scores,
+                  dsv4_attention,
+                  dsv4_unpack_fp8_row};
 
 }  // namespace
 

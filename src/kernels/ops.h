@@ -146,6 +146,19 @@ struct KernelOps {
   void (*mla_sparse_attention)(const AttentionArgs& args, int64_t kv_lora_rank,
                                const int32_t* selected, int64_t topk, const int32_t* counts,
                                ThreadPool& pool, int64_t row_begin, int64_t row_end);
+
+  // DeepSeek-V4 (kernels/dsv4.h describes them; model/deepseek_v4_ops.h has the plain versions,
+  // which run when these are null): the MXFP4 expert matmul, the lightning indexer's scores over
+  // fp8 keys, the sparse attention of one token over its gathered K=V rows and the decode of one
+  // fp8 K=V row.
+  void (*mxfp4_matmul)(const float* x, const uint8_t* packed, const uint8_t* scales, int64_t m,
+                       int64_t n, int64_t k, float* y, ThreadPool* pool);
+  void (*dsv4_indexer_scores)(const float* q, const float* w, int heads, int64_t dim, float scale,
+                              const uint8_t* const* rows, int64_t n, float* scores);
+  void (*dsv4_attention)(const float* q, int heads, int64_t dim, const float* kv, int64_t n,
+                         const float* sinks, float scale, float* out);
+  void (*dsv4_unpack_fp8_row)(const uint8_t* data, const uint8_t* scales, int64_t nope,
+                              int64_t rope, float* out);
 };
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/dsv4.h"
 #include "kernels/kernel_impl.h"
 #include "kernels/mla_impl.h"
 #include "kernels/simd_avx2.h"
@@ -573,9 +574,20 @@ void kv_rows_f32(const PagedKvLayer& kv, const std::byte* base, const float* row
   rows_f32(kv, base, row_scales, rows, n, scale, buf, out);
 }
 
-const KernelOps kOps = {
-    "avx2",   matmul,    rms_norm,           silu_mul,        rope,
-    kv_write, attention, mla_attention_avx2, dsa_select_avx2, mla_sparse_attention_avx2};
+const KernelOps kOps = {"avx2",
+                        matmul,
+                        rms_norm,
+                        silu_mul,
+                        rope,
+                        kv_write,
+                        attention,
+                        mla_attention_avx2,
+                        dsa_select_avx2,
+                        mla_sparse_attention_avx2,
+                        mxfp4_matmul_avx2,
+                        dsv4_indexer_scores_avx2,
+                        dsv4_attention_avx2,
+                        dsv4_unpack_fp8_row_avx2};
 
 }  // namespace strata::kernels::avx2
 

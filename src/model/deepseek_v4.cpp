@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/logging.h"
 #include "core/rng.h"
+#include "kernels/dsv4.h"
 
 namespace strata {
 namespace {
@@ -62,6 +63,14 @@ struct KvCodec {
     } else {
       dequantize_row(dtype, region + i * hd * dtype_block_bytes(dtype), row, hd);
     }
+  }
+  // get_main through the kernel table (fp8: kernels/dsv4.h's row decode, the same bits).
+  void get_main(const KernelOps& ops, const std::byte* region, int64_t rows, int64_t i,
+                float* row) const {
+    if (!fp8()) return get_main(region, rows, i, row);
+    const dsv4::Fp8KvBlockLayout l = layout(rows);
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(region);
+    dsv4_unpack_fp8_row(ops, b + l.data_offset(i), b + l.scale_offset(i), l.nope, l.rope, row);
   }
   void put_idx(std::byte* region, int64_t i, const float* row) const {
     std::byte* dst = region + i * idx_row_bytes();
@@ -948,27 +957,40 @@ void DeepseekV4Model::attention_layer(int64_t l, const ForwardBatch& b, const Pa
         if (j >= p0)
           std::copy(w_.kv + (q0 + j - p0) * hd, w_.kv + (q0 + j - p0 + 1) * hd, keys + nk * hd);
         else
-          codec.get_main(st + SL.ring, win, j % win, keys + nk * hd);
+          codec.get_main(ops, st + SL.ring, win, j % win, keys + nk * hd);
       }
       if (ratio == 128) {
         const int64_t visible = (p + 1) / ratio;
         for (int64_t r = 0; r < visible; ++r, ++nk)
-          codec.get_main(row_block(s, r), rows_per_block, ((r * ratio) % bs) / ratio,
+          codec.get_main(ops, row_block(s, r), rows_per_block, ((r * ratio) % bs) / ratio,
                          keys + nk * hd);
       } else if (ratio == 4) {
         const int64_t visible = (p + 1) / 4;
         const float* iq = w_.iq + t * ih * id;
         const float* iw = w_.iw + t * ih;
-        for (int64_t r = 0; r < visible; ++r) {
-          codec.get_idx(row_block(s, r) + main_bytes, ((r * 4) % bs) / 4, tmp);
-          float sc = 0;
-          for (int64_t hh = 0; hh < ih; ++hh) {
-            float dot = 0;
-            for (int64_t i = 0; i < id; ++i) dot += iq[hh * id + i] * tmp[i];
-            sc += std::max(dot, 0.0f) * iw[hh] * iscale;
+        if (codec.fp8()) {
+          // The fp8 keys straight from the blocks (kernels/dsv4.h).
+          thread_local std::vector<const uint8_t*> key_rows;
+          key_rows.resize(visible);
+          for (int64_t r = 0; r < visible; ++r) {
+            key_rows[r] = reinterpret_cast<const uint8_t*>(row_block(s, r) + main_bytes) +
+                          ((r * 4) % bs) / 4 * codec.idx_row_bytes();
+            order[r] = static_cast<int32_t>(r);
           }
-          score[r] = sc;
-          order[r] = static_cast<int32_t>(r);
+          dsv4_indexer_scores(ops, iq, iw, static_cast<int>(ih), id, iscale, key_rows.data(),
+                              visible, score, &pool);
+        } else {
+          for (int64_t r = 0; r < visible; ++r) {
+            codec.get_idx(row_block(s, r) + main_bytes, ((r * 4) % bs) / 4, tmp);
+            float sc = 0;
+            for (int64_t hh = 0; hh < ih; ++hh) {
+              float dot = 0;
+              for (int64_t i = 0; i < id; ++i) dot += iq[hh * id + i] * tmp[i];
+              sc += std::max(dot, 0.0f) * iw[hh] * iscale;
+            }
+            score[r] = sc;
+            order[r] = static_cast<int32_t>(r);
+          }
         }
         const int64_t k = std::min<int64_t>(c_.index_topk, visible);
         std::partial_sort(order, order + k, order + visible, [&](int32_t a, int32_t c) {
@@ -976,31 +998,14 @@ void DeepseekV4Model::attention_layer(int64_t l, const ForwardBatch& b, const Pa
         });
         for (int64_t i = 0; i < k; ++i, ++nk) {
           const int64_t r = order[i];
-          codec.get_main(row_block(s, r), rows_per_block, ((r * 4) % bs) / 4, keys + nk * hd);
+          codec.get_main(ops, row_block(s, r), rows_per_block, ((r * 4) % bs) / 4, keys + nk * hd);
         }
       }
-      for (int64_t hh = 0; hh < h; ++hh) {
-        const float* qh = w_.q + (t * h + hh) * hd;
-        float mx = W.sink[hh];
-        for (int64_t k = 0; k < nk; ++k) {
-          const float* kr = keys + k * hd;
-          float dot = 0;
-          for (int64_t i = 0; i < hd; ++i) dot += qh[i] * kr[i];
-          logit[k] = dot * softmax_scale;
-          mx = std::max(mx, logit[k]);
-        }
-        float den = std::exp(W.sink[hh] - mx);
-        float* oh = w_.o + (t * h + hh) * hd;
-        std::fill(oh, oh + hd, 0.0f);
-        for (int64_t k = 0; k < nk; ++k) {
-          const float pk = std::exp(logit[k] - mx);
-          den += pk;
-          const float* kr = keys + k * hd;
-          for (int64_t i = 0; i < hd; ++i) oh[i] += pk * kr[i];
-        }
-        for (int64_t i = 0; i < hd; ++i) oh[i] /= den;
-        dsv4::rope_interleaved(oh + hd - rd, rd, p, W.inv_freq.data(), true);
-      }
+      // (A decode step's one token: its heads split over the pool; otherwise tokens are.)
+      dsv4_attention(ops, w_.q + t * h * hd, static_cast<int>(h), hd, keys, nk, W.sink.data(),
+                     softmax_scale, w_.o + t * h * hd, &pool);
+      for (int64_t hh = 0; hh < h; ++hh)
+        dsv4::rope_interleaved(w_.o + (t * h + hh) * hd + hd - rd, rd, p, W.inv_freq.data(), true);
     }
   });
 
@@ -1067,10 +1072,10 @@ void DeepseekV4Model::moe_layer(int64_t l, const ForwardBatch& b, const KernelOp
     for (int64_t r = 0; r < m; ++r)
       std::copy(w_.x + (rows[r] / k) * dim, w_.x + (rows[r] / k + 1) * dim, w_.xg + r * dim);
     const Expert& X = W.experts[e];
-    dsv4::mxfp4_matmul(w_.xg, X.w1.data(), X.w1s.data(), m, inter, dim, w_.eg, &pool);
-    dsv4::mxfp4_matmul(w_.xg, X.w3.data(), X.w3s.data(), m, inter, dim, w_.eu, &pool);
+    mxfp4_matmul(ops, w_.xg, X.w1.data(), X.w1s.data(), m, inter, dim, w_.eg, &pool);
+    mxfp4_matmul(ops, w_.xg, X.w3.data(), X.w3s.data(), m, inter, dim, w_.eu, &pool);
     dsv4::swiglu_clamped(w_.eg, w_.eu, m * inter, limit, w_.eg);
-    dsv4::mxfp4_matmul(w_.eg, X.w2.data(), X.w2s.data(), m, dim, inter, w_.eo, &pool);
+    mxfp4_matmul(ops, w_.eg, X.w2.data(), X.w2s.data(), m, dim, inter, w_.eo, &pool);
     for (int64_t r = 0; r < m; ++r)
       std::copy(w_.eo + r * dim, w_.eo + (r + 1) * dim, w_.expert_out + rows[r] * dim);
   }

@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
+#include "kernels/dsv4.h"
 
 namespace strata::dsv4 {
 namespace {
@@ -705,30 +706,7 @@ void dequantize_mxfp4_ref(const uint8_t* packed, const uint8_t* scales, int64_t 
 
 void mxfp4_matmul(const float* x, const uint8_t* packed, const uint8_t* scales, int64_t m,
                   int64_t n, int64_t k, float* y, ThreadPool* pool) {
-  const int64_t groups = k / kMxfp4Group;
-  for_tokens(n, pool, [&](int64_t b, int64_t e) {
-    float wg[kMxfp4Group];
-    std::vector<float> acc(m);
-    for (int64_t i = b; i < e; ++i) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      const uint8_t* row = packed + i * (k / 2);
-      for (int64_t g = 0; g < groups; ++g) {
-        const float s = static_cast<float>(e8m0_value(scales[i * groups + g]));
-        const uint8_t* bytes = row + g * (kMxfp4Group / 2);
-        for (int j = 0; j < kMxfp4Group / 2; ++j) {
-          wg[2 * j] = kE2m1[bytes[j] & 0x0f];
-          wg[2 * j + 1] = kE2m1[bytes[j] >> 4];
-        }
-        for (int64_t r = 0; r < m; ++r) {
-          const float* xr = x + r * k + g * kMxfp4Group;
-          float dot = 0;
-          for (int j = 0; j < kMxfp4Group; ++j) dot += wg[j] * xr[j];
-          acc[r] += dot * s;
-        }
-      }
-      for (int64_t r = 0; r < m; ++r) y[r * n + i] = acc[r];
-    }
-  });
+  kernels::mxfp4_matmul_plain(x, packed, scales, m, n, k, y, pool);
 }
 
 void quantize_mxfp4(const float* w, int64_t n, int64_t k, uint8_t* packed, uint8_t* scales) {
