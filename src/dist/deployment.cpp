@@ -60,6 +60,8 @@ Deployment::~Deployment() {
 RankReport Deployment::report_for(engine::Worker& worker) const {
   RankReport r;
   r.num_blocks = worker.info().memory.num_blocks;
+  r.state_slots = static_cast<int32_t>(worker.info().memory.num_state_slots);
+  r.snapshot_slots = static_cast<int32_t>(worker.info().memory.num_snapshot_slots);
   r.weight_bytes = worker.model().weight_bytes_total();
   r.first_layer = parallel_.first_layer;
   r.end_layer = parallel_.end_layer;

@@ -99,6 +99,20 @@ Result<std::unique_ptr<DistExecutor>> DistExecutor::create(Comm* world,
   e->info_ = e->worker_->info();
   for (const RankReport& r : e->reports_)
     e->info_.memory.num_blocks = std::min(e->info_.memory.num_blocks, r.num_blocks);
+  // Per-sequence state slots: every rank keeps every sequence's state (DeepSeek-V4 under tensor
+  // parallelism), so the scheduler gets the fewest running and snapshot slots of any rank.
+  engine::MemoryPlan& m = e->info_.memory;
+  if (m.num_state_slots > 0) {
+    int64_t running = m.num_state_slots - m.num_snapshot_slots, snapshots = m.num_snapshot_slots;
+    for (const RankReport& r : e->reports_) {
+      if (r.state_slots <= 0) continue;  // a report without them (tests, older ranks)
+      running = std::min<int64_t>(running, r.state_slots - r.snapshot_slots);
+      snapshots = std::min<int64_t>(snapshots, r.snapshot_slots);
+    }
+    m.num_state_slots = running + snapshots;
+    m.num_snapshot_slots = snapshots;
+    if (m.max_running_seqs > 0) m.max_running_seqs = std::min(m.max_running_seqs, running);
+  }
   // Pipeline overlap: rank 0 is on the first stage; it can split steps when its worker can.
   const ModelParallel& par = e->worker_->parallel();
   if (world->size() > 1 && e->worker_->can_overlap()) {

@@ -60,8 +60,11 @@ struct RankReport {
   int64_t first_expert = 0, end_expert = 0;  // routed experts held (expert parallelism); 0, 0: none
   int32_t threads = 0;
   char interface[36] = {};  // the network interface towards rank 0 ("" when unknown)
+  // The per-sequence state slots of the rank's memory plan (models with state: DeepSeek-V4),
+  // all of them and those for prefix-cache snapshots; 0, 0: none.
+  int32_t state_slots = 0, snapshot_slots = 0;
 };
-static_assert(sizeof(RankReport) == 88);
+static_assert(sizeof(RankReport) == 96);
 
 // Every rank's report, in rank order (collective over `world`).
 Result<std::vector<RankReport>> exchange_reports(Comm& world, const RankReport& mine);

@@ -13,6 +13,8 @@
 #include "core/logging.h"
 #include "core/rng.h"
 #include "kernels/dsv4.h"
+#include "model/exact_split.h"
+#include "model/parallel.h"
 
 namespace strata {
 namespace {
@@ -27,6 +29,68 @@ int64_t round_up(int64_t x, int64_t a) {
 
 int64_t shared_dim(const DeepseekV4Config& c) {
   return c.moe_intermediate_size * c.n_shared_experts;
+}
+
+// ------------------------------------------------------------------------------ tensor parallel
+
+// One rank's share of the model under tensor parallelism (model/parallel.h: exact, no float sum
+// crosses ranks, greedy output bit-identical to one process for any size):
+//   - attention: the o_groups groups of heads split over the ranks (rank r: groups
+//     shard_range(o_groups, size, r), their heads' rows of wq_b, their sinks and wo_a); every
+//     rank computes the single shared K=V row, the compressors, the indexer and its top-k itself
+//     (replicated), so every rank keeps the whole paged KV and per-sequence state; the ranks
+//     all-gather the groups' wo_a outputs, then wo_b is split by output rows (RowSplitLinear);
+//   - the shared expert: rows of w1 and w3 split, all-gathered into whole rows (the clamped
+//     SwiGLU runs over the whole row as on one process), w2 split by output rows;
+//   - routed experts: whole experts split over the ranks, with or without
+//     --enable-expert-parallel (as DeepSeek-V3's MoeBlock): every rank routes every token alike,
+//     runs its experts, the ranks all-gather the outputs and every rank adds them per token in the
+//     order of one process. Splitting an MXFP4 expert's rows would be exact too, but costs an
+//     all-gather per expert; splitting w2's input dimension would not be (a float sum across
+//     ranks);
+//   - embedding and output head split by vocabulary rows (the embedding's rows gathered per
+//     token from their owner, the logits all-gathered); hyper-connections, norms, the router and
+//     the hash tables replicated.
+struct Split {
+  int size = 1, rank = 0;
+  Comm* comm = nullptr;  // null: one process
+  int64_t heads_per_group = 0;
+  ShardRange groups, experts, vocab, shared;  // this rank's
+  std::vector<int64_t> group_widths;          // per rank: its groups x o_lora_rank (u columns)
+  std::vector<int64_t> shared_rows;           // per rank: its rows of w1 (and of w3)
+  bool split() const { return size > 1; }
+  int64_t h0() const { return groups.begin * heads_per_group; }
+  int64_t heads() const { return groups.size() * heads_per_group; }
+  int64_t max_group_width() const {
+    return *std::max_element(group_widths.begin(), group_widths.end());
+  }
+  int64_t max_shared_rows() const {
+    return *std::max_element(shared_rows.begin(), shared_rows.end());
+  }
+};
+
+Split split_of(const DeepseekV4Config& c, const ModelParallel& p) {
+  Split s;
+  s.size = std::max(p.tp_size, 1);
+  s.rank = s.size > 1 ? p.tp_rank : 0;
+  s.comm = s.size > 1 ? p.tp : nullptr;
+  s.heads_per_group = c.o_groups > 0 ? c.num_attention_heads / c.o_groups : 0;
+  s.groups = shard_range(c.o_groups, s.size, s.rank);
+  s.experts = shard_range(c.n_routed_experts, s.size, s.rank);
+  s.vocab = shard_range(c.vocab_size, s.size, s.rank);
+  s.shared = shard_range(shared_dim(c), s.size, s.rank);
+  for (int r = 0; r < s.size; ++r) {
+    s.group_widths.push_back(shard_range(c.o_groups, s.size, r).size() * c.o_lora_rank);
+    s.shared_rows.push_back(shard_range(shared_dim(c), s.size, r).size());
+  }
+  return s;
+}
+
+// Rows of an n-row weight that rank `rank` of `size` holds as a RowSplitLinear (whole panels).
+ShardRange row_split_rows(int64_t n, int size, int rank) {
+  if (size <= 1) return {0, n};
+  const ShardRange p = row_split_panels(n, size, rank);
+  return {std::min(n, p.begin * kPanelRows), std::min(n, p.end * kPanelRows)};
 }
 
 // ------------------------------------------------------------------------------ KV rows
@@ -203,6 +267,19 @@ struct Dims {
   int64_t inter = 0, sh = 0, ih = 0, id = 0, win = 0, vocab = 0, R = 0, max_seq = 0;
   bool any_comp = false, any_csa = false, any_hca = false;
   int threads = 1;
+  // Tensor parallelism (Split): the ranks, this rank's heads, the widest per-rank slices that
+  // the all-gathers move.
+  int size = 1;
+  int64_t hl = 0, max_u = 0, max_sh = 0, wo_rows = 0, head_rows = 0;
+  // The all-gathers' scratch (gather_columns_scratch and the like) and the shared expert's local
+  // gate|up rows; none for one process.
+  int64_t tp_scratch_floats() const {
+    if (size <= 1) return 0;
+    const int64_t widest =
+        std::max({n * dim, n * max_u, n * wo_rows, n * 2 * max_sh, n * k * dim, R * head_rows});
+    return (size + 1) * widest;
+  }
+  int64_t tp_local_floats() const { return size > 1 ? n * 2 * max_sh : 0; }
   int64_t max_comp_keys() const {
     int64_t m = 0;
     if (any_hca) m = std::max(m, max_seq / 128 + 1);
@@ -219,8 +296,14 @@ struct Dims {
   int64_t scratch_ints() const { return round_up(max_idx_rows(), kAlign); }
 };
 
-Dims dims_of(const DeepseekV4Config& c, const WorkspaceLimits& lim, int threads) {
+Dims dims_of(const DeepseekV4Config& c, const WorkspaceLimits& lim, int threads, const Split& sp) {
   Dims d;
+  d.size = sp.size;
+  d.hl = sp.heads();
+  d.max_u = sp.max_group_width();
+  d.max_sh = sp.max_shared_rows();
+  d.wo_rows = row_split_max_rows(c.hidden_size, sp.size);
+  d.head_rows = row_split_max_rows(c.vocab_size, sp.size);
   d.n = lim.max_num_tokens;
   d.dim = c.hidden_size;
   d.hc = c.hc_mult;
@@ -255,6 +338,7 @@ Dims dims_of(const DeepseekV4Config& c, const WorkspaceLimits& lim, int threads)
 struct Workspace {
   float *streams, *x, *post, *comb, *qr, *q, *kv_raw, *kv, *cw, *icw, *iq, *iw, *o, *u, *out;
   float *rl, *rw, *gu, *act, *xg, *eg, *eu, *eo, *expert_out, *head_in, *head_y, *scratch;
+  float *tp, *tp_local;  // tensor parallelism: the all-gathers' scratch, local gate|up rows
   int32_t *ids, *expert_rows, *expert_count, *iscratch;
 };
 
@@ -277,14 +361,14 @@ std::pair<int64_t, int64_t> plan_workspace(const Dims& d, Workspace* w, float* f
   F(&W.post, n * d.hc);
   F(&W.comb, n * d.hc * d.hc);
   F(&W.qr, n * d.ql);
-  F(&W.q, n * d.h * d.hd);
+  F(&W.q, n * d.hl * d.hd);
   F(&W.kv_raw, n * d.hd);
   F(&W.kv, n * d.hd);
   F(&W.cw, d.any_comp ? n * 4 * d.hd : 0);
   F(&W.icw, d.any_csa ? n * 4 * d.id : 0);
   F(&W.iq, d.any_csa ? n * d.ih * d.id : 0);
   F(&W.iw, d.any_csa ? n * d.ih : 0);
-  F(&W.o, n * d.h * d.hd);
+  F(&W.o, n * d.hl * d.hd);
   F(&W.u, n * d.G * d.olr);
   F(&W.out, n * d.dim);
   F(&W.rl, n * d.E);
@@ -299,6 +383,10 @@ std::pair<int64_t, int64_t> plan_workspace(const Dims& d, Workspace* w, float* f
   F(&W.head_in, d.R * d.hc * d.dim);
   F(&W.head_y, d.R * d.dim);
   F(&W.scratch, d.threads * d.scratch_floats());
+  if (d.size > 1) {
+    F(&W.tp, d.tp_scratch_floats());
+    F(&W.tp_local, d.tp_local_floats());
+  }
   I(&W.ids, n * d.k);
   I(&W.expert_rows, n * d.k);
   I(&W.expert_count, d.E + 1);
@@ -322,16 +410,24 @@ struct MatmulPlan {
   Sharding sharding = Sharding::kReplicated;
 };
 
-std::vector<MatmulPlan> matmul_plan(const DeepseekV4Config& c) {
+// This rank's (Split): its heads' rows of wq_b, its groups' wo_a, its panels of wo_b, w2 and
+// the head, its rows of w1/w3, its experts.
+std::vector<MatmulPlan> matmul_plan(const DeepseekV4Config& c, const Split& sp) {
   std::vector<MatmulPlan> p;
-  const int64_t dim = c.hidden_size, h = c.num_attention_heads, hd = c.head_dim;
-  const int64_t group_in = h * hd / c.o_groups, sh = shared_dim(c);
+  const int64_t dim = c.hidden_size, hd = c.head_dim;
+  const int64_t group_in = c.num_attention_heads * hd / c.o_groups, sh = shared_dim(c);
+  const bool split = sp.split();
+  const Sharding column = split ? Sharding::kColumn : Sharding::kReplicated;
+  const Sharding row = split ? Sharding::kRow : Sharding::kReplicated;
+  const ShardRange wo_rows = row_split_rows(dim, sp.size, sp.rank);
+  const ShardRange head_rows = row_split_rows(c.vocab_size, sp.size, sp.rank);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string L = "layers." + std::to_string(l) + ".";
     const int ratio = c.compress_ratio(l);
     const int64_t coff = ratio == 4 ? 2 : 1;
     p.push_back({L + "attn.wq_a", c.q_lora_rank, dim, &WeightBytesByClass::attention});
-    p.push_back({L + "attn.wq_b", h * hd, c.q_lora_rank, &WeightBytesByClass::attention});
+    p.push_back({L + "attn.wq_b", sp.heads() * hd, c.q_lora_rank, &WeightBytesByClass::attention,
+                 false, false, column});
     p.push_back({L + "attn.wkv", hd, dim, &WeightBytesByClass::attention});
     if (ratio != 0)
       p.push_back(
@@ -344,18 +440,21 @@ std::vector<MatmulPlan> matmul_plan(const DeepseekV4Config& c) {
       p.push_back(
           {L + "attn.indexer.weights_proj", c.index_n_heads, dim, &WeightBytesByClass::attention});
     }
-    for (int64_t g = 0; g < c.o_groups; ++g)
+    for (int64_t g = sp.groups.begin; g < sp.groups.end; ++g)
       p.push_back({L + "attn.wo_a." + std::to_string(g), c.o_lora_rank, group_in,
-                   &WeightBytesByClass::attention});
-    p.push_back({L + "attn.wo_b", dim, c.o_groups * c.o_lora_rank, &WeightBytesByClass::attention});
+                   &WeightBytesByClass::attention, false, false, column});
+    p.push_back({L + "attn.wo_b", wo_rows.size(), c.o_groups * c.o_lora_rank,
+                 &WeightBytesByClass::attention, false, false, row});
     MatmulPlan gate{L + "moe.router", c.n_routed_experts, dim, &WeightBytesByClass::router};
     gate.router = true;
     p.push_back(gate);
     if (sh > 0) {
-      p.push_back({L + "moe.shared.w1_w3", 2 * sh, dim, &WeightBytesByClass::shared_experts});
-      p.push_back({L + "moe.shared.w2", dim, sh, &WeightBytesByClass::shared_experts});
+      p.push_back({L + "moe.shared.w1_w3", 2 * sp.shared.size(), dim,
+                   &WeightBytesByClass::shared_experts, false, false, column});
+      p.push_back({L + "moe.shared.w2", wo_rows.size(), sh, &WeightBytesByClass::shared_experts,
+                   false, false, row});
     }
-    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+    for (int64_t e = sp.experts.begin; e < sp.experts.end; ++e) {
       const std::string E = L + "moe.experts." + std::to_string(e) + ".";
       for (const char* w : {"w1", "w3", "w2"}) {
         MatmulPlan m{E + w, w[1] == '2' ? dim : c.moe_intermediate_size,
@@ -367,7 +466,8 @@ std::vector<MatmulPlan> matmul_plan(const DeepseekV4Config& c) {
       }
     }
   }
-  p.push_back({"lm_head", c.vocab_size, dim, &WeightBytesByClass::lm_head});
+  p.push_back({"lm_head", head_rows.size(), dim, &WeightBytesByClass::lm_head, false, false,
+               split ? Sharding::kVocab : Sharding::kReplicated});
   return p;
 }
 
@@ -385,18 +485,18 @@ int64_t plan_bytes(const MatmulPlan& m, DType storage) {
 
 // Non-matmul weights in floats (norms, hc, sinks, ape, biases) and the hash tables (int32), and
 // the embedding at `storage`.
-WeightBytesByClass weight_bytes(const DeepseekV4Config& c, DType storage) {
+WeightBytesByClass weight_bytes(const DeepseekV4Config& c, DType storage, const Split& sp) {
   WeightBytesByClass b;
-  for (const MatmulPlan& m : matmul_plan(c))
+  for (const MatmulPlan& m : matmul_plan(c, sp))
     b.add_matmul(m.cls, plan_dtype(m, storage), plan_bytes(m, storage));
-  b.embedding = c.vocab_size * c.hidden_size * dtype_block_bytes(storage);
+  b.embedding = sp.vocab.size() * c.hidden_size * dtype_block_bytes(storage);
   const int64_t dim = c.hidden_size, hc = c.hc_mult, mix = c.hc_mix_dim();
   int64_t other = dim + hc * hc * dim + hc + 1;  // norm, hc_head
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const int ratio = c.compress_ratio(l);
     const int64_t coff = ratio == 4 ? 2 : 1;
     other += 2 * dim + 2 * (mix * hc * dim + mix + 3);                // norms, hc_attn / hc_ffn
-    other += c.q_lora_rank + c.head_dim + c.num_attention_heads;      // q_norm, kv_norm, sinks
+    other += c.q_lora_rank + c.head_dim + sp.heads();                 // q_norm, kv_norm, sinks
     if (ratio != 0) other += ratio * coff * c.head_dim + c.head_dim;  // ape, norm
     if (ratio == 4) other += 4 * 2 * c.index_head_dim + c.index_head_dim;
     if (c.hash_routed(l))
@@ -560,11 +660,12 @@ struct LayerWeights {
   std::vector<double> inv_freq;
   std::vector<float> attn_norm, ffn_norm, q_norm, kv_norm, sink, c_ape, c_norm, i_c_ape, i_c_norm;
   std::vector<float> hc_attn_fn, hc_attn_base, hc_attn_scale, hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
-  PackedWeight wq_a, wq_b, wkv, wo_b, comp, icomp, i_wq_b, i_weights, gate, shared_w13, shared_w2;
-  std::vector<PackedWeight> wo_a;
+  PackedWeight wq_a, wq_b, wkv, comp, icomp, i_wq_b, i_weights, gate, shared_w13;
+  RowSplitLinear wo_b, shared_w2;
+  std::vector<PackedWeight> wo_a;  // this rank's groups
   std::vector<float> bias;
   std::vector<int32_t> tid2eid;
-  std::vector<Expert> experts;
+  std::vector<Expert> experts;  // this rank's: expert Split::experts.begin + i
 };
 
 // ------------------------------------------------------------------------------ the model
@@ -572,13 +673,15 @@ struct LayerWeights {
 class DeepseekV4Model final : public Model {
  public:
   DeepseekV4Model(ModelConfig config, DeepseekV4Config c, DType storage, WorkspaceLimits limits,
-                  ThreadPool* pool)
+                  ThreadPool* pool, const ModelParallel& par)
       : Model(std::move(config)),
         c_(std::move(c)),
         storage_(storage),
         limits_(limits),
         pool_(pool),
-        d_(dims_of(c_, limits, pool->size())) {}
+        par_(par),
+        sp_(split_of(c_, par)),
+        d_(dims_of(c_, limits, pool->size(), sp_)) {}
 
   Status load(Feed& feed);
 
@@ -594,7 +697,7 @@ class DeepseekV4Model final : public Model {
   int64_t weight_bytes_per_token() const override;
   double forward_flops(int64_t num_tokens, int64_t sum_context,
                        int64_t num_logit_rows) const override;
-  int64_t weight_bytes_total() const override { return weight_bytes(c_, storage_).total(); }
+  int64_t weight_bytes_total() const override { return weight_bytes(c_, storage_, sp_).total(); }
   int64_t parameter_count() const override;
   int64_t workspace_bytes() const override { return workspace_bytes_for(d_); }
   DType weight_dtype() const override { return storage_; }
@@ -602,25 +705,31 @@ class DeepseekV4Model final : public Model {
 
  private:
   void embed_row(int32_t token, float* out) const {
-    dequantize_row(storage_, embed_.data() + token * c_.hidden_size * dtype_block_bytes(storage_),
-                   out, c_.hidden_size);
+    dequantize_row(
+        storage_,
+        embed_.data() + (token - sp_.vocab.begin) * c_.hidden_size * dtype_block_bytes(storage_),
+        out, c_.hidden_size);
   }
   std::byte* slot(int32_t s) const { return state_.data() + s * state_.bytes; }
-  void attention_layer(int64_t l, const ForwardBatch& b, const PagedKvLayer& kvl,
-                       const KernelOps& ops);
-  void moe_layer(int64_t l, const ForwardBatch& b, const KernelOps& ops);
-  void head_rows(std::span<const int32_t> rows, bool final_norm, const KernelOps& ops, float* out,
-                 bool logits);
+  Status embed(const ForwardBatch& b);
+  Status attention_layer(int64_t l, const ForwardBatch& b, const PagedKvLayer& kvl,
+                         const KernelOps& ops);
+  Status moe_layer(int64_t l, const ForwardBatch& b, const KernelOps& ops);
+  Status routed_experts_parallel(const LayerWeights& W, const KernelOps& ops);
+  Status head_rows(std::span<const int32_t> rows, bool final_norm, const KernelOps& ops, float* out,
+                   bool logits);
 
   DeepseekV4Config c_;
   DType storage_;
   WorkspaceLimits limits_;
   ThreadPool* pool_;
+  ModelParallel par_;
+  Split sp_;
   Dims d_;
   std::vector<LayerWeights> layers_;
-  std::vector<std::byte> embed_;
   std::vector<float> norm_, hc_head_fn_, hc_head_base_, hc_head_scale_, ones_;
-  PackedWeight head_;
+  RowSplitLinear head_;
+  std::vector<std::byte> embed_;  // this rank's rows Split::vocab
   std::vector<float> ws_f_;
   std::vector<int32_t> ws_i_;
   Workspace w_{};
@@ -642,6 +751,26 @@ Result<PackedWeight> pack_f32(const std::vector<float>& v, int64_t n, int64_t k,
   return PackedWeight::pack(v.data(), DType::kF32, n, k, storage);
 }
 
+// Rows [r.begin, r.end) of the row-major [*, k] matrix `v` (a rank's slice of a weight read
+// whole: each row packs to the same values as in the whole weight).
+Result<PackedWeight> pack_f32_rows(const std::vector<float>& v, ShardRange r, int64_t k,
+                                   DType storage) {
+  return PackedWeight::pack(v.data() + r.begin * k, DType::kF32, r.size(), k, storage);
+}
+
+// The [n, k] weight `v` split by output rows over the ranks (RowSplitLinear; whole for one
+// process).
+Result<RowSplitLinear> row_split_f32(const std::vector<float>& v, int64_t n, int64_t k,
+                                     DType storage, const ModelParallel& par) {
+  if (par.tp_size <= 1) {
+    STRATA_ASSIGN_OR_RETURN(PackedWeight w, pack_f32(v, n, k, storage));
+    return RowSplitLinear::split(std::move(w), par);
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      PackedWeight mine, pack_f32_rows(v, row_split_rows(n, par.tp_size, par.tp_rank), k, storage));
+  return RowSplitLinear::from_shard(std::move(mine), n, par);
+}
+
 Status DeepseekV4Model::load(Feed& feed) {
   const int64_t dim = c_.hidden_size, hc = c_.hc_mult, mix = c_.hc_mix_dim();
   const int64_t h = c_.num_attention_heads, hd = c_.head_dim, ql = c_.q_lora_rank;
@@ -658,11 +787,12 @@ Status DeepseekV4Model::load(Feed& feed) {
   };
   {
     std::vector<float> e = feed.get("embed", c_.vocab_size * dim, -1.0, 1.0);
-    embed_.resize(c_.vocab_size * dim * dtype_block_bytes(storage_));
-    quantize_row(storage_, e.data(), embed_.data(), c_.vocab_size * dim);
+    const int64_t rows = sp_.vocab.size();
+    embed_.resize(rows * dim * dtype_block_bytes(storage_));
+    quantize_row(storage_, e.data() + sp_.vocab.begin * dim, embed_.data(), rows * dim);
   }
-  STRATA_ASSIGN_OR_RETURN(head_,
-                          pack_f32(mat("head", c_.vocab_size, dim), c_.vocab_size, dim, storage_));
+  STRATA_ASSIGN_OR_RETURN(
+      head_, row_split_f32(mat("head", c_.vocab_size, dim), c_.vocab_size, dim, storage_, par_));
   norm_ = feed.get("norm", dim, 0.8, 1.2);
   hc_head_fn_ = feed.get("hc_head_fn", hc * hc * dim, -0.1, 0.1);
   hc_head_base_ = feed.get("hc_head_base", hc, -1.0, 1.0);
@@ -685,23 +815,27 @@ Status DeepseekV4Model::load(Feed& feed) {
     W.hc_ffn_scale = feed.get(L + "hc_ffn_scale", 3, 0.5, 1.5);
     STRATA_ASSIGN_OR_RETURN(W.wq_a, pack_f32(mat(L + "attn.wq_a", ql, dim), ql, dim, storage_));
     W.q_norm = feed.get(L + "attn.q_norm", ql, 0.8, 1.2);
-    STRATA_ASSIGN_OR_RETURN(W.wq_b,
-                            pack_f32(mat(L + "attn.wq_b", h * hd, ql), h * hd, ql, storage_));
+    STRATA_ASSIGN_OR_RETURN(
+        W.wq_b, pack_f32_rows(mat(L + "attn.wq_b", h * hd, ql),
+                              {sp_.h0() * hd, (sp_.h0() + sp_.heads()) * hd}, ql, storage_));
     STRATA_ASSIGN_OR_RETURN(W.wkv, pack_f32(mat(L + "attn.wkv", hd, dim), hd, dim, storage_));
     W.kv_norm = feed.get(L + "attn.kv_norm", hd, 0.8, 1.2);
-    W.sink = feed.get(L + "attn.attn_sink", h, -1.0, 1.0);
+    {
+      const std::vector<float> sink = feed.get(L + "attn.attn_sink", h, -1.0, 1.0);
+      W.sink.assign(sink.begin() + sp_.h0(), sink.begin() + sp_.h0() + sp_.heads());
+    }
     {
       const std::vector<float> wo_a = mat(L + "attn.wo_a", c_.o_groups * c_.o_lora_rank, group_in);
-      for (int64_t g = 0; g < c_.o_groups; ++g) {
+      for (int64_t g = sp_.groups.begin; g < sp_.groups.end; ++g) {
         STRATA_ASSIGN_OR_RETURN(
             PackedWeight p, PackedWeight::pack(wo_a.data() + g * c_.o_lora_rank * group_in,
                                                DType::kF32, c_.o_lora_rank, group_in, storage_));
         W.wo_a.push_back(std::move(p));
       }
     }
-    STRATA_ASSIGN_OR_RETURN(W.wo_b,
-                            pack_f32(mat(L + "attn.wo_b", dim, c_.o_groups * c_.o_lora_rank), dim,
-                                     c_.o_groups * c_.o_lora_rank, storage_));
+    STRATA_ASSIGN_OR_RETURN(
+        W.wo_b, row_split_f32(mat(L + "attn.wo_b", dim, c_.o_groups * c_.o_lora_rank), dim,
+                              c_.o_groups * c_.o_lora_rank, storage_, par_));
     if (W.ratio != 0) {
       const int64_t width = coff * hd;
       std::vector<float> v =
@@ -735,15 +869,19 @@ Status DeepseekV4Model::load(Feed& feed) {
       W.bias = feed.get(L + "ffn.gate.bias", c_.n_routed_experts, -0.1, 0.1);
     }
     if (sh > 0) {
-      std::vector<float> v = stack(mat(L + "ffn.shared_experts.w1", sh, dim),
-                                   mat(L + "ffn.shared_experts.w3", sh, dim));
-      STRATA_ASSIGN_OR_RETURN(W.shared_w13, pack_f32(v, 2 * sh, dim, storage_));
-      STRATA_ASSIGN_OR_RETURN(
-          W.shared_w2, pack_f32(mat(L + "ffn.shared_experts.w2", dim, sh), dim, sh, storage_));
+      // This rank's rows of w1 then the same rows of w3 (all of both for one process).
+      const std::vector<float> w1 = mat(L + "ffn.shared_experts.w1", sh, dim);
+      const std::vector<float> w3 = mat(L + "ffn.shared_experts.w3", sh, dim);
+      const ShardRange r = sp_.shared;
+      std::vector<float> v(w1.begin() + r.begin * dim, w1.begin() + r.end * dim);
+      v.insert(v.end(), w3.begin() + r.begin * dim, w3.begin() + r.end * dim);
+      STRATA_ASSIGN_OR_RETURN(W.shared_w13, pack_f32(v, 2 * r.size(), dim, storage_));
+      STRATA_ASSIGN_OR_RETURN(W.shared_w2, row_split_f32(mat(L + "ffn.shared_experts.w2", dim, sh),
+                                                         dim, sh, storage_, par_));
     }
-    W.experts.resize(c_.n_routed_experts);
-    for (int64_t e = 0; e < c_.n_routed_experts; ++e) {
-      Expert& X = W.experts[e];
+    W.experts.resize(sp_.experts.size());
+    for (int64_t e = sp_.experts.begin; e < sp_.experts.end; ++e) {
+      Expert& X = W.experts[e - sp_.experts.begin];
       feed.expert(l, e, 1, inter, dim, &X.w1, &X.w1s);
       feed.expert(l, e, 3, inter, dim, &X.w3, &X.w3s);
       feed.expert(l, e, 2, dim, inter, &X.w2, &X.w2s);
@@ -833,10 +971,11 @@ bool compressor_push(float* state, int64_t state_floats, int ratio, int64_t out_
   return true;
 }
 
-void DeepseekV4Model::attention_layer(int64_t l, const ForwardBatch& b, const PagedKvLayer& kvl,
-                                      const KernelOps& ops) {
+Status DeepseekV4Model::attention_layer(int64_t l, const ForwardBatch& b, const PagedKvLayer& kvl,
+                                        const KernelOps& ops) {
   const LayerWeights& W = layers_[l];
-  const int64_t n = b.num_tokens(), dim = d_.dim, h = d_.h, hd = d_.hd, rd = d_.rd, ql = d_.ql;
+  // h: this rank's heads (all of them for one process).
+  const int64_t n = b.num_tokens(), dim = d_.dim, h = d_.hl, hd = d_.hd, rd = d_.rd, ql = d_.ql;
   const int64_t win = d_.win, id = d_.id, ih = d_.ih;
   const int hc = static_cast<int>(d_.hc), iters = static_cast<int>(c_.hc_sinkhorn_iters);
   const float eps = static_cast<float>(c_.rms_norm_eps), hc_eps = static_cast<float>(c_.hc_eps);
@@ -1019,15 +1158,26 @@ void DeepseekV4Model::attention_layer(int64_t l, const ForwardBatch& b, const Pa
       codec.put_main(st + SL.ring, win, j % win, w_.kv_raw + (q0 + j - p0) * hd);
   }
 
-  // Grouped low-rank O, then back into the streams.
-  const int64_t group_in = h * hd / d_.G, ul = d_.G * d_.olr;
-  for (int64_t g = 0; g < d_.G; ++g)
-    ops.matmul(w_.o + g * group_in, n, h * hd, W.wo_a[g], w_.u + g * d_.olr, ul, pool);
-  ops.matmul(w_.u, n, ul, W.wo_b, w_.out, dim, pool);
+  // Grouped low-rank O (this rank's groups; the ranks' groups all-gathered side by side), then
+  // wo_b (split by output rows), then back into the streams.
+  const int64_t group_in = d_.h * hd / d_.G, ul = d_.G * d_.olr;
+  const int64_t groups = static_cast<int64_t>(W.wo_a.size());
+  if (!sp_.split()) {
+    for (int64_t g = 0; g < groups; ++g)
+      ops.matmul(w_.o + g * group_in, n, h * hd, W.wo_a[g], w_.u + g * d_.olr, ul, pool);
+  } else {
+    const int64_t lw = sp_.max_group_width();
+    for (int64_t g = 0; g < groups; ++g)
+      ops.matmul(w_.o + g * group_in, n, h * hd, W.wo_a[g], w_.tp + g * d_.olr, lw, pool);
+    STRATA_RETURN_IF_ERROR(
+        gather_columns(*sp_.comm, w_.tp, lw, n, sp_.group_widths, w_.u, ul, w_.tp));
+  }
+  STRATA_RETURN_IF_ERROR(W.wo_b.forward(w_.u, n, ul, w_.out, dim, ops, pool, w_.tp));
   dsv4::hc_post(w_.out, w_.streams, w_.post, w_.comb, n, hc, dim, w_.streams, &pool);
+  return ok_status();
 }
 
-void DeepseekV4Model::moe_layer(int64_t l, const ForwardBatch& b, const KernelOps& ops) {
+Status DeepseekV4Model::moe_layer(int64_t l, const ForwardBatch& b, const KernelOps& ops) {
   const LayerWeights& W = layers_[l];
   const int64_t n = b.num_tokens(), dim = d_.dim, E = d_.E, k = d_.k, inter = d_.inter, sh = d_.sh;
   const int hc = static_cast<int>(d_.hc), iters = static_cast<int>(c_.hc_sinkhorn_iters);
@@ -1046,13 +1196,21 @@ void DeepseekV4Model::moe_layer(int64_t l, const ForwardBatch& b, const KernelOp
                       hash ? &W.tid2eid[static_cast<int64_t>(b.token_ids[t]) * k] : nullptr,
                       w_.ids + t * k, w_.rw + t * k);
   if (sh > 0) {
-    ops.matmul(w_.x, n, dim, W.shared_w13, w_.gu, 2 * sh, pool);
+    if (!sp_.split()) {
+      ops.matmul(w_.x, n, dim, W.shared_w13, w_.gu, 2 * sh, pool);
+    } else {
+      // This rank's rows of w1 and w3, gathered into whole [gate | up] rows.
+      const int64_t w = sp_.shared.size();
+      if (w > 0) ops.matmul(w_.x, n, dim, W.shared_w13, w_.tp_local, 2 * w, pool);
+      STRATA_RETURN_IF_ERROR(gather_column_parts(*sp_.comm, w_.tp_local, 2 * w, n, sp_.shared_rows,
+                                                 2, w_.gu, 2 * sh, sh, w_.tp));
+    }
     pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         dsv4::swiglu_clamped(w_.gu + t * 2 * sh, w_.gu + t * 2 * sh + sh, sh, limit,
                              w_.act + t * sh);
     });
-    ops.matmul(w_.act, n, sh, W.shared_w2, w_.out, dim, pool);
+    STRATA_RETURN_IF_ERROR(W.shared_w2.forward(w_.act, n, sh, w_.out, dim, ops, pool, w_.tp));
   } else {
     std::fill(w_.out, w_.out + n * dim, 0.0f);
   }
@@ -1065,19 +1223,23 @@ void DeepseekV4Model::moe_layer(int64_t l, const ForwardBatch& b, const KernelOp
     std::vector<int32_t> fill(count, count + E);  // small: E entries
     for (int64_t j = 0; j < n * k; ++j) w_.expert_rows[fill[w_.ids[j]]++] = static_cast<int32_t>(j);
   }
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t m = count[e + 1] - count[e];
-    if (m == 0) continue;
-    const int32_t* rows = w_.expert_rows + count[e];
-    for (int64_t r = 0; r < m; ++r)
-      std::copy(w_.x + (rows[r] / k) * dim, w_.x + (rows[r] / k + 1) * dim, w_.xg + r * dim);
-    const Expert& X = W.experts[e];
-    mxfp4_matmul(ops, w_.xg, X.w1.data(), X.w1s.data(), m, inter, dim, w_.eg, &pool);
-    mxfp4_matmul(ops, w_.xg, X.w3.data(), X.w3s.data(), m, inter, dim, w_.eu, &pool);
-    dsv4::swiglu_clamped(w_.eg, w_.eu, m * inter, limit, w_.eg);
-    mxfp4_matmul(ops, w_.eg, X.w2.data(), X.w2s.data(), m, dim, inter, w_.eo, &pool);
-    for (int64_t r = 0; r < m; ++r)
-      std::copy(w_.eo + r * dim, w_.eo + (r + 1) * dim, w_.expert_out + rows[r] * dim);
+  if (sp_.split()) {
+    STRATA_RETURN_IF_ERROR(routed_experts_parallel(W, ops));
+  } else {
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t m = count[e + 1] - count[e];
+      if (m == 0) continue;
+      const int32_t* rows = w_.expert_rows + count[e];
+      for (int64_t r = 0; r < m; ++r)
+        std::copy(w_.x + (rows[r] / k) * dim, w_.x + (rows[r] / k + 1) * dim, w_.xg + r * dim);
+      const Expert& X = W.experts[e];
+      mxfp4_matmul(ops, w_.xg, X.w1.data(), X.w1s.data(), m, inter, dim, w_.eg, &pool);
+      mxfp4_matmul(ops, w_.xg, X.w3.data(), X.w3s.data(), m, inter, dim, w_.eu, &pool);
+      dsv4::swiglu_clamped(w_.eg, w_.eu, m * inter, limit, w_.eg);
+      mxfp4_matmul(ops, w_.eg, X.w2.data(), X.w2s.data(), m, dim, inter, w_.eo, &pool);
+      for (int64_t r = 0; r < m; ++r)
+        std::copy(w_.eo + r * dim, w_.eo + (r + 1) * dim, w_.expert_out + rows[r] * dim);
+    }
   }
   pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
@@ -1089,11 +1251,55 @@ void DeepseekV4Model::moe_layer(int64_t l, const ForwardBatch& b, const KernelOp
       }
   });
   dsv4::hc_post(w_.out, w_.streams, w_.post, w_.comb, n, hc, dim, w_.streams, &pool);
+  return ok_status();
+}
+
+// The routed experts under tensor parallelism (Split): this rank runs its experts over the
+// (token, slot) entries routed to them, grouped as moe_layer() groups them (w_.expert_count /
+// expert_rows: by expert, in slot order). Rank r's outputs are the grouped entries of its experts
+// in order, rows [count[first expert of r], count[its end]); the ranks all-gather them and every
+// rank puts each output at its slot in expert_out, as one process does, for the same combine.
+Status DeepseekV4Model::routed_experts_parallel(const LayerWeights& W, const KernelOps& ops) {
+  const int64_t dim = d_.dim, E = d_.E, k = d_.k, inter = d_.inter;
+  const float limit = static_cast<float>(c_.swiglu_limit);
+  ThreadPool& pool = *pool_;
+  const int32_t* count = w_.expert_count;
+  const int size = sp_.size;
+  std::vector<int64_t> first(size + 1, 0);
+  for (int r = 0; r < size; ++r) first[r + 1] = shard_range(E, size, r).end;
+  int64_t rows = 0;
+  for (int r = 0; r < size; ++r)
+    rows = std::max<int64_t>(rows, count[first[r + 1]] - count[first[r]]);
+  if (rows == 0) return ok_status();
+  float* send = w_.tp;
+  float* recv = w_.tp + rows * dim;
+  const int32_t base = count[sp_.experts.begin];
+  for (int64_t e = sp_.experts.begin; e < sp_.experts.end; ++e) {
+    const int64_t m = count[e + 1] - count[e];
+    if (m == 0) continue;
+    const int32_t* slots = w_.expert_rows + count[e];
+    for (int64_t r = 0; r < m; ++r)
+      std::copy(w_.x + (slots[r] / k) * dim, w_.x + (slots[r] / k + 1) * dim, w_.xg + r * dim);
+    const Expert& X = W.experts[e - sp_.experts.begin];
+    mxfp4_matmul(ops, w_.xg, X.w1.data(), X.w1s.data(), m, inter, dim, w_.eg, &pool);
+    mxfp4_matmul(ops, w_.xg, X.w3.data(), X.w3s.data(), m, inter, dim, w_.eu, &pool);
+    dsv4::swiglu_clamped(w_.eg, w_.eu, m * inter, limit, w_.eg);
+    mxfp4_matmul(ops, w_.eg, X.w2.data(), X.w2s.data(), m, dim, inter,
+                 send + (count[e] - base) * dim, &pool);
+  }
+  STRATA_RETURN_IF_ERROR(all_gather_floats(*sp_.comm, send, rows * dim, recv));
+  for (int r = 0; r < size; ++r) {
+    const float* block = recv + r * rows * dim;
+    for (int64_t j = count[first[r]]; j < count[first[r + 1]]; ++j)
+      std::copy(block + (j - count[first[r]]) * dim, block + (j - count[first[r]] + 1) * dim,
+                w_.expert_out + w_.expert_rows[j] * dim);
+  }
+  return ok_status();
 }
 
 Status DeepseekV4Model::forward(const ForwardBatch& b, std::span<const PagedKvLayer> kv,
                                 const KernelOps& ops, float* logits) {
-  const int64_t n = b.num_tokens(), dim = d_.dim, hc = d_.hc;
+  const int64_t n = b.num_tokens();
   if (n == 0) return Status();
   if (n > d_.n)
     return invalid_argument("batch of " + std::to_string(n) + " tokens exceeds the workspace (" +
@@ -1146,22 +1352,53 @@ Status DeepseekV4Model::forward(const ForwardBatch& b, std::span<const PagedKvLa
       for (const StateLayout::Layer& L : state_.layout.layers)
         clear_layer_state(L, codec.main_region_bytes(d_.win), slot(b.state_slots[s]));
   }
-  for (int64_t t = 0; t < n; ++t) {
-    float* h = w_.streams + t * hc * dim;
-    embed_row(b.token_ids[t], h);
-    for (int64_t j = 1; j < hc; ++j) std::copy(h, h + dim, h + j * dim);
-  }
+  STRATA_RETURN_IF_ERROR(embed(b));
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
-    attention_layer(l, b, kv[l], ops);
-    moe_layer(l, b, ops);
+    STRATA_RETURN_IF_ERROR(attention_layer(l, b, kv[l], ops));
+    STRATA_RETURN_IF_ERROR(moe_layer(l, b, ops));
   }
   last_tokens_ = n;
-  if (!b.logits_rows.empty()) head_rows(b.logits_rows, true, ops, logits, true);
+  if (!b.logits_rows.empty())
+    STRATA_RETURN_IF_ERROR(head_rows(b.logits_rows, true, ops, logits, true));
   return Status();
 }
 
-void DeepseekV4Model::head_rows(std::span<const int32_t> rows, bool final_norm,
-                                const KernelOps& ops, float* out, bool logits) {
+// Every token's embedding into its hc_mult streams. Tensor parallel: each rank looks up the
+// tokens of its vocabulary rows (zeros for the others), the ranks all-gather them and every
+// token's row is taken from the rank that holds it.
+Status DeepseekV4Model::embed(const ForwardBatch& b) {
+  const int64_t n = b.num_tokens(), dim = d_.dim, hc = d_.hc;
+  const float* rows = nullptr;
+  if (sp_.split()) {
+    float* send = w_.tp;
+    float* recv = w_.tp + n * dim;
+    for (int64_t t = 0; t < n; ++t) {
+      if (b.token_ids[t] >= sp_.vocab.begin && b.token_ids[t] < sp_.vocab.end)
+        embed_row(b.token_ids[t], send + t * dim);
+      else
+        std::fill(send + t * dim, send + (t + 1) * dim, 0.0f);
+    }
+    STRATA_RETURN_IF_ERROR(all_gather_floats(*sp_.comm, send, n * dim, recv));
+    rows = recv;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    float* h = w_.streams + t * hc * dim;
+    if (rows == nullptr) {
+      embed_row(b.token_ids[t], h);
+    } else {
+      int owner = 0;
+      while (owner + 1 < sp_.size &&
+             b.token_ids[t] >= shard_range(c_.vocab_size, sp_.size, owner).end)
+        ++owner;
+      std::copy(rows + (owner * n + t) * dim, rows + (owner * n + t + 1) * dim, h);
+    }
+    for (int64_t j = 1; j < hc; ++j) std::copy(h, h + dim, h + j * dim);
+  }
+  return ok_status();
+}
+
+Status DeepseekV4Model::head_rows(std::span<const int32_t> rows, bool final_norm,
+                                  const KernelOps& ops, float* out, bool logits) {
   const int64_t m = static_cast<int64_t>(rows.size()), dim = d_.dim, hc = d_.hc;
   for (int64_t r = 0; r < m; ++r)
     std::copy(w_.streams + rows[r] * hc * dim, w_.streams + (rows[r] + 1) * hc * dim,
@@ -1172,7 +1409,9 @@ void DeepseekV4Model::head_rows(std::span<const int32_t> rows, bool final_norm,
                 static_cast<float>(c_.hc_eps), static_cast<float>(c_.rms_norm_eps), y, pool_);
   if (final_norm)
     ops.rms_norm(y, dim, norm_.data(), static_cast<float>(c_.rms_norm_eps), m, dim, y, dim, *pool_);
-  if (logits) ops.matmul(y, m, dim, head_, out, d_.vocab, *pool_);
+  // Tensor parallel: each rank's vocabulary panels, all-gathered (every rank samples alike).
+  if (logits) return head_.forward(y, m, dim, out, d_.vocab, ops, *pool_, w_.tp);
+  return ok_status();
 }
 
 Status DeepseekV4Model::compute_logits(std::span<const int32_t> rows, const KernelOps& ops,
@@ -1181,8 +1420,7 @@ Status DeepseekV4Model::compute_logits(std::span<const int32_t> rows, const Kern
     return invalid_argument("too many logits rows: " + std::to_string(rows.size()));
   for (int32_t r : rows)
     if (r < 0 || r >= last_tokens_) return invalid_argument("logits row out of range");
-  head_rows(rows, true, ops, logits, true);
-  return Status();
+  return head_rows(rows, true, ops, logits, true);
 }
 
 Status DeepseekV4Model::hidden_states(std::span<const int32_t> rows, bool final_norm,
@@ -1192,42 +1430,46 @@ Status DeepseekV4Model::hidden_states(std::span<const int32_t> rows, bool final_
   for (int32_t r : rows)
     if (r < 0 || r >= last_tokens_) return invalid_argument("hidden-state row out of range");
   // The hc_head collapse of the streams (before or after the final norm).
-  head_rows(rows, final_norm, ops, out, false);
-  return Status();
+  return head_rows(rows, final_norm, ops, out, false);
 }
 
+// This rank's (under tensor parallelism its slices, and its expected share of the top-k experts).
 int64_t DeepseekV4Model::weight_bytes_per_token() const {
   int64_t bytes = 0;
-  for (const MatmulPlan& m : matmul_plan(c_))
+  for (const MatmulPlan& m : matmul_plan(c_, sp_))
     if (!m.expert) bytes += plan_bytes(m, storage_);
   bytes += c_.num_hidden_layers * c_.num_experts_per_tok * 3 *
-           mxfp4_bytes(c_.moe_intermediate_size, c_.hidden_size);
+           mxfp4_bytes(c_.moe_intermediate_size, c_.hidden_size) * sp_.experts.size() /
+           std::max<int64_t>(c_.n_routed_experts, 1);
   return bytes;
 }
 
 int64_t DeepseekV4Model::parameter_count() const {
   int64_t p = 0;
-  for (const MatmulPlan& m : matmul_plan(c_)) p += m.rows * m.cols;
-  p += c_.vocab_size * c_.hidden_size;
-  const WeightBytesByClass b = weight_bytes(c_, storage_);
+  for (const MatmulPlan& m : matmul_plan(c_, sp_)) p += m.rows * m.cols;
+  p += sp_.vocab.size() * c_.hidden_size;
+  const WeightBytesByClass b = weight_bytes(c_, storage_, sp_);
   return p + b.other / 4;
 }
 
 double DeepseekV4Model::forward_flops(int64_t num_tokens, int64_t sum_context,
                                       int64_t num_logit_rows) const {
   double f = 0;
-  for (const MatmulPlan& m : matmul_plan(c_)) {
+  // This rank's: its slices, its share of the routed experts and of the heads.
+  for (const MatmulPlan& m : matmul_plan(c_, sp_)) {
     if (m.name == "lm_head") continue;
     if (!m.expert) f += 2.0 * m.rows * m.cols * num_tokens;
   }
   // Routed experts: top-k of them per token.
   f += 2.0 * num_tokens * c_.num_hidden_layers * c_.num_experts_per_tok * 3 *
-       c_.moe_intermediate_size * c_.hidden_size;
-  f += 2.0 * num_logit_rows * c_.vocab_size * c_.hidden_size;
+       c_.moe_intermediate_size * c_.hidden_size * sp_.experts.size() /
+       std::max<int64_t>(c_.n_routed_experts, 1);
+  f += 2.0 * num_logit_rows * row_split_rows(c_.vocab_size, sp_.size, sp_.rank).size() *
+       c_.hidden_size;
   // Attention: per token and layer, window rows + the compressed rows it reads (CSA: top-k and
   // every indexer key; HCA: every complete row), q.k and p.v over all heads.
   const double ctx = num_tokens > 0 ? static_cast<double>(sum_context) / num_tokens : 0;
-  const double per_key = 4.0 * c_.num_attention_heads * c_.head_dim;
+  const double per_key = 4.0 * sp_.heads() * c_.head_dim;
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     double keys = std::min<double>(ctx, c_.sliding_window);
     const int r = c_.compress_ratio(l);
@@ -1243,7 +1485,7 @@ double DeepseekV4Model::forward_flops(int64_t num_tokens, int64_t sum_context,
 
 std::vector<LinearInfo> DeepseekV4Model::linear_layers() const {
   std::vector<LinearInfo> out;
-  for (const MatmulPlan& m : matmul_plan(c_))
+  for (const MatmulPlan& m : matmul_plan(c_, sp_))
     out.push_back(
         {m.name, m.rows, m.cols, plan_dtype(m, storage_), m.sharding, plan_bytes(m, storage_)});
   return out;
@@ -1268,10 +1510,20 @@ Result<DType> v4_storage(const ModelBuildOptions& o) {
 }
 
 Status v4_checks(const DeepseekV4Config& c, const ModelBuildOptions& o) {
-  if (o.parallel.tp_size > 1 || o.parallel.pp_size > 1)
+  if (o.parallel.pp_size > 1)
     return unimplemented(
-        "DeepSeek-V4 runs in one process for now: use --tensor-parallel-size 1 and "
-        "--pipeline-parallel-size 1");
+        "DeepSeek-V4 does not run under pipeline parallelism yet: use --pipeline-parallel-size 1 "
+        "(--tensor-parallel-size N, with or without --enable-expert-parallel, splits it exactly)");
+  if (o.parallel.tp_size > 1 && o.parallel.tp_size > c.o_groups)
+    return invalid_argument("DeepSeek-V4 splits its " + std::to_string(c.o_groups) +
+                            " o_groups (groups of attention heads) over the tensor-parallel "
+                            "ranks: use --tensor-parallel-size " +
+                            std::to_string(c.o_groups) + " or less, not " +
+                            std::to_string(o.parallel.tp_size));
+  if (o.parallel.tp_size > 1 && c.num_attention_heads % c.o_groups != 0)
+    return unimplemented(
+        "DeepSeek-V4 under tensor parallelism splits whole groups of heads: "
+        "num_attention_heads must divide by o_groups");
   if (o.mtp_module)
     return unimplemented(
         "the DeepSeek-V4 multi-token-prediction module is not an engine model "
@@ -1345,7 +1597,8 @@ Result<std::unique_ptr<Model>> make_deepseek_v4_model(const DeepseekV4Config& c,
                                                       const WorkspaceLimits& limits,
                                                       ThreadPool* pool) {
   if (pool == nullptr) return invalid_argument("DeepSeek-V4 needs a thread pool");
-  auto m = std::make_unique<DeepseekV4Model>(model_config_of(c), c, storage, limits, pool);
+  auto m = std::make_unique<DeepseekV4Model>(model_config_of(c), c, storage, limits, pool,
+                                             ModelParallel{});
   RefFeed feed(w);
   STRATA_RETURN_IF_ERROR(m->load(feed));
   return std::unique_ptr<Model>(std::move(m));
@@ -1361,7 +1614,13 @@ Result<std::unique_ptr<Model>> create_deepseek_v4_model(const ModelConfig& confi
   if (weights->describe() != "dummy weights")
     return unimplemented("DeepSeek-V4 checkpoints (" + weights->describe() +
                          ") are not loaded by the engine model yet: use --load-format dummy");
-  auto m = std::make_unique<DeepseekV4Model>(config, c, storage, options.limits, options.pool);
+  if (options.parallel.tp_size > 1 &&
+      (options.parallel.tp == nullptr || options.parallel.tp->size() != options.parallel.tp_size))
+    return invalid_argument("DeepSeek-V4: tensor parallel size " +
+                            std::to_string(options.parallel.tp_size) +
+                            " without its group of ranks");
+  auto m = std::make_unique<DeepseekV4Model>(config, c, storage, options.limits, options.pool,
+                                             options.parallel);
   DummyFeed feed(c, options.seed, options.pool);
   STRATA_RETURN_IF_ERROR(m->load(feed));
   return std::unique_ptr<Model>(std::move(m));
@@ -1374,8 +1633,9 @@ Result<ModelMemoryEstimate> estimate_deepseek_v4_model(const ModelConfig& config
   STRATA_RETURN_IF_ERROR(v4_checks(c, options));
   STRATA_ASSIGN_OR_RETURN(DType storage, v4_storage(options));
   ModelMemoryEstimate e;
-  e.weights = weight_bytes(c, storage);
-  e.workspace_bytes = workspace_bytes_for(dims_of(c, options.limits, threads));
+  const Split sp = split_of(c, options.parallel);
+  e.weights = weight_bytes(c, storage, sp);
+  e.workspace_bytes = workspace_bytes_for(dims_of(c, options.limits, threads, sp));
   e.kv_spec = deepseek_v4_kv_spec(c);
   return e;
 }

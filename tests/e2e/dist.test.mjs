@@ -381,3 +381,42 @@ describe('sharded DeepSeek-V3 (scaled, MLA + MoE): 64 greedy tokens as one proce
     });
   }
 });
+
+// Scaled DeepSeek-V4-Flash (the real config, 4 layers: window, window, CSA, HCA; 16 MXFP4 experts;
+// dummy weights): TP 2 with expert parallelism gives the greedy tokens of one process over a
+// prompt past the 128-token window, each rank holding about half of the split weights.
+describe('sharded DeepSeek-V4-Flash (scaled, TP 2 + EP): greedy tokens as one process', () => {
+  const config = path.join(sharedData, 'configs/deepseek-v4-flash');
+  const overrides = JSON.stringify({
+    num_hidden_layers: 4, hidden_size: 256, n_routed_experts: 16, num_attention_heads: 8,
+    head_dim: 128, q_lora_rank: 128, o_groups: 4, o_lora_rank: 64, moe_intermediate_size: 128,
+    vocab_size: 2048, index_n_heads: 4, index_head_dim: 64, index_topk: 16 });
+  const args = [config, '--load-format', 'dummy', '--hf-overrides', overrides, '--kv-cache-memory', '32MiB',
+                '--max-model-len', '512', '--served-model-name', 'tiny'];
+  const prompts = [Array.from({ length: 160 }, (_, i) => 1 + (i * 37) % 2000), [0, 903, 1501, 263, 931]];
+  let expected;
+  before(async () => {
+    assert.ok(fs.existsSync(path.join(config, 'config.json')), `missing shared test data ${config}`);
+    const one = await startServer([...args, '--threads', '1']);
+    try {
+      expected = [];
+      for (const p of prompts) expected.push(await greedyIds(one, p, 24));
+    } finally {
+      assert.equal(await one.stop(), 0);
+    }
+  });
+  test('--tensor-parallel-size 2 --enable-expert-parallel', async () => {
+    const server = await startServer([...args, '--tensor-parallel-size', '2', '--enable-expert-parallel']);
+    try {
+      for (let i = 0; i < prompts.length; ++i)
+        assert.deepEqual(await greedyIds(server, prompts[i], 24), expected[i]);
+      assert.deepEqual(await Promise.all(prompts.map((p) => greedyIds(server, p, 24))), expected);
+      assert.match(server.output(), /rank 0 on host .* experts 0\.\.7/);
+      assert.match(server.output(), /rank 1 on host .* experts 8\.\.15/);
+      assert.equal(weightBytes(server.output()).length, 2);
+    } finally {
+      const code = await server.stop();
+      assert.equal(code, 0, server.output());
+    }
+  });
+});

@@ -411,11 +411,19 @@ TEST(DeepseekV4Model, ScaledFlashDummyLoadsAndItsEstimateMatches) {
   for (int64_t l = 0; l < 4; ++l)
     EXPECT_EQ(est->kv_spec.layer_block_bytes(l, 256, DType::kF8E4M3),
               mm.kv_spec().layer_block_bytes(l, 256, DType::kF8E4M3));
-  // Tensor parallelism is refused clearly.
+  // Pipeline parallelism is refused clearly; a tensor-parallel rank's estimate holds its share
+  // (tests/dist/dist_v4_test.cpp runs the ranks).
+  o.parallel.pp_size = 2;
+  auto pp = load_model(o);
+  ASSERT_FALSE(pp.ok());
+  EXPECT_NE(pp.status().message().find("--pipeline-parallel-size 1"), std::string::npos)
+      << pp.status().message();
+  o.parallel.pp_size = 1;
   o.parallel.tp_size = 2;
-  auto tp = load_model(o);
-  ASSERT_FALSE(tp.ok());
-  EXPECT_NE(tp.status().message().find("one process"), std::string::npos);
+  auto half = estimate_model_memory(o, pool.size());
+  ASSERT_TRUE(half.ok()) << half.status().to_string();
+  EXPECT_EQ(half->weights.routed_experts * 2, est->weights.routed_experts);
+  EXPECT_LT(half->weights.total(), est->weights.total());
 }
 
 }  // namespace
