@@ -11,7 +11,8 @@
 //     estimate counts them at 1 byte + scales, equal to the loaded model's bytes;
 //   - F32 block scales load exactly as the equal e8m0 ones; sharded = one file;
 //   - `strata generate DIR --prompt-ids ... --temperature 0 --json` gives the in-process ids;
-//   - a missing tensor, a wrong shape and an unsupported dtype fail with errors naming them.
+//   - a missing tensor, a wrong shape and an unsupported dtype fail with errors naming them;
+//   - the published Flash config.json, scaled down, as a checkpoint (128 x 128 blocks).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -250,9 +251,9 @@ std::string make_dir(const std::string& tag) {
 
 // Writes config.json and the tensors (`shards` files; > 1 with model.safetensors.index.json).
 std::string write_checkpoint(const std::map<std::string, Stored>& ckpt, const std::string& tag,
-                             int shards = 1) {
+                             int shards = 1, const std::string& config_json = kConfig) {
   const std::string dir = make_dir(tag);
-  std::ofstream(dir + "/config.json") << kConfig;
+  std::ofstream(dir + "/config.json") << config_json;
   std::vector<std::vector<io::TensorToWrite>> files(shards);
   Json map = Json::object();
   int i = 0;
@@ -531,6 +532,47 @@ TEST(DeepseekV4Checkpoint, ClearErrors) {
     const std::string e = error(ckpt, "nan");
     EXPECT_NE(e.find("layers.1.attn.wq_b.scale"), std::string::npos) << e;
   }
+}
+
+// The published Flash config.json (its quantization_config: 128 x 128 ue8m0 blocks; its layer
+// kinds: window, window, CSA, HCA; three hash-routed layers; head_dim 512, window 128) scaled
+// down: the checkpoint of that config loads and matches the reference past the window and the
+// first 128-token compressed row.
+TEST(DeepseekV4Checkpoint, ScaledFlashConfigCheckpoint) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-flash/config.json");
+  auto j = read_json_file(testing::shared_data_path("configs/deepseek-v4-flash/config.json"));
+  ASSERT_TRUE(j.ok()) << j.status().to_string();
+  const Json over = Json::parse(
+      R"({"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+          "q_lora_rank": 128, "o_lora_rank": 64, "o_groups": 2, "n_routed_experts": 8,
+          "moe_intermediate_size": 128, "vocab_size": 512, "index_n_heads": 4,
+          "index_topk": 16})");
+  Json cfg = *j;
+  for (auto it = over.begin(); it != over.end(); ++it) cfg[it.key()] = it.value();
+  auto c = dsv4::parse_deepseek_v4_config(cfg, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_EQ(c->weight_block_k, 128);
+  const dsv4::ModelWeights w = dsv4::random_model_weights(*c, 11);
+  const auto ckpt = checkpoint(*c, w);
+  const std::string dir = write_checkpoint(ckpt, "flash", 1, cfg.dump());
+  ThreadPool pool(2);
+  auto loaded = load_model(options(dir, pool));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto est = estimate_model_memory(options(dir, pool), pool.size());
+  ASSERT_TRUE(est.ok()) << est.status().to_string();
+  EXPECT_EQ(est->weights.total(), loaded->model->weight_bytes_total());
+  const dsv4::ModelWeights ref = reference_weights(*c, ckpt);
+  const int64_t t = 160, v = c->vocab_size;
+  std::vector<int32_t> tokens(t);
+  for (int64_t i = 0; i < t; ++i) tokens[i] = static_cast<int32_t>((i * 211 + 5) % v);
+  std::vector<double> want(t * v);
+  dsv4::model_forward_ref(*c, ref, tokens.data(), t, want.data());
+  Runner r(*loaded->model);
+  const std::vector<float> got = r.step(tokens, 0, true);
+  double worst = 0;
+  for (int64_t p = 0; p < t; ++p) worst = std::max(worst, rel_err(&got[p * v], &want[p * v], v));
+  std::printf("scaled Flash: max relative logit error %.3g\n", worst);  // measured 2.5e-6
+  EXPECT_LT(worst, 1e-5);
 }
 
 TEST(DeepseekV4Checkpoint, GenerateCliMatchesTheInProcessModel) {
