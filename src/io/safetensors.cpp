@@ -27,6 +27,8 @@ bool parse_st_dtype(const std::string& s, DType* out) {
     *out = DType::kI8;
   else if (s == "U8")
     *out = DType::kU8;
+  else if (s == "F8_E8M0")  // ue8m0 scales (DeepSeek-V4): one exponent byte each, read as U8
+    *out = DType::kU8;
   else if (s == "I16")
     *out = DType::kI16;
   else if (s == "I32")

@@ -93,7 +93,7 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
-    const char* dt = st_dtype(t.dtype);
+    const char* dt = t.st_dtype.empty() ? st_dtype(t.dtype) : t.st_dtype.c_str();
     if (dt == nullptr)
       return invalid_argument("safetensors cannot hold " + std::string(dtype_name(t.dtype)));
     header[t.name] = {

@@ -18,6 +18,9 @@ struct TensorToWrite {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // PyTorch order
   std::string bytes;           // raw data, dtype_bytes(dtype, numel) long
+  // safetensors only: the header's dtype string when it is not `dtype`'s own name (F8_E8M0
+  // scales are written as U8 bytes under "F8_E8M0").
+  std::string st_dtype;
 };
 
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,

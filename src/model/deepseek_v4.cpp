@@ -4,15 +4,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "core/check.h"
 #include "core/json.h"
 #include "core/logging.h"
 #include "core/rng.h"
 #include "kernels/dsv4.h"
+#include "kernels/fp8.h"
 #include "model/exact_split.h"
 #include "model/parallel.h"
 
@@ -475,20 +478,88 @@ int64_t mxfp4_bytes(int64_t n, int64_t k) {
   return n * (k / 2) + n * (k / dsv4::kMxfp4Group);
 }
 
-DType plan_dtype(const MatmulPlan& m, DType storage) {
+// The checkpoint tensors (names without ".weight") a matmul of the plan is packed from.
+std::vector<std::string> plan_tensors(const MatmulPlan& m) {
+  const std::string& n = m.name;
+  auto ends = [&](const std::string& tail) {
+    return n.size() >= tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  auto head = [&](const std::string& tail) { return n.substr(0, n.size() - tail.size()); };
+  if (n == "lm_head") return {"head"};
+  if (ends("compressor.wkv_wgate")) {
+    const std::string p = head("wkv_wgate");
+    return {p + "wkv", p + "wgate"};
+  }
+  if (ends("moe.shared.w1_w3"))
+    return {head("moe.shared.w1_w3") + "ffn.shared_experts.w1",
+            head("moe.shared.w1_w3") + "ffn.shared_experts.w3"};
+  if (ends("moe.shared.w2")) return {head("moe.shared.w2") + "ffn.shared_experts.w2"};
+  if (ends("moe.router")) return {head("moe.router") + "ffn.gate"};
+  const size_t wo_a = n.find("attn.wo_a.");
+  if (wo_a != std::string::npos) return {n.substr(0, wo_a) + "attn.wo_a"};
+  return {n};
+}
+
+// The matmuls of an FP8 checkpoint kept as FP8 (e4m3 values with one f32 scale per row and
+// column block of block_k, kernels/packed_weight.h): those whose checkpoint tensors are all e4m3.
+// The others (routed experts aside) are packed at the storage dtype.
+struct Fp8Linears {
+  std::set<std::string> plans;  // MatmulPlan names
+  int64_t block_k = 128;
+  bool has(const MatmulPlan& m) const { return plans.count(m.name) != 0; }
+};
+
+DType plan_dtype(const MatmulPlan& m, DType storage, const Fp8Linears* fp8 = nullptr) {
+  if (fp8 != nullptr && fp8->has(m)) return DType::kF8E4M3;
   return m.expert ? DType::kU8 : m.router ? DType::kF32 : storage;
 }
-int64_t plan_bytes(const MatmulPlan& m, DType storage) {
+int64_t plan_bytes(const MatmulPlan& m, DType storage, const Fp8Linears* fp8 = nullptr) {
+  if (fp8 != nullptr && fp8->has(m))
+    return PackedWeight::bytes_for(DType::kF8E4M3, m.rows, m.cols, fp8->block_k);
   return m.expert ? mxfp4_bytes(m.rows, m.cols)
                   : PackedWeight::bytes_for(plan_dtype(m, storage), m.rows, m.cols);
 }
 
+// The checkpoint's tensors and shapes (dsv4::checkpoint_tensors, without mtp.*).
+std::map<std::string, std::vector<int64_t>> checkpoint_shapes(const DeepseekV4Config& c) {
+  std::map<std::string, std::vector<int64_t>> m;
+  for (const dsv4::TensorSpec& t : dsv4::checkpoint_tensors(c, false)) m[t.name] = t.shape;
+  return m;
+}
+
+// Which matmuls of a checkpoint stay FP8 (from the tensors' dtypes, reading no values). A
+// matmul whose tensors are missing is not FP8 (loading it then names the missing tensor).
+Result<Fp8Linears> fp8_linears(const DeepseekV4Config& c, WeightSource& src) {
+  Fp8Linears f;
+  f.block_k = c.weight_block_k;
+  if (!c.fp8_weights || c.weight_block_k % kPanelRows != 0) return f;
+  const auto shapes = checkpoint_shapes(c);
+  // Every matmul of the whole model (a rank's plan names are among them).
+  for (const MatmulPlan& m : matmul_plan(c, split_of(c, ModelParallel{}))) {
+    if (m.expert || m.router) continue;
+    bool all = true;
+    for (const std::string& t : plan_tensors(m)) {
+      const std::string w = t + ".weight";
+      auto it = shapes.find(w);
+      if (it == shapes.end() || !src.has(w)) {
+        all = false;
+        break;
+      }
+      STRATA_ASSIGN_OR_RETURN(io::TensorRef r, src.peek(w, it->second));
+      all = all && r.dtype == DType::kF8E4M3;
+    }
+    if (all) f.plans.insert(m.name);
+  }
+  return f;
+}
+
 // Non-matmul weights in floats (norms, hc, sinks, ape, biases) and the hash tables (int32), and
 // the embedding at `storage`.
-WeightBytesByClass weight_bytes(const DeepseekV4Config& c, DType storage, const Split& sp) {
+WeightBytesByClass weight_bytes(const DeepseekV4Config& c, DType storage, const Split& sp,
+                                const Fp8Linears* fp8 = nullptr) {
   WeightBytesByClass b;
   for (const MatmulPlan& m : matmul_plan(c, sp))
-    b.add_matmul(m.cls, plan_dtype(m, storage), plan_bytes(m, storage));
+    b.add_matmul(m.cls, plan_dtype(m, storage, fp8), plan_bytes(m, storage, fp8));
   b.embedding = sp.vocab.size() * c.hidden_size * dtype_block_bytes(storage);
   const int64_t dim = c.hidden_size, hc = c.hc_mult, mix = c.hc_mix_dim();
   int64_t other = dim + hc * hc * dim + hc + 1;  // norm, hc_head
@@ -520,6 +591,16 @@ class Feed {
   virtual void expert(int64_t layer, int64_t e, int which, int64_t n, int64_t k,
                       std::vector<uint8_t>* q, std::vector<uint8_t>* s) = 0;
   virtual std::vector<int32_t> tid2eid(int64_t layer) = 0;
+  // FP8 checkpoints: rows [r0, r1) of the e4m3 matrix `name` ([r1 - r0, k] bytes into `q`) and
+  // each row's block scales as f32 ([r1 - r0, ceil(k / block_k)] into `scales`).
+  virtual Status fp8_rows(const std::string& name, int64_t r0, int64_t r1, std::vector<uint8_t>* q,
+                          std::vector<float>* scales) {
+    (void)r0, (void)r1, (void)q, (void)scales;
+    return unimplemented(name + ": these weights have no FP8 tensors");
+  }
+  // The first error of a feed that reads a checkpoint: get(), expert() and tid2eid() cannot
+  // fail, so after an error they return zeros of the right size and load() returns this.
+  virtual Status status() const { return Status(); }
 };
 
 uint64_t fnv1a(const std::string& s) {
@@ -651,6 +732,190 @@ class RefFeed final : public Feed {
   std::map<std::string, const std::vector<double>*> m_;
 };
 
+// A checkpoint in the Hugging Face DeepSeek-V4 layout (dsv4::checkpoint_tensors) through a
+// WeightSource: the feed's names are the checkpoint's without ".weight" (norms, linears,
+// ffn.gate) or as they are (hc_*, attn_sink, ape, ffn.gate.bias). Float tensors (F32, F16, BF16)
+// are read as they are; F8_E4M3 ones times their `.scale` block scales (weight_block_size of
+// quantization_config; e8m0 bytes, F8_E8M0, or F32), or handed over as e4m3 rows (fp8_rows()).
+// Routed experts are MXFP4: I8/U8 [n, k/2] (element 2j in the low nibble, as the published
+// float4_e2m1fn_x2 and dsv4::quantize_mxfp4 pack it: no conversion) and e8m0 scales [n, k/32]
+// (F8_E8M0, or F32 powers of two), passed through. tid2eid is I64 or I32. mtp.* is not read.
+class CheckpointFeed final : public Feed {
+ public:
+  CheckpointFeed(const DeepseekV4Config& c, WeightSource& src)
+      : c_(c), src_(src), shapes_(checkpoint_shapes(c)) {}
+
+  Status status() const override { return status_; }
+
+  std::vector<float> get(const std::string& name, int64_t count, double, double) override {
+    std::vector<float> v(count, 0.0f);
+    if (status_.ok()) note(read_floats(checkpoint_name(name), v));
+    return v;
+  }
+
+  void expert(int64_t layer, int64_t e, int which, int64_t n, int64_t k, std::vector<uint8_t>* q,
+              std::vector<uint8_t>* s) override {
+    q->assign(n * k / 2, 0);
+    s->assign(n * k / dsv4::kMxfp4Group, 127);
+    if (!status_.ok()) return;
+    const std::string base = "layers." + std::to_string(layer) + ".ffn.experts." +
+                             std::to_string(e) + ".w" + std::to_string(which);
+    note(read_expert(base, n, k, q, s));
+  }
+
+  std::vector<int32_t> tid2eid(int64_t layer) override {
+    std::vector<int32_t> t(c_.vocab_size * c_.num_experts_per_tok, 0);
+    if (status_.ok())
+      note(read_tid2eid("layers." + std::to_string(layer) + ".ffn.gate.tid2eid", t));
+    return t;
+  }
+
+  Status fp8_rows(const std::string& name, int64_t r0, int64_t r1, std::vector<uint8_t>* q,
+                  std::vector<float>* scales) override {
+    const std::string w = checkpoint_name(name);
+    STRATA_ASSIGN_OR_RETURN(const std::vector<int64_t>* shape, shape_of(w));
+    STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src_.get(w, *shape));
+    if (t.dtype != DType::kF8E4M3)
+      return invalid_argument(w + " in " + src_.describe() + " is " + dtype_name(t.dtype) +
+                              ", expected F8_E4M3 as the other parts of its matmul");
+    const int64_t n = (*shape)[0], k = (*shape)[1];
+    STRATA_ASSIGN_OR_RETURN(std::vector<float> blocks, block_scales(w, n, k));
+    const int64_t nbk = fp8_block_count(k, c_.weight_block_k);
+    q->assign(reinterpret_cast<const uint8_t*>(t.data) + r0 * k,
+              reinterpret_cast<const uint8_t*>(t.data) + r1 * k);
+    scales->resize((r1 - r0) * nbk);
+    for (int64_t r = r0; r < r1; ++r)
+      std::copy_n(&blocks[(r / c_.weight_block_n) * nbk], nbk, &(*scales)[(r - r0) * nbk]);
+    src_.release(t);
+    return Status();
+  }
+
+  // The checkpoint name of a feed name.
+  static std::string checkpoint_name(const std::string& name) {
+    const size_t dot = name.rfind('.');
+    const std::string last = dot == std::string::npos ? name : name.substr(dot + 1);
+    if (last.rfind("hc_", 0) == 0 || last == "attn_sink" || last == "ape" || last == "bias")
+      return name;
+    return name + ".weight";
+  }
+
+ private:
+  void note(Status s) {
+    if (status_.ok() && !s.ok()) status_ = std::move(s);
+  }
+  Result<const std::vector<int64_t>*> shape_of(const std::string& name) const {
+    auto it = shapes_.find(name);
+    if (it == shapes_.end())
+      return internal_error("DeepSeek-V4: no tensor " + name + " in the checkpoint layout");
+    return &it->second;
+  }
+  Status unsupported(const io::TensorRef& t, const std::string& want) const {
+    return unimplemented(t.name + " in " + src_.describe() + " has dtype " + dtype_name(t.dtype) +
+                         ", which DeepSeek-V4 does not load (expected " + want + ")");
+  }
+  // The f32 block scales of the e4m3 tensor `weight` ([n, k]): its sibling `.scale`,
+  // [ceil(n / block_n), ceil(k / block_k)] e8m0 bytes (F8_E8M0) or f32.
+  Result<std::vector<float>> block_scales(const std::string& weight, int64_t n, int64_t k) {
+    const std::string name = weight.substr(0, weight.size() - 7) + ".scale";
+    const std::vector<int64_t> shape = {fp8_block_count(n, c_.weight_block_n),
+                                        fp8_block_count(k, c_.weight_block_k)};
+    if (!src_.has(name))
+      return not_found(weight + " is F8_E4M3 but its block scales " + name + " are not in " +
+                       src_.describe());
+    STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src_.get(name, shape));
+    std::vector<float> s(shape[0] * shape[1]);
+    const auto* b = reinterpret_cast<const uint8_t*>(t.data);
+    if (t.dtype == DType::kU8 || t.dtype == DType::kI8) {
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (b[i] == 0xff)
+          return data_loss(name + " holds an e8m0 NaN (0xff) at " + std::to_string(i));
+        s[i] = std::ldexp(1.0f, static_cast<int>(b[i]) - 127);
+      }
+    } else if (t.dtype == DType::kF32) {
+      std::memcpy(s.data(), t.data, s.size() * 4);
+      for (size_t i = 0; i < s.size(); ++i)
+        if (!(s[i] > 0) || !std::isfinite(s[i]))
+          return data_loss(name + ": block scale " + std::to_string(i) + " is " +
+                           std::to_string(s[i]) + ", not a positive finite number");
+    } else {
+      return unsupported(t, "F8_E8M0 or F32 block scales");
+    }
+    src_.release(t);
+    return s;
+  }
+  Status read_floats(const std::string& name, std::vector<float>& out) {
+    STRATA_ASSIGN_OR_RETURN(const std::vector<int64_t>* shape, shape_of(name));
+    STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src_.get(name, *shape));
+    if (t.numel() != static_cast<int64_t>(out.size()))
+      return internal_error(name + ": " + std::to_string(t.numel()) + " values, the model needs " +
+                            std::to_string(out.size()));
+    if (t.dtype == DType::kF8E4M3 && shape->size() == 2) {
+      const int64_t n = (*shape)[0], k = (*shape)[1];
+      STRATA_ASSIGN_OR_RETURN(std::vector<float> s, block_scales(name, n, k));
+      const int64_t nbk = fp8_block_count(k, c_.weight_block_k);
+      const auto* q = reinterpret_cast<const uint8_t*>(t.data);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j)
+          out[r * k + j] = fp8_e4m3_to_f32(q[r * k + j]) *
+                           s[(r / c_.weight_block_n) * nbk + j / c_.weight_block_k];
+    } else if (t.dtype == DType::kF32 || t.dtype == DType::kF16 || t.dtype == DType::kBF16) {
+      dequantize_row(t.dtype, t.data, out.data(), t.numel());
+    } else {
+      return unsupported(t, "BF16, F16 or F32, or a 2-D F8_E4M3 weight with its .scale");
+    }
+    src_.release(t);
+    return Status();
+  }
+  Status read_expert(const std::string& base, int64_t n, int64_t k, std::vector<uint8_t>* q,
+                     std::vector<uint8_t>* s) {
+    STRATA_ASSIGN_OR_RETURN(io::TensorRef w, src_.get(base + ".weight", {n, k / 2}));
+    if (w.dtype != DType::kI8 && w.dtype != DType::kU8)
+      return unsupported(w, "I8 or U8 packed MXFP4 (expert_dtype fp4)");
+    std::memcpy(q->data(), w.data, q->size());
+    src_.release(w);
+    STRATA_ASSIGN_OR_RETURN(io::TensorRef sc,
+                            src_.get(base + ".scale", {n, k / dsv4::kMxfp4Group}));
+    if (sc.dtype == DType::kU8 || sc.dtype == DType::kI8) {
+      std::memcpy(s->data(), sc.data, s->size());
+    } else if (sc.dtype == DType::kF32) {
+      std::vector<float> f(s->size());
+      std::memcpy(f.data(), sc.data, f.size() * 4);
+      STRATA_RETURN_IF_ERROR(dsv4::f32_scales_to_e8m0(f.data(), static_cast<int64_t>(f.size()),
+                                                      base + ".scale", s->data()));
+    } else {
+      return unsupported(sc, "F8_E8M0 or F32 MXFP4 scales");
+    }
+    for (size_t i = 0; i < s->size(); ++i)
+      if ((*s)[i] == 0xff)
+        return data_loss(base + ".scale holds an e8m0 NaN (0xff) at " + std::to_string(i));
+    src_.release(sc);
+    return Status();
+  }
+  Status read_tid2eid(const std::string& name, std::vector<int32_t>& out) {
+    STRATA_ASSIGN_OR_RETURN(const std::vector<int64_t>* shape, shape_of(name));
+    STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src_.get(name, *shape));
+    const int64_t n = t.numel();
+    if (t.dtype == DType::kI64) {
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t v;
+        std::memcpy(&v, t.data + 8 * i, 8);
+        out[i] = v < 0 || v > std::numeric_limits<int32_t>::max() ? -1 : static_cast<int32_t>(v);
+      }
+    } else if (t.dtype == DType::kI32) {
+      std::memcpy(out.data(), t.data, 4 * n);
+    } else {
+      return unsupported(t, "I64 or I32");
+    }
+    src_.release(t);
+    return Status();
+  }
+
+  const DeepseekV4Config& c_;
+  WeightSource& src_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+  Status status_;
+};
+
 struct Expert {
   std::vector<uint8_t> w1, w1s, w3, w3s, w2, w2s;
 };
@@ -683,7 +948,8 @@ class DeepseekV4Model final : public Model {
         sp_(split_of(c_, par)),
         d_(dims_of(c_, limits, pool->size(), sp_)) {}
 
-  Status load(Feed& feed);
+  // fp8: the matmuls packed from the checkpoint's e4m3 rows (Feed::fp8_rows); null: none.
+  Status load(Feed& feed, const Fp8Linears* fp8 = nullptr);
 
   KvSpec kv_spec() const override { return deepseek_v4_kv_spec(c_); }
   Status forward(const ForwardBatch& batch, std::span<const PagedKvLayer> kv, const KernelOps& ops,
@@ -697,7 +963,9 @@ class DeepseekV4Model final : public Model {
   int64_t weight_bytes_per_token() const override;
   double forward_flops(int64_t num_tokens, int64_t sum_context,
                        int64_t num_logit_rows) const override;
-  int64_t weight_bytes_total() const override { return weight_bytes(c_, storage_, sp_).total(); }
+  int64_t weight_bytes_total() const override {
+    return weight_bytes(c_, storage_, sp_, &fp8_).total();
+  }
   int64_t parameter_count() const override;
   int64_t workspace_bytes() const override { return workspace_bytes_for(d_); }
   DType weight_dtype() const override { return storage_; }
@@ -730,6 +998,7 @@ class DeepseekV4Model final : public Model {
   std::vector<float> norm_, hc_head_fn_, hc_head_base_, hc_head_scale_, ones_;
   RowSplitLinear head_;
   std::vector<std::byte> embed_;  // this rank's rows Split::vocab
+  Fp8Linears fp8_;                // the matmuls kept FP8 (checkpoint loads)
   std::vector<float> ws_f_;
   std::vector<int32_t> ws_i_;
   Workspace w_{};
@@ -751,27 +1020,8 @@ Result<PackedWeight> pack_f32(const std::vector<float>& v, int64_t n, int64_t k,
   return PackedWeight::pack(v.data(), DType::kF32, n, k, storage);
 }
 
-// Rows [r.begin, r.end) of the row-major [*, k] matrix `v` (a rank's slice of a weight read
-// whole: each row packs to the same values as in the whole weight).
-Result<PackedWeight> pack_f32_rows(const std::vector<float>& v, ShardRange r, int64_t k,
-                                   DType storage) {
-  return PackedWeight::pack(v.data() + r.begin * k, DType::kF32, r.size(), k, storage);
-}
-
-// The [n, k] weight `v` split by output rows over the ranks (RowSplitLinear; whole for one
-// process).
-Result<RowSplitLinear> row_split_f32(const std::vector<float>& v, int64_t n, int64_t k,
-                                     DType storage, const ModelParallel& par) {
-  if (par.tp_size <= 1) {
-    STRATA_ASSIGN_OR_RETURN(PackedWeight w, pack_f32(v, n, k, storage));
-    return RowSplitLinear::split(std::move(w), par);
-  }
-  STRATA_ASSIGN_OR_RETURN(
-      PackedWeight mine, pack_f32_rows(v, row_split_rows(n, par.tp_size, par.tp_rank), k, storage));
-  return RowSplitLinear::from_shard(std::move(mine), n, par);
-}
-
-Status DeepseekV4Model::load(Feed& feed) {
+Status DeepseekV4Model::load(Feed& feed, const Fp8Linears* fp8) {
+  if (fp8 != nullptr) fp8_ = *fp8;
   const int64_t dim = c_.hidden_size, hc = c_.hc_mult, mix = c_.hc_mix_dim();
   const int64_t h = c_.num_attention_heads, hd = c_.head_dim, ql = c_.q_lora_rank;
   const int64_t sh = shared_dim(c_), inter = c_.moe_intermediate_size;
@@ -785,14 +1035,68 @@ Status DeepseekV4Model::load(Feed& feed) {
     v.insert(v.end(), b.begin(), b.end());
     return v;
   };
+  // The matmul `plan` of rows [begin, end) of each of the feed matrices `parts` [rows_i, k],
+  // stacked: their e4m3 rows and scales when the plan is kept FP8, else `floats` (the parts'
+  // whole float values, stacked) cut to those rows and packed at storage_. Every row packs to
+  // the same values as in the whole weight (a rank's slice under tensor parallelism).
+  struct Part {
+    std::string name;
+    int64_t rows;
+    int64_t begin = 0, end = -1;  // end -1: to the last row
+    int64_t last() const { return end < 0 ? rows : end; }
+  };
+  auto lin = [&](const std::string& plan, const std::vector<Part>& parts, int64_t k,
+                 const std::function<std::vector<float>()>& floats) -> Result<PackedWeight> {
+    int64_t n = 0;
+    bool whole = true;
+    for (const Part& p : parts) {
+      n += p.last() - p.begin;
+      whole = whole && p.begin == 0 && p.last() == p.rows;
+    }
+    if (fp8_.plans.count(plan) == 0) {
+      std::vector<float> all = floats();
+      if (whole) return pack_f32(all, n, k, storage_);
+      std::vector<float> kept;
+      kept.reserve(n * k);
+      int64_t off = 0;
+      for (const Part& p : parts) {
+        kept.insert(kept.end(), all.begin() + (off + p.begin) * k,
+                    all.begin() + (off + p.last()) * k);
+        off += p.rows;
+      }
+      return pack_f32(kept, n, k, storage_);
+    }
+    std::vector<std::vector<uint8_t>> q(parts.size());
+    std::vector<std::vector<float>> sc(parts.size());
+    std::vector<PackedWeight::Fp8Part> fp;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      STRATA_RETURN_IF_ERROR(
+          feed.fp8_rows(parts[i].name, parts[i].begin, parts[i].last(), &q[i], &sc[i]));
+      fp.push_back({q[i].data(), DType::kF8E4M3, parts[i].last() - parts[i].begin, sc[i].data()});
+    }
+    return PackedWeight::pack_fp8_rows(fp.data(), static_cast<int>(fp.size()), k, 1, fp8_.block_k);
+  };
+  // The [n, k] weight `name` split by output rows over the ranks (RowSplitLinear; whole for one
+  // process).
+  auto row_split =
+      [&](const std::string& plan, const std::string& name, int64_t n, int64_t k,
+          const std::function<std::vector<float>()>& floats) -> Result<RowSplitLinear> {
+    if (par_.tp_size <= 1) {
+      STRATA_ASSIGN_OR_RETURN(PackedWeight w, lin(plan, {{name, n}}, k, floats));
+      return RowSplitLinear::split(std::move(w), par_);
+    }
+    const ShardRange r = row_split_rows(n, par_.tp_size, par_.tp_rank);
+    STRATA_ASSIGN_OR_RETURN(PackedWeight mine, lin(plan, {{name, n, r.begin, r.end}}, k, floats));
+    return RowSplitLinear::from_shard(std::move(mine), n, par_);
+  };
   {
     std::vector<float> e = feed.get("embed", c_.vocab_size * dim, -1.0, 1.0);
     const int64_t rows = sp_.vocab.size();
     embed_.resize(rows * dim * dtype_block_bytes(storage_));
     quantize_row(storage_, e.data() + sp_.vocab.begin * dim, embed_.data(), rows * dim);
   }
-  STRATA_ASSIGN_OR_RETURN(
-      head_, row_split_f32(mat("head", c_.vocab_size, dim), c_.vocab_size, dim, storage_, par_));
+  STRATA_ASSIGN_OR_RETURN(head_, row_split("lm_head", "head", c_.vocab_size, dim,
+                                           [&] { return mat("head", c_.vocab_size, dim); }));
   norm_ = feed.get("norm", dim, 0.8, 1.2);
   hc_head_fn_ = feed.get("hc_head_fn", hc * hc * dim, -0.1, 0.1);
   hc_head_base_ = feed.get("hc_head_base", hc, -1.0, 1.0);
@@ -813,18 +1117,33 @@ Status DeepseekV4Model::load(Feed& feed) {
     W.hc_ffn_fn = feed.get(L + "hc_ffn_fn", mix * hc * dim, -0.1, 0.1);
     W.hc_ffn_base = feed.get(L + "hc_ffn_base", mix, -1.0, 1.0);
     W.hc_ffn_scale = feed.get(L + "hc_ffn_scale", 3, 0.5, 1.5);
-    STRATA_ASSIGN_OR_RETURN(W.wq_a, pack_f32(mat(L + "attn.wq_a", ql, dim), ql, dim, storage_));
+    STRATA_ASSIGN_OR_RETURN(W.wq_a, lin(L + "attn.wq_a", {{L + "attn.wq_a", ql}}, dim,
+                                        [&] { return mat(L + "attn.wq_a", ql, dim); }));
     W.q_norm = feed.get(L + "attn.q_norm", ql, 0.8, 1.2);
     STRATA_ASSIGN_OR_RETURN(
-        W.wq_b, pack_f32_rows(mat(L + "attn.wq_b", h * hd, ql),
-                              {sp_.h0() * hd, (sp_.h0() + sp_.heads()) * hd}, ql, storage_));
-    STRATA_ASSIGN_OR_RETURN(W.wkv, pack_f32(mat(L + "attn.wkv", hd, dim), hd, dim, storage_));
+        W.wq_b, lin(L + "attn.wq_b",
+                    {{L + "attn.wq_b", h * hd, sp_.h0() * hd, (sp_.h0() + sp_.heads()) * hd}}, ql,
+                    [&] { return mat(L + "attn.wq_b", h * hd, ql); }));
+    STRATA_ASSIGN_OR_RETURN(W.wkv, lin(L + "attn.wkv", {{L + "attn.wkv", hd}}, dim,
+                                       [&] { return mat(L + "attn.wkv", hd, dim); }));
     W.kv_norm = feed.get(L + "attn.kv_norm", hd, 0.8, 1.2);
     {
       const std::vector<float> sink = feed.get(L + "attn.attn_sink", h, -1.0, 1.0);
       W.sink.assign(sink.begin() + sp_.h0(), sink.begin() + sp_.h0() + sp_.heads());
     }
-    {
+    if (fp8_.plans.count(L + "attn.wo_a.0") != 0) {
+      // FP8: each of this rank's groups with its own rows' block scales.
+      std::vector<uint8_t> q;
+      std::vector<float> sc;
+      for (int64_t g = sp_.groups.begin; g < sp_.groups.end; ++g) {
+        STRATA_RETURN_IF_ERROR(
+            feed.fp8_rows(L + "attn.wo_a", g * c_.o_lora_rank, (g + 1) * c_.o_lora_rank, &q, &sc));
+        const PackedWeight::Fp8Part part{q.data(), DType::kF8E4M3, c_.o_lora_rank, sc.data()};
+        STRATA_ASSIGN_OR_RETURN(PackedWeight p,
+                                PackedWeight::pack_fp8_rows(&part, 1, group_in, 1, fp8_.block_k));
+        W.wo_a.push_back(std::move(p));
+      }
+    } else {
       const std::vector<float> wo_a = mat(L + "attn.wo_a", c_.o_groups * c_.o_lora_rank, group_in);
       for (int64_t g = sp_.groups.begin; g < sp_.groups.end; ++g) {
         STRATA_ASSIGN_OR_RETURN(
@@ -833,35 +1152,42 @@ Status DeepseekV4Model::load(Feed& feed) {
         W.wo_a.push_back(std::move(p));
       }
     }
-    STRATA_ASSIGN_OR_RETURN(
-        W.wo_b, row_split_f32(mat(L + "attn.wo_b", dim, c_.o_groups * c_.o_lora_rank), dim,
-                              c_.o_groups * c_.o_lora_rank, storage_, par_));
+    const int64_t ul = c_.o_groups * c_.o_lora_rank;
+    STRATA_ASSIGN_OR_RETURN(W.wo_b, row_split(L + "attn.wo_b", L + "attn.wo_b", dim, ul,
+                                              [&] { return mat(L + "attn.wo_b", dim, ul); }));
     if (W.ratio != 0) {
       const int64_t width = coff * hd;
-      std::vector<float> v =
-          stack(mat(L + "attn.compressor.wkv", width, dim),
-                feed.get(L + "attn.compressor.wgate", width * dim, -gate_a, gate_a));
-      STRATA_ASSIGN_OR_RETURN(W.comp, pack_f32(v, 2 * width, dim, storage_));
+      STRATA_ASSIGN_OR_RETURN(
+          W.comp,
+          lin(L + "attn.compressor.wkv_wgate",
+              {{L + "attn.compressor.wkv", width}, {L + "attn.compressor.wgate", width}}, dim, [&] {
+                return stack(mat(L + "attn.compressor.wkv", width, dim),
+                             feed.get(L + "attn.compressor.wgate", width * dim, -gate_a, gate_a));
+              }));
       W.c_ape = feed.get(L + "attn.compressor.ape", W.ratio * width, -1.0, 1.0);
       W.c_norm = feed.get(L + "attn.compressor.norm", hd, 0.8, 1.2);
     }
     if (W.ratio == 4) {
       const int64_t id = c_.index_head_dim, ih = c_.index_n_heads;
-      std::vector<float> v =
-          stack(mat(L + "attn.indexer.compressor.wkv", 2 * id, dim),
-                feed.get(L + "attn.indexer.compressor.wgate", 2 * id * dim, -gate_a, gate_a));
-      STRATA_ASSIGN_OR_RETURN(W.icomp, pack_f32(v, 4 * id, dim, storage_));
+      const std::string ic = L + "attn.indexer.compressor.";
+      STRATA_ASSIGN_OR_RETURN(
+          W.icomp, lin(ic + "wkv_wgate", {{ic + "wkv", 2 * id}, {ic + "wgate", 2 * id}}, dim, [&] {
+            return stack(mat(ic + "wkv", 2 * id, dim),
+                         feed.get(ic + "wgate", 2 * id * dim, -gate_a, gate_a));
+          }));
       W.i_c_ape = feed.get(L + "attn.indexer.compressor.ape", 4 * 2 * id, -1.0, 1.0);
       W.i_c_norm = feed.get(L + "attn.indexer.compressor.norm", id, 0.8, 1.2);
-      STRATA_ASSIGN_OR_RETURN(
-          W.i_wq_b, pack_f32(mat(L + "attn.indexer.wq_b", ih * id, ql), ih * id, ql, storage_));
-      STRATA_ASSIGN_OR_RETURN(
-          W.i_weights, pack_f32(mat(L + "attn.indexer.weights_proj", ih, dim), ih, dim, storage_));
+      const std::string iq = L + "attn.indexer.wq_b", iw = L + "attn.indexer.weights_proj";
+      STRATA_ASSIGN_OR_RETURN(W.i_wq_b,
+                              lin(iq, {{iq, ih * id}}, ql, [&] { return mat(iq, ih * id, ql); }));
+      STRATA_ASSIGN_OR_RETURN(W.i_weights,
+                              lin(iw, {{iw, ih}}, dim, [&] { return mat(iw, ih, dim); }));
     }
     STRATA_ASSIGN_OR_RETURN(W.gate, pack_f32(mat(L + "ffn.gate", c_.n_routed_experts, dim),
                                              c_.n_routed_experts, dim, DType::kF32));
     if (c_.hash_routed(l)) {
       W.tid2eid = feed.tid2eid(l);
+      STRATA_RETURN_IF_ERROR(feed.status());
       STRATA_RETURN_IF_ERROR(dsv4::check_hash_table(W.tid2eid.data(), c_.vocab_size,
                                                     static_cast<int>(c_.num_experts_per_tok),
                                                     static_cast<int>(c_.n_routed_experts)));
@@ -870,14 +1196,15 @@ Status DeepseekV4Model::load(Feed& feed) {
     }
     if (sh > 0) {
       // This rank's rows of w1 then the same rows of w3 (all of both for one process).
-      const std::vector<float> w1 = mat(L + "ffn.shared_experts.w1", sh, dim);
-      const std::vector<float> w3 = mat(L + "ffn.shared_experts.w3", sh, dim);
+      const std::string se = L + "ffn.shared_experts.";
       const ShardRange r = sp_.shared;
-      std::vector<float> v(w1.begin() + r.begin * dim, w1.begin() + r.end * dim);
-      v.insert(v.end(), w3.begin() + r.begin * dim, w3.begin() + r.end * dim);
-      STRATA_ASSIGN_OR_RETURN(W.shared_w13, pack_f32(v, 2 * r.size(), dim, storage_));
-      STRATA_ASSIGN_OR_RETURN(W.shared_w2, row_split_f32(mat(L + "ffn.shared_experts.w2", dim, sh),
-                                                         dim, sh, storage_, par_));
+      STRATA_ASSIGN_OR_RETURN(
+          W.shared_w13,
+          lin(L + "moe.shared.w1_w3",
+              {{se + "w1", sh, r.begin, r.end}, {se + "w3", sh, r.begin, r.end}}, dim,
+              [&] { return stack(mat(se + "w1", sh, dim), mat(se + "w3", sh, dim)); }));
+      STRATA_ASSIGN_OR_RETURN(W.shared_w2, row_split(L + "moe.shared.w2", se + "w2", dim, sh,
+                                                     [&] { return mat(se + "w2", dim, sh); }));
     }
     W.experts.resize(sp_.experts.size());
     for (int64_t e = sp_.experts.begin; e < sp_.experts.end; ++e) {
@@ -886,8 +1213,10 @@ Status DeepseekV4Model::load(Feed& feed) {
       feed.expert(l, e, 3, inter, dim, &X.w3, &X.w3s);
       feed.expert(l, e, 2, dim, inter, &X.w2, &X.w2s);
     }
+    STRATA_RETURN_IF_ERROR(feed.status());
     layers_.push_back(std::move(W));
   }
+  STRATA_RETURN_IF_ERROR(feed.status());
   auto [nf, ni] = plan_workspace(d_, nullptr, nullptr, nullptr);
   ws_f_.assign(nf, 0.0f);
   ws_i_.assign(ni, 0);
@@ -1437,7 +1766,7 @@ Status DeepseekV4Model::hidden_states(std::span<const int32_t> rows, bool final_
 int64_t DeepseekV4Model::weight_bytes_per_token() const {
   int64_t bytes = 0;
   for (const MatmulPlan& m : matmul_plan(c_, sp_))
-    if (!m.expert) bytes += plan_bytes(m, storage_);
+    if (!m.expert) bytes += plan_bytes(m, storage_, &fp8_);
   bytes += c_.num_hidden_layers * c_.num_experts_per_tok * 3 *
            mxfp4_bytes(c_.moe_intermediate_size, c_.hidden_size) * sp_.experts.size() /
            std::max<int64_t>(c_.n_routed_experts, 1);
@@ -1448,7 +1777,7 @@ int64_t DeepseekV4Model::parameter_count() const {
   int64_t p = 0;
   for (const MatmulPlan& m : matmul_plan(c_, sp_)) p += m.rows * m.cols;
   p += sp_.vocab.size() * c_.hidden_size;
-  const WeightBytesByClass b = weight_bytes(c_, storage_, sp_);
+  const WeightBytesByClass b = weight_bytes(c_, storage_, sp_, &fp8_);
   return p + b.other / 4;
 }
 
@@ -1486,8 +1815,8 @@ double DeepseekV4Model::forward_flops(int64_t num_tokens, int64_t sum_context,
 std::vector<LinearInfo> DeepseekV4Model::linear_layers() const {
   std::vector<LinearInfo> out;
   for (const MatmulPlan& m : matmul_plan(c_, sp_))
-    out.push_back(
-        {m.name, m.rows, m.cols, plan_dtype(m, storage_), m.sharding, plan_bytes(m, storage_)});
+    out.push_back({m.name, m.rows, m.cols, plan_dtype(m, storage_, &fp8_), m.sharding,
+                   plan_bytes(m, storage_, &fp8_)});
   return out;
 }
 
@@ -1611,9 +1940,6 @@ Result<std::unique_ptr<Model>> create_deepseek_v4_model(const ModelConfig& confi
   STRATA_ASSIGN_OR_RETURN(DeepseekV4Config c, v4_config(config));
   STRATA_RETURN_IF_ERROR(v4_checks(c, options));
   STRATA_ASSIGN_OR_RETURN(DType storage, v4_storage(options));
-  if (weights->describe() != "dummy weights")
-    return unimplemented("DeepSeek-V4 checkpoints (" + weights->describe() +
-                         ") are not loaded by the engine model yet: use --load-format dummy");
   if (options.parallel.tp_size > 1 &&
       (options.parallel.tp == nullptr || options.parallel.tp->size() != options.parallel.tp_size))
     return invalid_argument("DeepSeek-V4: tensor parallel size " +
@@ -1621,12 +1947,26 @@ Result<std::unique_ptr<Model>> create_deepseek_v4_model(const ModelConfig& confi
                             " without its group of ranks");
   auto m = std::make_unique<DeepseekV4Model>(config, c, storage, options.limits, options.pool,
                                              options.parallel);
-  DummyFeed feed(c, options.seed, options.pool);
-  STRATA_RETURN_IF_ERROR(m->load(feed));
+  if (weights->describe() == "dummy weights") {
+    DummyFeed feed(c, options.seed, options.pool);
+    STRATA_RETURN_IF_ERROR(m->load(feed));
+  } else {
+    // A checkpoint in the Hugging Face V4 layout; its e4m3 matmuls stay FP8.
+    STRATA_ASSIGN_OR_RETURN(Fp8Linears fp8, fp8_linears(c, *weights));
+    CheckpointFeed feed(c, *weights);
+    STRATA_RETURN_IF_ERROR(m->load(feed, &fp8));
+    STRATA_LOG(INFO) << "DeepSeek-V4 checkpoint: " << fp8.plans.size()
+                     << " matmuls kept FP8 (e4m3, " << c.weight_block_k
+                     << "-column block scales), the others at " << dtype_name(storage)
+                     << ", routed experts MXFP4"
+                     << (c.num_nextn_predict_layers > 0 ? "; mtp.* (the MTP layer) not loaded"
+                                                        : "");
+  }
   return std::unique_ptr<Model>(std::move(m));
 }
 
-Result<ModelMemoryEstimate> estimate_deepseek_v4_model(const ModelConfig& config, WeightSource&,
+Result<ModelMemoryEstimate> estimate_deepseek_v4_model(const ModelConfig& config,
+                                                       WeightSource& weights,
                                                        const ModelBuildOptions& options,
                                                        int threads) {
   STRATA_ASSIGN_OR_RETURN(DeepseekV4Config c, v4_config(config));
@@ -1634,7 +1974,11 @@ Result<ModelMemoryEstimate> estimate_deepseek_v4_model(const ModelConfig& config
   STRATA_ASSIGN_OR_RETURN(DType storage, v4_storage(options));
   ModelMemoryEstimate e;
   const Split sp = split_of(c, options.parallel);
-  e.weights = weight_bytes(c, storage, sp);
+  Fp8Linears fp8;
+  if (weights.describe() != "dummy weights") {
+    STRATA_ASSIGN_OR_RETURN(fp8, fp8_linears(c, weights));
+  }
+  e.weights = weight_bytes(c, storage, sp, &fp8);
   e.workspace_bytes = workspace_bytes_for(dims_of(c, options.limits, threads, sp));
   e.kv_spec = deepseek_v4_kv_spec(c);
   return e;
