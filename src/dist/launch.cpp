@@ -166,7 +166,7 @@ std::atomic<int> g_pending_signal{0};
 bool process_runs(pid_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return false;
   auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) return false;
+  if (!stat.ok()) return true;            // /proc hidden (hidepid): kill() said it exists
   const size_t close = stat->rfind(')');  // "pid (comm) S ...": the state follows the name
   return close == std::string::npos || close + 2 >= stat->size() || (*stat)[close + 2] != 'Z';
 }
@@ -204,7 +204,11 @@ class StartWatch {
       return "rank " + std::to_string(r) + " on host " + this_host() + " (pid " +
              std::to_string(pids_[r]) + ") ended while the ranks were starting MPI";
     }
-    if (now - start_ > std::chrono::duration<double>(bound_)) {
+    // Ranks that never got as far as recording their pid: bounded. Once every rank runs, the
+    // wait for MPI to start is MPI's (and a rank that ends is caught above).
+    bool all_started = true;
+    for (pid_t p : pids_) all_started = all_started && p != 0;
+    if (!all_started && now - start_ > std::chrono::duration<double>(bound_)) {
       std::string missing;
       for (size_t r = 0; r < pids_.size(); ++r)
         if (pids_[r] == 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
@@ -344,10 +348,11 @@ int self_launch(const ParallelOptions& options) {
   }
   int code = 1;
   auto reported = read_file(run_dir + "/exit_code");
-  if (stopping) {
-    // The job was stopped here; the reason is printed above.
-  } else if (reported.ok() && !trim(*reported).empty()) {
+  if (reported.ok() && !trim(*reported).empty()) {
     code = std::atoi(std::string(trim(*reported)).c_str());
+    if (stopping && code == 0) code = 1;  // stopped here: never a success
+  } else if (stopping) {
+    // The job was stopped here; the reason is printed above.
   } else {
     std::cerr << "strata: rank 0 ended without reporting an exit code (mpirun "
               << (WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))

@@ -68,8 +68,9 @@ using Clock = std::chrono::steady_clock;
 // The keep-alive (with MPI_THREAD_MULTIPLE): a thread that sends one byte to every other rank
 // every `interval` seconds over its own communicator and notes when each rank was last heard
 // from. A rank whose process runs (computing, loading, waiting) keeps sending; one that died,
-// was stopped or cannot be reached falls silent. A wait that reaches its deadline asks which
-// ranks are silent: those are named; when none is, the wait goes on (up to the wait limit).
+// was stopped or cannot be reached falls silent; one that finishes says so (a last "bye" byte)
+// and is not taken for silent afterwards. A wait that reaches its deadline asks which ranks are
+// silent: those are named; when none is, the wait goes on (up to the wait limit).
 class Liveness {
  public:
   Liveness(MPI_Comm comm, double interval, std::vector<std::string> hosts)
@@ -77,9 +78,14 @@ class Liveness {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     last_ = std::vector<std::atomic<int64_t>>(size_);
+    done_ = std::vector<std::atomic<bool>>(size_);
     const int64_t now = now_ns();
     for (auto& t : last_) t.store(now);
     sends_.assign(size_, MPI_REQUEST_NULL);
+    // One receive per peer: an error from one (its process gone) leaves the others heard.
+    recvs_.assign(size_, MPI_REQUEST_NULL);
+    in_.assign(size_, 0);
+    deaf_.assign(size_, false);
     thread_ = std::thread([this] { run(); });
   }
   ~Liveness() {
@@ -89,12 +95,21 @@ class Liveness {
     }
     cv_.notify_all();
     thread_.join();
-    if (recv_ != MPI_REQUEST_NULL) {
-      MPI_Cancel(&recv_);
-      MPI_Request_free(&recv_);
+    // The last byte to every peer says this rank is done (so its silence from now on is not
+    // a failure); eager one-byte sends, not waited for (a peer may already be gone).
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      if (sends_[r] != MPI_REQUEST_NULL) MPI_Request_free(&sends_[r]);
+      MPI_Request req = MPI_REQUEST_NULL;
+      if (MPI_Isend(&kBye, 1, MPI_BYTE, r, 0, comm_, &req) == MPI_SUCCESS &&
+          req != MPI_REQUEST_NULL)
+        MPI_Request_free(&req);
     }
-    for (MPI_Request& r : sends_)  // one byte each: delivered or dropped with the peer
-      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    for (MPI_Request& r : recvs_)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
     MPI_Comm_free(&comm_);
   }
   // While set, the thread itself calls `on_lost` (once) with "rank R on host H did not answer
@@ -107,16 +122,20 @@ class Liveness {
   }
   double interval() const { return interval_; }
   const std::string& host(int world_rank) const { return hosts_[world_rank]; }
-  // World ranks not heard from for `seconds` (this rank excluded), in rank order.
+  // World ranks not heard from for `seconds` (this rank and ranks that said they are done
+  // excluded), in rank order.
   std::vector<int> silent_for(double seconds) const {
     std::vector<int> out;
     const int64_t now = now_ns(), bound = static_cast<int64_t>(seconds * 1e9);
     for (int r = 0; r < size_; ++r)
-      if (r != rank_ && now - last_[r].load() > bound) out.push_back(r);
+      if (r != rank_ && !done_[r].load() && now - last_[r].load() > bound) out.push_back(r);
     return out;
   }
 
  private:
+  static constexpr char kBeat = 1;
+  static constexpr char kBye = 2;
+
   static int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
         .count();
@@ -125,24 +144,34 @@ class Liveness {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       lock.unlock();
-      // Takes what arrived, then sends the next beat to every peer whose last one has left (a
-      // peer that stopped reading does not pile up beats here).
-      for (;;) {
-        if (recv_ == MPI_REQUEST_NULL &&
-            MPI_Irecv(&in_, 1, MPI_BYTE, MPI_ANY_SOURCE, 0, comm_, &recv_) != MPI_SUCCESS)
-          break;
-        int flag = 0;
-        MPI_Status st;
-        if (MPI_Test(&recv_, &flag, &st) != MPI_SUCCESS || !flag) break;
-        if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < size_) last_[st.MPI_SOURCE].store(now_ns());
+      // Takes what arrived from each peer, then sends the next beat to every peer whose last
+      // one has left (a peer that stopped reading does not pile up beats here).
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_ || deaf_[r]) continue;
+        for (;;) {
+          if (recvs_[r] == MPI_REQUEST_NULL &&
+              MPI_Irecv(&in_[r], 1, MPI_BYTE, r, 0, comm_, &recvs_[r]) != MPI_SUCCESS) {
+            deaf_[r] = true;  // stays silent from here: named if a wait needs it
+            break;
+          }
+          int flag = 0;
+          if (MPI_Test(&recvs_[r], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            if (recvs_[r] != MPI_REQUEST_NULL) MPI_Request_free(&recvs_[r]);
+            deaf_[r] = true;
+            break;
+          }
+          if (!flag) break;
+          last_[r].store(now_ns());
+          if (in_[r] == kBye) done_[r].store(true);
+        }
       }
       for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
+        if (r == rank_ || done_[r].load()) continue;
         int flag = 1;
         if (sends_[r] != MPI_REQUEST_NULL &&
             (MPI_Test(&sends_[r], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag))
           continue;
-        MPI_Isend(&out_, 1, MPI_BYTE, r, 0, comm_, &sends_[r]);
+        MPI_Isend(&kBeat, 1, MPI_BYTE, r, 0, comm_, &sends_[r]);
       }
       lock.lock();
       if (on_lost_) {
@@ -168,10 +197,11 @@ class Liveness {
   double interval_;
   std::vector<std::string> hosts_;  // of each world rank
   int rank_ = 0, size_ = 1;
-  std::vector<std::atomic<int64_t>> last_;  // steady-clock ns of the last beat from each rank
-  std::vector<MPI_Request> sends_;
-  MPI_Request recv_ = MPI_REQUEST_NULL;
-  char in_ = 0, out_ = 1;
+  std::vector<std::atomic<int64_t>> last_;  // steady-clock ns of the last byte from each rank
+  std::vector<std::atomic<bool>> done_;     // the rank said it is done
+  std::vector<MPI_Request> sends_, recvs_;
+  std::vector<char> in_;
+  std::vector<bool> deaf_;  // its receive failed (the thread's own)
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -198,7 +228,8 @@ class MpiComm final : public Comm {
   ~MpiComm() override {
     // Sends still on their way read from buffers freed below: give them the group's timeout.
     if (broken_.ok()) {
-      while (!async_.empty() && reap_async().ok()) std::this_thread::yield();
+      while (!async_.empty() && reap_async().ok())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (owned_) MPI_Comm_free(&comm_);
   }
@@ -520,24 +551,31 @@ Result<std::unique_ptr<MpiWorld>> MpiWorld::init(double timeout_seconds) {
   MPI_Get_processor_name(mine.data(), &len);
   const long pid = static_cast<long>(getpid());
   std::memcpy(mine.data() + MPI_MAX_PROCESSOR_NAME + 4, &pid, sizeof(pid));
+  const int32_t level = provided;
+  std::memcpy(mine.data() + MPI_MAX_PROCESSOR_NAME + 12, &level, sizeof(level));
   STRATA_RETURN_IF_ERROR(w->world_->all_gather(mine.data(), kName, all.data()));
   std::vector<long> pids(size);
+  int32_t lowest_level = provided;  // the thread support of every rank (builds may differ)
   for (int r = 0; r < size; ++r) {
     const char* e = all.data() + r * kName;
     w->hosts_.emplace_back(e, strnlen(e, MPI_MAX_PROCESSOR_NAME));
     std::memcpy(&pids[r], e + MPI_MAX_PROCESSOR_NAME + 4, sizeof(long));
+    int32_t level = 0;
+    std::memcpy(&level, e + MPI_MAX_PROCESSOR_NAME + 12, sizeof(level));
+    lowest_level = std::min(lowest_level, level);
   }
   w->world_->set_where(w->hosts_, pids);
   w->pids_ = pids;
   w->timeout_ = timeout_seconds;
-  // The keep-alive needs MPI from a second thread at any time.
-  if (provided >= MPI_THREAD_MULTIPLE) {
+  // The keep-alive needs MPI from a second thread at any time, on every rank (MPI_Comm_dup is
+  // collective: all ranks take the same branch).
+  if (lowest_level >= MPI_THREAD_MULTIPLE) {
     MPI_Comm beats;
     if (MPI_Comm_dup(MPI_COMM_WORLD, &beats) != MPI_SUCCESS)
       return unavailable("MPI_Comm_dup failed");
     MPI_Comm_set_errhandler(beats, MPI_ERRORS_RETURN);
     w->liveness_ =
-        std::make_unique<Liveness>(beats, std::clamp(timeout_seconds / 10, 0.05, 0.25), w->hosts_);
+        std::make_unique<Liveness>(beats, std::clamp(timeout_seconds / 10, 0.005, 0.25), w->hosts_);
     w->world_->set_liveness(w->liveness_.get());
   }
   return w;
