@@ -3,7 +3,10 @@
 // the real Flash and Pro configs scaled down with hf_overrides and dummy weights, greedy ids over
 // prompts past the 128-token window and a 256-token block, several requests at once with chunked
 // prefills beside decodes, then a prefix-cache hit (a state snapshot restored on every rank),
-// all identical to one process; each rank's weight bytes about 1/TP of the split classes.
+// all identical to one process; each rank's weight bytes about 1/TP of the split classes. And a
+// tiny checkpoint in the Hugging Face V4 layout (FP8 + ue8m0 128 x 128 blocks, MXFP4 experts;
+// tests/model/deepseek_v4_checkpoint_writer.h) through the loader at TP 2 and TP 2 + EP: the
+// same, with the split FP8 matmuls FP8 on every rank and each rank's bytes its estimate.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -11,6 +14,7 @@
 #include "../engine/engine_test_util.h"
 #include "dist/dist_executor.h"
 #include "engine/engine.h"
+#include "model/deepseek_v4_checkpoint_writer.h"
 #include "model/memory_estimate.h"
 #include "model/parallel.h"
 #include "test_util.h"
@@ -121,6 +125,7 @@ class TpRanks {
   TpRanks(engine::EngineConfig config, int tp, bool ep) {
     world_ = make_local_group(tp);
     group_ = make_local_group(tp);
+    linears_.resize(tp);  // each rank writes its own before the report exchange
     for (int w = 1; w < tp; ++w) {
       ranks_.emplace_back([this, config, w, tp, ep] {
         Comm& world = *world_[w];
@@ -136,6 +141,7 @@ class TpRanks {
           (void)dist::exchange_reports(world, RankReport{});
           return;
         }
+        linears_[w] = (*worker)->model().linear_layers();
         if (!dist::exchange_reports(world, report_of(**worker)).ok()) return;
         Status s = dist::run_worker_loop(world, **worker);
         EXPECT_TRUE(s.ok()) << "rank " << w << ": " << s.to_string();
@@ -148,6 +154,7 @@ class TpRanks {
           engine::WorkerConfig wc = wc_in;
           wc.parallel = place(tp, 0, ep, group_);
           STRATA_ASSIGN_OR_RETURN(auto w, engine::Worker::create(wc));
+          linears_[0] = w->model().linear_layers();
           STRATA_ASSIGN_OR_RETURN(auto reports, dist::exchange_reports(*world_[0], report_of(*w)));
           reports_ = reports;
           STRATA_ASSIGN_OR_RETURN(
@@ -163,6 +170,7 @@ class TpRanks {
   }
 
   std::vector<std::unique_ptr<Comm>> world_, group_;
+  std::vector<std::vector<LinearInfo>> linears_;  // each rank's model's linear_layers()
   std::vector<std::thread> ranks_;
   std::unique_ptr<engine::EngineClient> client_;
   std::vector<RankReport> reports_;
@@ -264,6 +272,76 @@ TEST(DistV4, EachRankHoldsAboutOneOverTpOfTheSplitWeights) {
   for (int r = 0; r < 2; ++r)
     EXPECT_LE(ranks.reports_[r].weight_bytes, one.total() - halved / 2 + halved / 50)
         << "rank " << r;
+}
+
+// The scaled Flash config (kScale, vocab 2080) as a checkpoint in the Hugging Face V4 layout,
+// written from dsv4::random_model_weights: its quantization_config keeps 128 x 128 ue8m0 blocks,
+// so at TP 2 rank 1's rows of the FP8 shared-expert w1 / w3 (128 rows, split at 64) start in the
+// middle of a block, as do its vocab rows of the BF16 embedding and head (1040 = 8 x 128 + 16:
+// 2080 rows in 16-row panels).
+std::string flash_checkpoint() {
+  auto j = read_json_file(testing::shared_data_path("configs/deepseek-v4-flash/config.json"));
+  EXPECT_TRUE(j.ok()) << j.status().to_string();
+  if (!j.ok()) return "";
+  Json cfg = *j;
+  const Json over = Json::parse(kScale);
+  for (auto it = over.begin(); it != over.end(); ++it) cfg[it.key()] = it.value();
+  cfg["vocab_size"] = 2080;
+  auto c = dsv4::parse_deepseek_v4_config(cfg, nullptr);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  if (!c.ok()) return "";
+  EXPECT_TRUE(c->fp8_weights);
+  EXPECT_EQ(c->weight_block_n, 128);
+  EXPECT_EQ(c->moe_intermediate_size * c->n_shared_experts, 128);
+  const dsv4::ModelWeights w = dsv4::random_model_weights(*c, 13);
+  return v4ckpt::write_checkpoint(v4ckpt::checkpoint(*c, w), "dist", cfg.dump());
+}
+
+TEST(DistV4, CheckpointUnderTensorParallelTwoWithAndWithoutExpertParallelIsOneProcess) {
+  STRATA_REQUIRE_SHARED("configs/deepseek-v4-flash/config.json");
+  const std::string dir = flash_checkpoint();
+  ASSERT_FALSE(dir.empty());
+  engine::EngineConfig c = v4_config("deepseek-v4-flash");
+  c.model.model = dir;
+  c.model.load_format = "auto";
+  c.model.hf_overrides.clear();  // the checkpoint's config.json is the scaled one
+  const Outputs one = one_process(c);
+  for (bool ep : {false, true}) {
+    const std::string what = std::string("checkpoint TP 2") + (ep ? " + EP" : "");
+    SCOPED_TRACE(what);
+    TpRanks ranks(c, 2, ep);
+    ASSERT_NE(ranks.client_, nullptr);
+    expect_same(one, workload(*ranks.client_), what);
+    ASSERT_EQ(ranks.reports_.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      // The loaded rank's bytes are its estimate (FP8 at 1 byte + scales, its rows only).
+      LoadOptions lo = c.model;
+      lo.parallel.tp_size = 2;
+      lo.parallel.tp_rank = r;
+      lo.parallel.expert_parallel = ep;
+      auto e = estimate_model_memory(lo, 1);
+      ASSERT_TRUE(e.ok()) << e.status().to_string();
+      EXPECT_EQ(ranks.reports_[r].weight_bytes, e->weights.total());
+      // The split FP8 matmuls stay FP8 on each rank, with its share of the rows.
+      std::map<std::string, LinearInfo> li;
+      for (const LinearInfo& l : ranks.linears_[r]) li[l.name] = l;
+      for (int l = 0; l < 4; ++l) {
+        const std::string L = "layers." + std::to_string(l) + ".";
+        EXPECT_EQ(li[L + "attn.wq_b"].dtype, DType::kF8E4M3) << L;
+        EXPECT_EQ(li[L + "attn.wq_b"].rows, 4 * 128) << L;  // 4 of 8 heads
+        EXPECT_EQ(li[L + "attn.wo_b"].dtype, DType::kF8E4M3) << L;
+        EXPECT_EQ(li[L + "attn.wo_b"].rows, 128) << L;
+        EXPECT_EQ(li[L + "moe.shared.w1_w3"].dtype, DType::kF8E4M3) << L;
+        EXPECT_EQ(li[L + "moe.shared.w1_w3"].rows, 2 * 64) << L;  // 64 rows of w1, 64 of w3
+        EXPECT_EQ(li[L + "moe.shared.w2"].dtype, DType::kF8E4M3) << L;
+        EXPECT_EQ(li[L + "attn.wo_a." + std::to_string(2 * r)].dtype, DType::kF8E4M3) << L;
+        EXPECT_EQ(li.count(L + "attn.wo_a." + std::to_string(2 - 2 * r)), 0u) << L;
+      }
+      EXPECT_EQ(li["lm_head"].dtype, DType::kBF16);
+      EXPECT_EQ(li["lm_head"].rows, 1040);
+    }
+  }
 }
 
 TEST(DistV4, PipelineParallelIsRefusedWithAClearError) {
