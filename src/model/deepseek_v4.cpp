@@ -588,6 +588,15 @@ class Feed {
   virtual ~Feed() = default;
   // name: the checkpoint-style name; [rows, cols]; lo/hi: the dummy range.
   virtual std::vector<float> get(const std::string& name, int64_t count, double lo, double hi) = 0;
+  // Rows [r0, r1) of the [n, k] matrix `name`: exactly get(name, n * k, lo, hi)'s values at those
+  // rows (what a tensor-parallel rank keeps). This default slices the whole tensor (dummy and
+  // reference weights); a checkpoint reads and dequantizes only those rows.
+  virtual std::vector<float> rows(const std::string& name, int64_t r0, int64_t r1, int64_t n,
+                                  int64_t k, double lo, double hi) {
+    std::vector<float> all = get(name, n * k, lo, hi);
+    if (r0 == 0 && r1 == n) return all;
+    return std::vector<float>(all.begin() + r0 * k, all.begin() + r1 * k);
+  }
   virtual void expert(int64_t layer, int64_t e, int which, int64_t n, int64_t k,
                       std::vector<uint8_t>* q, std::vector<uint8_t>* s) = 0;
   virtual std::vector<int32_t> tid2eid(int64_t layer) = 0;
@@ -753,6 +762,16 @@ class CheckpointFeed final : public Feed {
     return v;
   }
 
+  // Only rows [r0, r1) are read (WeightSource::get_rows: a view of the mapping, whose other
+  // pages are never touched) and dequantized; the whole tensor where a row range cannot be read.
+  std::vector<float> rows(const std::string& name, int64_t r0, int64_t r1, int64_t n, int64_t k,
+                          double lo, double hi) override {
+    if (r0 == 0 && r1 == n) return get(name, n * k, lo, hi);
+    std::vector<float> v((r1 - r0) * k, 0.0f);
+    if (status_.ok()) note(read_floats(checkpoint_name(name), v, r0, r1));
+    return v;
+  }
+
   void expert(int64_t layer, int64_t e, int which, int64_t n, int64_t k, std::vector<uint8_t>* q,
               std::vector<uint8_t>* s) override {
     q->assign(n * k / 2, 0);
@@ -843,23 +862,44 @@ class CheckpointFeed final : public Feed {
     src_.release(t);
     return s;
   }
-  Status read_floats(const std::string& name, std::vector<float>& out) {
+  // The tensor's values, or (r1 >= 0) only its rows [r0, r1): a row view of the source when it
+  // gives one (WeightSource::get_rows), else the whole tensor's rows.
+  Status read_floats(const std::string& name, std::vector<float>& out, int64_t r0 = 0,
+                     int64_t r1 = -1) {
     STRATA_ASSIGN_OR_RETURN(const std::vector<int64_t>* shape, shape_of(name));
-    STRATA_ASSIGN_OR_RETURN(io::TensorRef t, src_.get(name, *shape));
-    if (t.numel() != static_cast<int64_t>(out.size()))
-      return internal_error(name + ": " + std::to_string(t.numel()) + " values, the model needs " +
-                            std::to_string(out.size()));
+    const bool part = r1 >= 0 && !shape->empty() && !(r0 == 0 && r1 == (*shape)[0]);
+    io::TensorRef t;
+    int64_t first = 0;  // the row of the tensor at t.data
+    if (part) {
+      auto rows = src_.get_rows(name, *shape, r0, r1);
+      if (rows.ok()) {
+        t = std::move(rows).value();
+        first = r0;
+      } else if (rows.status().code() == StatusCode::kUnimplemented) {
+        STRATA_ASSIGN_OR_RETURN(t, src_.get(name, *shape));  // rows not on whole blocks
+      } else {
+        return rows.status();
+      }
+    } else {
+      STRATA_ASSIGN_OR_RETURN(t, src_.get(name, *shape));
+    }
+    const int64_t row = shape->empty() ? 1 : t.numel() / std::max<int64_t>(1, t.shape[0]);
+    const int64_t lo = part ? r0 : 0, hi = part ? r1 : (shape->empty() ? 1 : (*shape)[0]);
+    if ((hi - lo) * row != static_cast<int64_t>(out.size()))
+      return internal_error(name + ": " + std::to_string((hi - lo) * row) +
+                            " values, the model needs " + std::to_string(out.size()));
+    const std::byte* data = t.data + dtype_bytes(t.dtype, (lo - first) * row);
     if (t.dtype == DType::kF8E4M3 && shape->size() == 2) {
       const int64_t n = (*shape)[0], k = (*shape)[1];
       STRATA_ASSIGN_OR_RETURN(std::vector<float> s, block_scales(name, n, k));
       const int64_t nbk = fp8_block_count(k, c_.weight_block_k);
-      const auto* q = reinterpret_cast<const uint8_t*>(t.data);
-      for (int64_t r = 0; r < n; ++r)
+      const auto* q = reinterpret_cast<const uint8_t*>(data);
+      for (int64_t r = lo; r < hi; ++r)
         for (int64_t j = 0; j < k; ++j)
-          out[r * k + j] = fp8_e4m3_to_f32(q[r * k + j]) *
-                           s[(r / c_.weight_block_n) * nbk + j / c_.weight_block_k];
+          out[(r - lo) * k + j] = fp8_e4m3_to_f32(q[(r - lo) * k + j]) *
+                                  s[(r / c_.weight_block_n) * nbk + j / c_.weight_block_k];
     } else if (t.dtype == DType::kF32 || t.dtype == DType::kF16 || t.dtype == DType::kBF16) {
-      dequantize_row(t.dtype, t.data, out.data(), t.numel());
+      dequantize_row(t.dtype, data, out.data(), (hi - lo) * row);
     } else {
       return unsupported(t, "BF16, F16 or F32, or a 2-D F8_E4M3 weight with its .scale");
     }
@@ -1030,39 +1070,33 @@ Status DeepseekV4Model::load(Feed& feed, const Fp8Linears* fp8) {
     const double a = std::sqrt(3.0 / static_cast<double>(k));
     return feed.get(name, n * k, -a, a);
   };
-  auto stack = [&](const std::vector<float>& a, const std::vector<float>& b) {
-    std::vector<float> v(a);
-    v.insert(v.end(), b.begin(), b.end());
-    return v;
-  };
   // The matmul `plan` of rows [begin, end) of each of the feed matrices `parts` [rows_i, k],
-  // stacked: their e4m3 rows and scales when the plan is kept FP8, else `floats` (the parts'
-  // whole float values, stacked) cut to those rows and packed at storage_. Every row packs to
-  // the same values as in the whole weight (a rank's slice under tensor parallelism).
+  // stacked: their e4m3 rows and scales when the plan is kept FP8, else only those rows of the
+  // parts' float values (Feed::rows; dummy range +-a, a 0: +-sqrt(3 / k)) packed at storage_.
+  // Every row packs to the same values as in the whole weight (a rank's slice under tensor
+  // parallelism).
   struct Part {
     std::string name;
     int64_t rows;
     int64_t begin = 0, end = -1;  // end -1: to the last row
+    double a = 0;
     int64_t last() const { return end < 0 ? rows : end; }
   };
-  auto lin = [&](const std::string& plan, const std::vector<Part>& parts, int64_t k,
-                 const std::function<std::vector<float>()>& floats) -> Result<PackedWeight> {
+  auto lin = [&](const std::string& plan, const std::vector<Part>& parts,
+                 int64_t k) -> Result<PackedWeight> {
     int64_t n = 0;
-    bool whole = true;
-    for (const Part& p : parts) {
-      n += p.last() - p.begin;
-      whole = whole && p.begin == 0 && p.last() == p.rows;
-    }
+    for (const Part& p : parts) n += p.last() - p.begin;
     if (fp8_.plans.count(plan) == 0) {
-      std::vector<float> all = floats();
-      if (whole) return pack_f32(all, n, k, storage_);
+      const double def = std::sqrt(3.0 / static_cast<double>(k));
       std::vector<float> kept;
-      kept.reserve(n * k);
-      int64_t off = 0;
+      if (parts.size() > 1) kept.reserve(n * k);
       for (const Part& p : parts) {
-        kept.insert(kept.end(), all.begin() + (off + p.begin) * k,
-                    all.begin() + (off + p.last()) * k);
-        off += p.rows;
+        const double a = p.a > 0 ? p.a : def;
+        std::vector<float> v = feed.rows(p.name, p.begin, p.last(), p.rows, k, -a, a);
+        if (parts.size() == 1)
+          kept = std::move(v);
+        else
+          kept.insert(kept.end(), v.begin(), v.end());
       }
       return pack_f32(kept, n, k, storage_);
     }
@@ -1078,25 +1112,24 @@ Status DeepseekV4Model::load(Feed& feed, const Fp8Linears* fp8) {
   };
   // The [n, k] weight `name` split by output rows over the ranks (RowSplitLinear; whole for one
   // process).
-  auto row_split =
-      [&](const std::string& plan, const std::string& name, int64_t n, int64_t k,
-          const std::function<std::vector<float>()>& floats) -> Result<RowSplitLinear> {
+  auto row_split = [&](const std::string& plan, const std::string& name, int64_t n,
+                       int64_t k) -> Result<RowSplitLinear> {
     if (par_.tp_size <= 1) {
-      STRATA_ASSIGN_OR_RETURN(PackedWeight w, lin(plan, {{name, n}}, k, floats));
+      STRATA_ASSIGN_OR_RETURN(PackedWeight w, lin(plan, {{name, n}}, k));
       return RowSplitLinear::split(std::move(w), par_);
     }
     const ShardRange r = row_split_rows(n, par_.tp_size, par_.tp_rank);
-    STRATA_ASSIGN_OR_RETURN(PackedWeight mine, lin(plan, {{name, n, r.begin, r.end}}, k, floats));
+    STRATA_ASSIGN_OR_RETURN(PackedWeight mine, lin(plan, {{name, n, r.begin, r.end}}, k));
     return RowSplitLinear::from_shard(std::move(mine), n, par_);
   };
-  {
-    std::vector<float> e = feed.get("embed", c_.vocab_size * dim, -1.0, 1.0);
+  {  // this rank's vocab rows only
     const int64_t rows = sp_.vocab.size();
+    std::vector<float> e =
+        feed.rows("embed", sp_.vocab.begin, sp_.vocab.end, c_.vocab_size, dim, -1.0, 1.0);
     embed_.resize(rows * dim * dtype_block_bytes(storage_));
-    quantize_row(storage_, e.data() + sp_.vocab.begin * dim, embed_.data(), rows * dim);
+    quantize_row(storage_, e.data(), embed_.data(), rows * dim);
   }
-  STRATA_ASSIGN_OR_RETURN(head_, row_split("lm_head", "head", c_.vocab_size, dim,
-                                           [&] { return mat("head", c_.vocab_size, dim); }));
+  STRATA_ASSIGN_OR_RETURN(head_, row_split("lm_head", "head", c_.vocab_size, dim));
   norm_ = feed.get("norm", dim, 0.8, 1.2);
   hc_head_fn_ = feed.get("hc_head_fn", hc * hc * dim, -0.1, 0.1);
   hc_head_base_ = feed.get("hc_head_base", hc, -1.0, 1.0);
@@ -1117,15 +1150,12 @@ Status DeepseekV4Model::load(Feed& feed, const Fp8Linears* fp8) {
     W.hc_ffn_fn = feed.get(L + "hc_ffn_fn", mix * hc * dim, -0.1, 0.1);
     W.hc_ffn_base = feed.get(L + "hc_ffn_base", mix, -1.0, 1.0);
     W.hc_ffn_scale = feed.get(L + "hc_ffn_scale", 3, 0.5, 1.5);
-    STRATA_ASSIGN_OR_RETURN(W.wq_a, lin(L + "attn.wq_a", {{L + "attn.wq_a", ql}}, dim,
-                                        [&] { return mat(L + "attn.wq_a", ql, dim); }));
+    STRATA_ASSIGN_OR_RETURN(W.wq_a, lin(L + "attn.wq_a", {{L + "attn.wq_a", ql}}, dim));
     W.q_norm = feed.get(L + "attn.q_norm", ql, 0.8, 1.2);
     STRATA_ASSIGN_OR_RETURN(
         W.wq_b, lin(L + "attn.wq_b",
-                    {{L + "attn.wq_b", h * hd, sp_.h0() * hd, (sp_.h0() + sp_.heads()) * hd}}, ql,
-                    [&] { return mat(L + "attn.wq_b", h * hd, ql); }));
-    STRATA_ASSIGN_OR_RETURN(W.wkv, lin(L + "attn.wkv", {{L + "attn.wkv", hd}}, dim,
-                                       [&] { return mat(L + "attn.wkv", hd, dim); }));
+                    {{L + "attn.wq_b", h * hd, sp_.h0() * hd, (sp_.h0() + sp_.heads()) * hd}}, ql));
+    STRATA_ASSIGN_OR_RETURN(W.wkv, lin(L + "attn.wkv", {{L + "attn.wkv", hd}}, dim));
     W.kv_norm = feed.get(L + "attn.kv_norm", hd, 0.8, 1.2);
     {
       const std::vector<float> sink = feed.get(L + "attn.attn_sink", h, -1.0, 1.0);
@@ -1144,26 +1174,28 @@ Status DeepseekV4Model::load(Feed& feed, const Fp8Linears* fp8) {
         W.wo_a.push_back(std::move(p));
       }
     } else {
-      const std::vector<float> wo_a = mat(L + "attn.wo_a", c_.o_groups * c_.o_lora_rank, group_in);
+      // This rank's groups' rows only.
+      const int64_t olr = c_.o_lora_rank;
+      const double a = std::sqrt(3.0 / static_cast<double>(group_in));
+      const std::vector<float> wo_a =
+          feed.rows(L + "attn.wo_a", sp_.groups.begin * olr, sp_.groups.end * olr,
+                    c_.o_groups * olr, group_in, -a, a);
       for (int64_t g = sp_.groups.begin; g < sp_.groups.end; ++g) {
         STRATA_ASSIGN_OR_RETURN(
-            PackedWeight p, PackedWeight::pack(wo_a.data() + g * c_.o_lora_rank * group_in,
-                                               DType::kF32, c_.o_lora_rank, group_in, storage_));
+            PackedWeight p,
+            PackedWeight::pack(wo_a.data() + (g - sp_.groups.begin) * olr * group_in, DType::kF32,
+                               olr, group_in, storage_));
         W.wo_a.push_back(std::move(p));
       }
     }
     const int64_t ul = c_.o_groups * c_.o_lora_rank;
-    STRATA_ASSIGN_OR_RETURN(W.wo_b, row_split(L + "attn.wo_b", L + "attn.wo_b", dim, ul,
-                                              [&] { return mat(L + "attn.wo_b", dim, ul); }));
+    STRATA_ASSIGN_OR_RETURN(W.wo_b, row_split(L + "attn.wo_b", L + "attn.wo_b", dim, ul));
     if (W.ratio != 0) {
       const int64_t width = coff * hd;
-      STRATA_ASSIGN_OR_RETURN(
-          W.comp,
-          lin(L + "attn.compressor.wkv_wgate",
-              {{L + "attn.compressor.wkv", width}, {L + "attn.compressor.wgate", width}}, dim, [&] {
-                return stack(mat(L + "attn.compressor.wkv", width, dim),
-                             feed.get(L + "attn.compressor.wgate", width * dim, -gate_a, gate_a));
-              }));
+      STRATA_ASSIGN_OR_RETURN(W.comp, lin(L + "attn.compressor.wkv_wgate",
+                                          {{L + "attn.compressor.wkv", width},
+                                           {L + "attn.compressor.wgate", width, 0, -1, gate_a}},
+                                          dim));
       W.c_ape = feed.get(L + "attn.compressor.ape", W.ratio * width, -1.0, 1.0);
       W.c_norm = feed.get(L + "attn.compressor.norm", hd, 0.8, 1.2);
     }
@@ -1171,17 +1203,13 @@ Status DeepseekV4Model::load(Feed& feed, const Fp8Linears* fp8) {
       const int64_t id = c_.index_head_dim, ih = c_.index_n_heads;
       const std::string ic = L + "attn.indexer.compressor.";
       STRATA_ASSIGN_OR_RETURN(
-          W.icomp, lin(ic + "wkv_wgate", {{ic + "wkv", 2 * id}, {ic + "wgate", 2 * id}}, dim, [&] {
-            return stack(mat(ic + "wkv", 2 * id, dim),
-                         feed.get(ic + "wgate", 2 * id * dim, -gate_a, gate_a));
-          }));
+          W.icomp, lin(ic + "wkv_wgate",
+                       {{ic + "wkv", 2 * id}, {ic + "wgate", 2 * id, 0, -1, gate_a}}, dim));
       W.i_c_ape = feed.get(L + "attn.indexer.compressor.ape", 4 * 2 * id, -1.0, 1.0);
       W.i_c_norm = feed.get(L + "attn.indexer.compressor.norm", id, 0.8, 1.2);
       const std::string iq = L + "attn.indexer.wq_b", iw = L + "attn.indexer.weights_proj";
-      STRATA_ASSIGN_OR_RETURN(W.i_wq_b,
-                              lin(iq, {{iq, ih * id}}, ql, [&] { return mat(iq, ih * id, ql); }));
-      STRATA_ASSIGN_OR_RETURN(W.i_weights,
-                              lin(iw, {{iw, ih}}, dim, [&] { return mat(iw, ih, dim); }));
+      STRATA_ASSIGN_OR_RETURN(W.i_wq_b, lin(iq, {{iq, ih * id}}, ql));
+      STRATA_ASSIGN_OR_RETURN(W.i_weights, lin(iw, {{iw, ih}}, dim));
     }
     STRATA_ASSIGN_OR_RETURN(W.gate, pack_f32(mat(L + "ffn.gate", c_.n_routed_experts, dim),
                                              c_.n_routed_experts, dim, DType::kF32));
@@ -1201,10 +1229,8 @@ Status DeepseekV4Model::load(Feed& feed, const Fp8Linears* fp8) {
       STRATA_ASSIGN_OR_RETURN(
           W.shared_w13,
           lin(L + "moe.shared.w1_w3",
-              {{se + "w1", sh, r.begin, r.end}, {se + "w3", sh, r.begin, r.end}}, dim,
-              [&] { return stack(mat(se + "w1", sh, dim), mat(se + "w3", sh, dim)); }));
-      STRATA_ASSIGN_OR_RETURN(W.shared_w2, row_split(L + "moe.shared.w2", se + "w2", dim, sh,
-                                                     [&] { return mat(se + "w2", dim, sh); }));
+              {{se + "w1", sh, r.begin, r.end}, {se + "w3", sh, r.begin, r.end}}, dim));
+      STRATA_ASSIGN_OR_RETURN(W.shared_w2, row_split(L + "moe.shared.w2", se + "w2", dim, sh));
     }
     W.experts.resize(sp_.experts.size());
     for (int64_t e = sp_.experts.begin; e < sp_.experts.end; ++e) {
