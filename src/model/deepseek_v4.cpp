@@ -625,22 +625,12 @@ class DummyFeed final : public Feed {
   // One RNG stream per chunk of 2^16 values of the tensor (seeded by the seed, the name and the
   // chunk), generated in parallel: the values do not depend on the thread count.
   std::vector<float> get(const std::string& name, int64_t count, double lo, double hi) override {
-    constexpr int64_t kChunk = int64_t{1} << 16;
-    const uint64_t base = seed_ ^ fnv1a(name);
-    std::vector<float> v(count);
-    const int64_t chunks = (count + kChunk - 1) / kChunk;
-    auto fill = [&](int64_t c0, int64_t c1) {
-      for (int64_t ch = c0; ch < c1; ++ch) {
-        Rng rng(base + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(ch));
-        for (int64_t i = ch * kChunk; i < std::min(count, (ch + 1) * kChunk); ++i)
-          v[i] = static_cast<float>(lo + (hi - lo) * rng.uniform());
-      }
-    };
-    if (pool_ != nullptr && chunks > 1)
-      pool_->parallel_for(chunks, 1, fill);
-    else
-      fill(0, chunks);
-    return v;
+    return values(name, 0, count, lo, hi);
+  }
+  // Only the chunks holding rows [r0, r1): the whole tensor's values at those rows.
+  std::vector<float> rows(const std::string& name, int64_t r0, int64_t r1, int64_t, int64_t k,
+                          double lo, double hi) override {
+    return values(name, r0 * k, r1 * k, lo, hi);
   }
   void expert(int64_t layer, int64_t e, int which, int64_t n, int64_t k, std::vector<uint8_t>* q,
               std::vector<uint8_t>* s) override {
@@ -669,6 +659,29 @@ class DummyFeed final : public Feed {
   }
 
  private:
+  // Values [b, e) of the tensor `name`: the chunks they fall in are generated (a chunk's draws
+  // before b discarded), so they are the values get() gives at those indices.
+  std::vector<float> values(const std::string& name, int64_t b, int64_t e, double lo, double hi) {
+    constexpr int64_t kChunk = int64_t{1} << 16;
+    const uint64_t base = seed_ ^ fnv1a(name);
+    std::vector<float> v(e - b);
+    const int64_t first = b / kChunk, chunks = (e + kChunk - 1) / kChunk - first;
+    auto fill = [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = first + c0; ch < first + c1; ++ch) {
+        Rng rng(base + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(ch));
+        for (int64_t i = ch * kChunk; i < std::min(e, (ch + 1) * kChunk); ++i) {
+          const double u = rng.uniform();
+          if (i >= b) v[i - b] = static_cast<float>(lo + (hi - lo) * u);
+        }
+      }
+    };
+    if (pool_ != nullptr && chunks > 1)
+      pool_->parallel_for(chunks, 1, fill);
+    else if (chunks > 0)
+      fill(0, chunks);
+    return v;
+  }
+
   const DeepseekV4Config& c_;
   uint64_t seed_;
   ThreadPool* pool_;
