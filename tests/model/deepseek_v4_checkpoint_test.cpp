@@ -208,7 +208,9 @@ TEST(DeepseekV4Checkpoint, LogitsMatchTheReferenceOnTheDequantizedWeights) {
   // FP8 at 1 byte per weight + one f32 scale per 16-row panel lane and 32-column block
   // (PackedWeight's F8E4M3 layout): wq_a [24, 64] is two panels of 16 x (2 x 64 + 64 B).
   for (const LinearInfo& li : m.linear_layers())
-    if (li.name == "layers.1.attn.wq_a") EXPECT_EQ(li.bytes, 2 * (2 * 64 + 64 * 16));
+    if (li.name == "layers.1.attn.wq_a") {
+      EXPECT_EQ(li.bytes, 2 * (2 * 64 + 64 * 16));
+    }
 
   const dsv4::ModelWeights ref = reference_weights(c, f.ckpt);
   const int64_t t = 140, v = c.vocab_size;
