@@ -319,14 +319,24 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::kF32:
       std::memcpy(dst, src, n * 4);
       return;
+    // 16-bit values read byte-wise: a checkpoint's tensor may start at an odd offset (a
+    // safetensors file places tensors back to back, e.g. after one-byte e8m0 scales).
     case DType::kF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      auto* s = static_cast<const unsigned char*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, s + 2 * i, 2);
+        dst[i] = f16_to_f32(v);
+      }
       return;
     }
     case DType::kBF16: {
-      auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      auto* s = static_cast<const unsigned char*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, s + 2 * i, 2);
+        dst[i] = bf16_to_f32(v);
+      }
       return;
     }
     case DType::kF8E4M3: {
