@@ -324,8 +324,8 @@ int self_launch(const ParallelOptions& options) {
   // Until rank 0 has its groups (rank0.pid), a rank lost while MPI starts would leave the others
   // waiting inside MPI_Init: watched here. Afterwards rank 0's keep-alive and deadlines name a
   // lost rank and end the job.
-  const double timeout = dist_timeout_seconds().ok() ? *dist_timeout_seconds() : 30.0;
-  StartWatch watch(run_dir, n, std::max(10.0, timeout));
+  const Result<double> timeout = dist_timeout_seconds();
+  StartWatch watch(run_dir, n, std::max(10.0, timeout.ok() ? *timeout : 30.0));
   bool stopping = false;
   for (;;) {
     if (rank0 == 0) {
